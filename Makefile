@@ -1,0 +1,39 @@
+# Every target builds .venv from scratch if it is missing, so a fresh clone needs only python3 and make.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip --disable-pip-version-check -q
+
+.PHONY: demo test lint bench schema clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+# One stamp per extra set; a change to pyproject.toml reinstalls.
+$(VENV)/.stamp-dev: pyproject.toml | $(PY)
+	$(PIP) install -e '.[dev,sim]'
+	touch $@
+
+$(VENV)/.stamp-demo: pyproject.toml | $(PY)
+	$(PIP) install -e '.[sim]'
+	touch $@
+
+demo: $(VENV)/.stamp-demo
+	$(VENV)/bin/runbook-bot demo
+
+test: $(VENV)/.stamp-dev
+	$(PY) -m pytest
+
+lint: $(VENV)/.stamp-dev
+	$(VENV)/bin/ruff check bot tests bench
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
+
+bench: $(VENV)/.stamp-dev
+	for f in bench/*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
+
+schema: $(VENV)/.stamp-dev
+	$(VENV)/bin/runbook-bot schema > runbooks/runbook.schema.json
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,75 @@
+"""The ``runbook-bot`` command line: the one place that wires settings, store, clients, front-ends.
+
+Each command group lives in its own module with a ``register(subparsers)`` function. Handlers
+import what they need when they run, so ``runbook-bot --help`` and ``validate`` never import
+boto3, kubernetes or slack (``bench/startup.py`` measures it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from bot import __version__
+from bot.errors import RunbookBotError
+
+# Order here is the order of `runbook-bot --help`.
+COMMAND_MODULES = (
+    "bot.cli.language",  # validate, list, show, schema
+    "bot.cli.runs",  # run, approve, reject, abort, runs, status
+    "bot.cli.audit",  # audit verify
+    "bot.cli.export",  # export
+    "bot.cli.demo",  # demo
+    "bot.cli.sim",  # sim up, sim scenarios
+    "bot.cli.slack",  # slack serve
+)
+
+DESCRIPTION = """\
+runbook-bot walks on-call engineers through incident runbooks written in YAML: each step is
+planned, guarded, approved by a second person where it is destructive, and recorded in a
+tamper-evident audit log.
+
+Start here:
+  runbook-bot list                      the runbooks you can run
+  runbook-bot show node-dead-ngns       its steps, approvals and guards
+  runbook-bot run node-dead-ngns -p node=NODE --dry-run
+  runbook-bot demo                      watch a full recovery in the built-in sandbox
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="runbook-bot",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"runbook-bot {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name == name:
+                continue  # a command group not built into this install
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(handler(args) or 0)
+    except RunbookBotError as e:
+        print(f"runbook-bot: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130

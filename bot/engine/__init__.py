@@ -1,0 +1,1 @@
+"""How a run proceeds: statuses, the pure conductor, approval policy, ports, and the runner."""

@@ -1,0 +1,1 @@
+"""Front-ends turn a person's gesture into an engine command and render views back."""

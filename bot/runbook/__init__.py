@@ -1,0 +1,1 @@
+"""The runbook language: model, loader, sandboxed templating, static validation and JSON Schema."""

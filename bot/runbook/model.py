@@ -1,0 +1,171 @@
+"""The runbook document model (language v1), as pydantic models.
+
+This is the contract between runbook authors, the validator, the engine and every front-end. The
+model checks shape and local rules (types, names, durations, "action xor manual"); cross-references
+(params, step ids, action registry, approval floors) are checked in ``validate.py`` because they
+need the whole document and the action catalog.
+
+Conventions (documented in docs/runbook-language.md):
+- Bare expressions, without ``{{ }}``: ``when``, ``guards[].expr``, ``wait_until.expr``,
+  ``foreach``, ``outputs.*``.
+- Templated strings, with ``{{ }}``: ``with`` values, ``manual``, ``title``, guard ``message``.
+  A ``with`` value that is exactly one ``{{ expr }}`` keeps the expression's native type.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+
+from bot.runbook.durations import DURATION_PATTERN, parse_duration
+
+API_VERSION = "runbook-bot/v1"
+DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+IDENTIFIER = r"^[a-z][a-z0-9_]*$"
+ACTION_NAME = r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$"
+
+Duration = Annotated[
+    float,
+    BeforeValidator(parse_duration),
+    WithJsonSchema(
+        {"type": "string", "pattern": DURATION_PATTERN, "examples": ["30s", "6m", "1h"]}
+    ),
+]
+Identifier = Annotated[str, Field(pattern=IDENTIFIER, max_length=63)]
+Expression = Annotated[str, Field(min_length=1, description="A bare Jinja2 expression, no {{ }}.")]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class Metadata(_Strict):
+    name: Annotated[str, Field(pattern=DNS1123_LABEL, max_length=63)]
+    title: Annotated[str, Field(min_length=1, max_length=150)]
+    description: str = ""
+    tags: tuple[Annotated[str, Field(pattern=DNS1123_LABEL)], ...] = ()
+    owner: str = ""
+
+
+ParamType = Literal["string", "integer", "boolean", "enum", "duration"]
+
+
+class Param(_Strict):
+    type: ParamType = "string"
+    description: str = ""
+    required: bool = False
+    default: Any = None
+    pattern: str | None = Field(default=None, description="Regular expression (string params).")
+    values: tuple[str, ...] | None = Field(default=None, description="Allowed values (enum).")
+    minimum: int | None = None
+    maximum: int | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> Param:
+        if self.type == "enum" and not self.values:
+            raise ValueError("an enum param needs 'values', a list of the allowed strings")
+        if self.type != "enum" and self.values is not None:
+            raise ValueError(f"'values' is only for enum params, not {self.type}")
+        if self.pattern is not None and self.type != "string":
+            raise ValueError(f"'pattern' is only for string params, not {self.type}")
+        if self.required and self.default is not None:
+            raise ValueError("a param cannot be both required and have a default")
+        return self
+
+
+class Approval(_Strict):
+    required: bool | None = None
+    min_approvers: Annotated[int, Field(ge=1, le=10)] | None = None
+    groups: tuple[str, ...] | None = None
+    allow_self: bool | None = None
+    expires_after: Duration | None = None
+
+
+class Guard(_Strict):
+    expr: Expression
+    message: Annotated[str, Field(min_length=1)]
+
+
+class Retries(_Strict):
+    count: Annotated[int, Field(ge=0, le=20)] = 0
+    backoff: Duration = 5.0
+    factor: Annotated[float, Field(ge=1.0, le=10.0)] = 2.0
+    max_backoff: Duration = 300.0
+
+
+class Goto(_Strict):
+    goto: Identifier
+
+
+OnFailure = Literal["abort", "continue"] | Goto
+
+
+class WaitUntil(_Strict):
+    expr: Expression
+    interval: Duration = 10.0
+    timeout: Duration = 600.0
+
+
+class Step(_Strict):
+    id: Identifier
+    title: Annotated[str, Field(min_length=1, max_length=150)]
+    action: Annotated[str, Field(pattern=ACTION_NAME)] | None = None
+    with_: dict[str, Any] = Field(default_factory=dict, alias="with")
+    manual: str | None = None
+    when: Expression | None = None
+    guards: tuple[Guard, ...] = ()
+    approval: Approval | None = None
+    timeout: Duration | None = None
+    retries: Retries | None = None
+    on_failure: OnFailure = "abort"
+    wait_until: WaitUntil | None = None
+    foreach: Expression | None = None
+    outputs: dict[Identifier, Expression] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _action_xor_manual(self) -> Step:
+        if (self.action is None) == (self.manual is None):
+            raise ValueError("a step needs exactly one of 'action' or 'manual'")
+        if self.manual is not None and self.with_:
+            raise ValueError("'with' is only for action steps; a manual step has none")
+        return self
+
+    @field_validator("with_")
+    @classmethod
+    def _with_keys(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for key in value:
+            if not isinstance(key, str):
+                raise ValueError(f"'with' keys must be strings, got {key!r}")
+        return value
+
+
+class Spec(_Strict):
+    params: dict[Identifier, Param] = Field(default_factory=dict)
+    approvals: Approval = Approval()
+    steps: Annotated[tuple[Step, ...], Field(min_length=1)]
+
+
+class Runbook(_Strict):
+    api_version: Literal["runbook-bot/v1"] = Field(alias="apiVersion")
+    kind: Literal["Runbook"]
+    metadata: Metadata
+    spec: Spec
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    def step(self, step_id: str) -> Step:
+        for step in self.spec.steps:
+            if step.id == step_id:
+                return step
+        raise KeyError(step_id)
