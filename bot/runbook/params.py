@@ -1,0 +1,98 @@
+"""Run parameters: turn what a person typed (``-p node=ip-10-0-1-2``, a Slack modal) into typed
+values, or say exactly which parameter is wrong and what would be valid. Nothing runs until every
+parameter is valid."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from bot.errors import ParamError
+from bot.runbook.durations import parse_duration
+from bot.runbook.model import Param, Runbook
+
+_TRUE = {"true", "yes", "on", "1"}
+_FALSE = {"false", "no", "off", "0"}
+
+
+def coerce_param(name: str, spec: Param, raw: Any) -> Any:
+    """One parameter to its typed value; ParamError names it and what is valid."""
+    kind = spec.type
+    if kind == "string":
+        value = str(raw)
+        if spec.pattern and not re.fullmatch(spec.pattern, value):
+            raise ParamError(f"param {name!r}: {value!r} does not match the pattern {spec.pattern}")
+        return value
+    if kind == "integer":
+        if isinstance(raw, bool):
+            raise ParamError(f"param {name!r}: expected an integer, got {raw!r}")
+        try:
+            number = int(str(raw).strip())
+        except ValueError:
+            raise ParamError(f"param {name!r}: expected an integer, got {raw!r}") from None
+        if spec.minimum is not None and number < spec.minimum:
+            raise ParamError(f"param {name!r}: {number} is below the minimum {spec.minimum}")
+        if spec.maximum is not None and number > spec.maximum:
+            raise ParamError(f"param {name!r}: {number} is above the maximum {spec.maximum}")
+        return number
+    if kind == "boolean":
+        if isinstance(raw, bool):
+            return raw
+        text = str(raw).strip().lower()
+        if text in _TRUE:
+            return True
+        if text in _FALSE:
+            return False
+        raise ParamError(f"param {name!r}: expected true or false, got {raw!r}")
+    if kind == "enum":
+        value = str(raw)
+        if spec.values is None or value not in spec.values:
+            raise ParamError(
+                f"param {name!r}: {value!r} is not one of {', '.join(spec.values or ())}"
+            )
+        return value
+    if kind == "duration":
+        try:
+            return parse_duration(raw if isinstance(raw, str) else str(raw))
+        except ValueError as e:
+            raise ParamError(f"param {name!r}: {e}") from None
+    raise ParamError(f"param {name!r}: unknown type {kind!r}")
+
+
+def coerce_params(runbook: Runbook, raw: Mapping[str, Any]) -> dict[str, Any]:
+    """All parameters of a run, typed, with defaults filled in. Reports every problem at once."""
+    declared = runbook.spec.params
+    problems: list[str] = []
+    unknown = sorted(set(raw) - set(declared))
+    for name in unknown:
+        valid = ", ".join(declared) or "none"
+        problems.append(f"unknown param {name!r} (this runbook takes: {valid})")
+    values: dict[str, Any] = {}
+    for name, spec in declared.items():
+        if name in raw and raw[name] is not None and raw[name] != "":
+            try:
+                values[name] = coerce_param(name, spec, raw[name])
+            except ParamError as e:
+                problems.append(str(e))
+        elif spec.default is not None:
+            values[name] = coerce_param(name, spec, spec.default)
+        elif spec.required:
+            hint = f" ({spec.description})" if spec.description else ""
+            problems.append(f"missing required param {name!r}{hint}")
+        else:
+            values[name] = None
+    if problems:
+        raise ParamError("; ".join(problems))
+    return values
+
+
+def parse_assignments(pairs: list[str]) -> dict[str, str]:
+    """``["node=ip-1", "force=true"]`` -> a dict; a pair without ``=`` is a ParamError."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise ParamError(f"expected key=value, got {pair!r}")
+        key, value = pair.split("=", 1)
+        out[key.strip()] = value.strip()
+    return out
