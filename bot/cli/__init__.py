@@ -73,3 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # `runbook-bot show X | head`: the reader left; say nothing more.
+        sys.stderr.close()
+        return 0

@@ -10,8 +10,15 @@ _UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 
 
 def parse_duration(text: object) -> float:
-    """Return seconds for ``30s`` / ``6m`` / ``1h`` / ``1h30m``; raise ValueError naming the format."""
-    if isinstance(text, bool) or not isinstance(text, str):
+    """Return seconds for ``30s`` / ``6m`` / ``1h`` / ``1h30m``; raise ValueError naming the format.
+
+    A number is taken as seconds: a duration param reaches a ``with`` value already parsed.
+    """
+    if isinstance(text, int | float) and not isinstance(text, bool):
+        if text < 0 or text != text or text == float("inf"):
+            raise ValueError(f"a duration must be a finite number of seconds >= 0, got {text!r}")
+        return float(text)
+    if not isinstance(text, str):
         raise ValueError(
             f"expected a duration such as 30s, 6m or 1h (a quoted string), got {text!r}"
         )

@@ -20,7 +20,9 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    Discriminator,
     Field,
+    Tag,
     WithJsonSchema,
     field_validator,
     model_validator,
@@ -31,13 +33,19 @@ from bot.runbook.durations import DURATION_PATTERN, parse_duration
 API_VERSION = "runbook-bot/v1"
 DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 IDENTIFIER = r"^[a-z][a-z0-9_]*$"
-ACTION_NAME = r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$"
+ACTION_NAME = r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$"
 
 Duration = Annotated[
     float,
     BeforeValidator(parse_duration),
     WithJsonSchema(
-        {"type": "string", "pattern": DURATION_PATTERN, "examples": ["30s", "6m", "1h"]}
+        {
+            "anyOf": [
+                {"type": "string", "pattern": DURATION_PATTERN},
+                {"type": "number", "minimum": 0, "description": "seconds"},
+            ],
+            "examples": ["30s", "6m", "1h"],
+        }
     ),
 ]
 Identifier = Annotated[str, Field(pattern=IDENTIFIER, max_length=63)]
@@ -88,6 +96,10 @@ class Approval(_Strict):
     groups: tuple[str, ...] | None = None
     allow_self: bool | None = None
     expires_after: Duration | None = None
+    description: str | None = Field(
+        default=None,
+        description="Shown to approvers with the plan: why this needs a human, what can go wrong.",
+    )
 
 
 class Guard(_Strict):
@@ -106,7 +118,17 @@ class Goto(_Strict):
     goto: Identifier
 
 
-OnFailure = Literal["abort", "continue"] | Goto
+def _on_failure_kind(value: Any) -> str:
+    # One branch per shape, so a mistake yields one message, not one per union member.
+    if isinstance(value, Goto | dict):
+        return "goto"
+    return "keyword"
+
+
+OnFailure = Annotated[
+    Annotated[Literal["abort", "continue"], Tag("keyword")] | Annotated[Goto, Tag("goto")],
+    Discriminator(_on_failure_kind),
+]
 
 
 class WaitUntil(_Strict):

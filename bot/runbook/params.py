@@ -54,7 +54,7 @@ def coerce_param(name: str, spec: Param, raw: Any) -> Any:
         return value
     if kind == "duration":
         try:
-            return parse_duration(raw if isinstance(raw, str) else str(raw))
+            return parse_duration(raw)
         except ValueError as e:
             raise ParamError(f"param {name!r}: {e}") from None
     raise ParamError(f"param {name!r}: unknown type {kind!r}")

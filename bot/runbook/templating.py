@@ -6,7 +6,10 @@ credentials, so template injection must be impossible, not merely unlikely:
 - no globals at all (``cycler``, ``joiner``, ``namespace``, ``lipsum``, ``range``, ``dict`` removed),
   so ``{{ cycler.__init__.__globals__ }}`` has nothing to start from;
 - ``StrictUndefined``: a misspelt name is an error, never an empty string;
-- a static check (``check_safe``) rejects any ``_``-prefixed attribute or subscript before rendering.
+- a static check (``check_safe``) rejects any ``_``-prefixed attribute or subscript, and any
+  ``_``-prefixed attribute name handed to a filter or test (``|attr('__class__')``,
+  ``|map(attribute='__dict__')``), before rendering;
+- ``*`` and ``**`` are bounded, so ``'x' * 10**12`` is an error, not an exhausted worker.
 
 Two forms (docs/runbook-language.md):
 - a bare *expression* (``when``, ``guards[].expr``, ``wait_until.expr``, ``foreach``, ``outputs``);
@@ -30,13 +33,40 @@ from bot.errors import ExpressionError
 _WHOLE = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\}\}).)*)\}\}\s*$", re.DOTALL)
 
 
+MAX_SEQUENCE = 100_000  # the longest string or list ``*`` may build
+MAX_EXPONENT = 1_000
+
+
+class _Environment(ImmutableSandboxedEnvironment):
+    intercepted_binops = frozenset({"*", "**"})
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        if operator == "**" and isinstance(right, int | float) and abs(right) > MAX_EXPONENT:
+            raise SecurityError(f"exponent {right!r} is too large (at most {MAX_EXPONENT})")
+        if operator == "*":
+            for seq, times in ((left, right), (right, left)):
+                if (isinstance(seq, str | list | tuple) and isinstance(times, int)
+                        and len(seq) * times > MAX_SEQUENCE):
+                    raise SecurityError(
+                        f"repetition would build {len(seq) * times} items (at most {MAX_SEQUENCE})"
+                    )
+        return super().call_binop(context, operator, left, right)
+
+
 def _make_env() -> ImmutableSandboxedEnvironment:
-    env = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False)
+    env = _Environment(undefined=StrictUndefined, autoescape=False)
     env.globals.clear()
     return env
 
 
 ENV = _make_env()
+
+
+def _unsafe(name: str, source: str) -> ExpressionError:
+    return ExpressionError(
+        f"unsafe expression: access to {name!r} is not allowed "
+        f"(names starting with '_' are blocked) in {source!r}"
+    )
 
 
 def check_safe(tree: nodes.Node, source: str) -> None:
@@ -46,10 +76,27 @@ def check_safe(tree: nodes.Node, source: str) -> None:
         if isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Const):
             name = node.arg.value if isinstance(node.arg.value, str) else None
         if name is not None and name.startswith("_"):
+            raise _unsafe(name, source)
+    for stmt in tree.find_all((nodes.Extends, nodes.Include, nodes.Import, nodes.FromImport,
+                               nodes.Macro, nodes.CallBlock, nodes.Block)):
+        raise ExpressionError(
+            f"unsafe template: {type(stmt).__name__.lower()} statements are not allowed "
+            f"(only expressions, if, for and set) in {source!r}"
+        )
+    for ref in tree.find_all(nodes.Name):
+        if ref.name == "self":
             raise ExpressionError(
-                f"unsafe expression: access to {name!r} is not allowed "
-                f"(names starting with '_' are blocked) in {source!r}"
+                f"unsafe template: 'self' (the template object) is not available in {source!r}"
             )
+    # Filters and tests such as attr, map, selectattr, sort and groupby take attribute names
+    # (dotted paths too) as string arguments; a private name there is the same attack.
+    for call in tree.find_all((nodes.Filter, nodes.Test)):
+        args = [*call.args, *(kw.value for kw in call.kwargs)]
+        for arg in args:
+            if isinstance(arg, nodes.Const) and isinstance(arg.value, str):
+                for part in arg.value.split("."):
+                    if part.startswith("_"):
+                        raise _unsafe(arg.value, source)
 
 
 @lru_cache(maxsize=4096)

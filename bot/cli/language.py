@@ -1,0 +1,220 @@
+"""``validate``, ``list``, ``show`` and ``schema``: the commands for writing and reading runbooks.
+
+They need no cluster, no AWS account and no Slack, so they are what an author runs while editing,
+and what CI runs on every change. Only argparse is imported at module level: building the parser
+for ``runbook-bot --help`` must stay fast and import no SDK.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from bot.runbook.model import Runbook, Step
+    from bot.runbook.validate import Catalog
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "validate",
+        help="check runbooks and print every problem as FILE:LINE:COL: message",
+        description="Check runbook files (or every *.yaml in a directory) against the language "
+        "and the action catalog. Exit status 0 when all are valid, 1 otherwise.",
+    )
+    p.add_argument("paths", nargs="*", metavar="PATH",
+                   help="runbook files or directories (default: the configured runbooks dir)")
+    p.set_defaults(handler=cmd_validate)
+
+    p = sub.add_parser("list", help="the runbooks you can run, with step counts",
+                       description="List the runbooks in the runbooks directory.")
+    p.add_argument("--dir", help="runbooks directory (default: the configured one)")
+    p.set_defaults(handler=cmd_list)
+
+    p = sub.add_parser("show", help="a runbook's params and steps, which need approval, and guards",
+                       description="Show a runbook step by step: what each does, whether it "
+                       "needs approval and why, and the guards checked before it applies.")
+    p.add_argument("name", metavar="NAME", help="a runbook name (see `list`) or a file path")
+    p.add_argument("--dir", help="runbooks directory (default: the configured one)")
+    p.set_defaults(handler=cmd_show)
+
+    p = sub.add_parser("schema", help="print the JSON Schema of the runbook language",
+                       description="Print the JSON Schema generated from the runbook model "
+                       "(committed as runbooks/runbook.schema.json).")
+    p.set_defaults(handler=cmd_schema)
+
+
+def _catalog() -> Catalog:
+    import bot.actions.declarations  # noqa: F401  (declares every action in the registry)
+    from bot.actions.registry import registry
+
+    return registry
+
+
+def _runbooks_dir(explicit: str | None) -> Path:
+    if explicit:
+        return Path(explicit)
+    from bot.config import load_settings
+
+    return Path(load_settings().runbooks_dir)
+
+
+def _files(paths: list[str]) -> list[Path]:
+    from bot.runbook.loader import runbook_files
+
+    out: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        out += runbook_files(path) if path.is_dir() else [path]
+    return out
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from bot.errors import RunbookError
+    from bot.runbook.loader import load_runbook
+
+    catalog = _catalog()
+    paths = _files(args.paths or [str(_runbooks_dir(None))])
+    if not paths:
+        print("no runbooks found (*.yaml, *.yml)", file=sys.stderr)
+        return 1
+    failed = 0
+    for path in paths:
+        try:
+            runbook = load_runbook(path, catalog=catalog)
+        except RunbookError as e:
+            failed += 1
+            for problem in e.problems:
+                print(problem)
+            continue
+        print(f"{path}: ok ({runbook.name}, {len(runbook.spec.steps)} steps)")
+    if failed:
+        print(f"{failed} of {len(paths)} runbooks invalid", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _destructive(step: Step, catalog: Catalog) -> bool:
+    return step.action is not None and step.action in catalog and catalog.get(step.action).destructive
+
+
+def _load_dir(explicit: str | None, catalog: Catalog) -> tuple[dict[str, Runbook], list[str]]:
+    from bot.errors import RunbookError
+    from bot.runbook.loader import load_runbook, runbook_files
+
+    base = _runbooks_dir(explicit)
+    found: dict[str, Runbook] = {}
+    problems: list[str] = []
+    if not base.is_dir():
+        return found, [f"{base}: not a directory of runbooks"]
+    for path in runbook_files(base):
+        try:
+            runbook = load_runbook(path, catalog=catalog)
+        except RunbookError as e:
+            problems += [str(p) for p in e.problems]
+            continue
+        found[runbook.name] = runbook
+    return found, problems
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    catalog = _catalog()
+    runbooks, problems = _load_dir(args.dir, catalog)
+    rows = [("NAME", "TITLE", "STEPS", "DESTRUCTIVE")]
+    for name in sorted(runbooks):
+        rb = runbooks[name]
+        destructive = sum(_destructive(s, catalog) for s in rb.spec.steps)
+        rows.append((name, rb.metadata.title, str(len(rb.spec.steps)), str(destructive)))
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    for row in rows:
+        print(f"{row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  {row[2]:>{widths[2]}}  {row[3]}")
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    return 1 if problems else 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from bot.errors import NotFound
+    from bot.runbook.loader import load_runbook
+
+    catalog = _catalog()
+    if args.name.endswith((".yaml", ".yml")) or "/" in args.name:
+        runbook = load_runbook(args.name, catalog=catalog)
+    else:
+        runbooks, problems = _load_dir(args.dir, catalog)
+        if args.name not in runbooks:
+            for problem in problems:
+                print(problem, file=sys.stderr)
+            known = ", ".join(sorted(runbooks)) or "none"
+            raise NotFound(f"no runbook named {args.name!r}; runbooks: {known}")
+        runbook = runbooks[args.name]
+    print(describe(runbook, catalog))
+    return 0
+
+
+def describe(runbook: Runbook, catalog: Catalog) -> str:
+    """A runbook as plain text for a terminal: params, then each step with approval and guards."""
+    from bot.runbook.durations import format_duration
+    from bot.runbook.validate import approval_reason
+
+    md = runbook.metadata
+    lines = [f"{md.name}: {md.title}"]
+    if md.description:
+        import textwrap
+
+        lines += ["", *textwrap.wrap(" ".join(md.description.split()), width=96,
+                                     initial_indent="  ", subsequent_indent="  ")]
+    if runbook.spec.params:
+        lines += ["", "Params:"]
+        for name, param in runbook.spec.params.items():
+            bits = [param.type, "required" if param.required else "optional"]
+            if param.default is not None:
+                bits.append(f"default {param.default}")
+            about = f": {param.description}" if param.description else ""
+            lines.append(f"  {name} ({', '.join(bits)}){about}")
+    defaults = runbook.spec.approvals
+    lines += ["", "Steps:"]
+    for number, step in enumerate(runbook.spec.steps, 1):
+        destructive = _destructive(step, catalog)
+        kind = step.action if step.action else "manual"
+        flag = "  [DESTRUCTIVE]" if destructive else ""
+        lines.append(f"  {number}. {step.id}: {step.title}  ({kind}){flag}")
+        if step.when:
+            lines.append(f"       only when: {step.when}")
+        if step.foreach:
+            lines.append(f"       for each item in: {step.foreach}")
+        reason = approval_reason(runbook, step, destructive=destructive)
+        if reason:
+            own = step.approval
+            count = (own.min_approvers if own and own.min_approvers else None) or (
+                defaults.min_approvers or 1)
+            groups = (own.groups if own and own.groups is not None else None) or defaults.groups
+            expires = (own.expires_after if own and own.expires_after else None) or (
+                defaults.expires_after)
+            who = f" from {', '.join(groups)}" if groups else ""
+            until = f", expires after {format_duration(expires)}" if expires else ""
+            lines.append(f"       approval: {count} approver{'s' if count > 1 else ''}{who}"
+                         f"{until} ({reason})")
+            if own and own.description:
+                lines.append(f"       approvers are told: {' '.join(own.description.split())}")
+        for guard in step.guards:
+            lines.append(f"       guard: {guard.expr}")
+            lines.append(f"         else: {' '.join(guard.message.split())}")
+        if step.wait_until:
+            lines.append(f"       waits until: {step.wait_until.expr} (every "
+                         f"{format_duration(step.wait_until.interval)}, up to "
+                         f"{format_duration(step.wait_until.timeout)})")
+        if not isinstance(step.on_failure, str):
+            lines.append(f"       on failure: go to {step.on_failure.goto}")
+        elif step.on_failure == "continue":
+            lines.append("       on failure: continue")
+    return "\n".join(lines)
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    from bot.runbook.schema import schema_json
+
+    sys.stdout.write(schema_json())
+    return 0

@@ -1,0 +1,152 @@
+"""The shipped runbooks validate, and node-dead-ngns's expressions mean what the runbook says.
+
+The expressions are evaluated against results shaped as docs/action-results.md promises, so a
+misspelt result field or a wrong filter shows here, before a rehearsal in the sandbox.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.actions.registry import Registry
+from bot.runbook.loader import load_runbook, load_runbooks
+from bot.runbook.model import Runbook
+from bot.runbook.templating import evaluate, render, render_value
+
+RUNBOOKS = Path(__file__).parents[2] / "runbooks"
+NODE = "ip-10-0-1-2.ec2.internal"
+INSTANCE = "i-0123456789abcdef0"
+
+
+@pytest.fixture
+def ngns(catalog: Registry) -> Runbook:
+    return load_runbook(RUNBOOKS / "node-dead-ngns.yaml", catalog=catalog)
+
+
+def context(*, state: str = "stopped", ready: bool = False, still_attached: bool = False,
+            running_elsewhere: bool = True) -> dict[str, Any]:
+    va = [{"name": "csi-1", "node": NODE, "pv": "pv-1", "attached": True, "attach_error": None,
+           "detach_error": None, "volume_id": "vol-0aaaaaaaaaaaaaaaa"}]
+    ec2 = [
+        {"volume_id": "vol-0rootrootrootroot", "exists": True, "state": "in-use", "zone": "a",
+         "attachments": [{"instance_id": INSTANCE, "state": "attached", "device": "/dev/xvda"}]},
+        {"volume_id": "vol-0aaaaaaaaaaaaaaaa", "exists": True, "state": "in-use", "zone": "a",
+         "attachments": [{"instance_id": INSTANCE, "state": "attached", "device": "/dev/xvdb"}]},
+    ]
+    pods_after = [
+        {"name": "es-0", "namespace": "db", "node": NODE, "phase": "Unknown", "reason": None,
+         "terminating": True, "pvcs": ["data-es-0"]},
+        {"name": "es-0", "namespace": "db", "node": "ip-10-0-9-9.ec2.internal",
+         "phase": "Running" if running_elsewhere else "Pending", "reason": None,
+         "terminating": False, "pvcs": ["data-es-0"]},
+    ]
+    node = {"name": NODE, "exists": True, "ready": ready, "ready_status": "Unknown",
+            "instance_id": INSTANCE, "taints": [], "out_of_service": False}
+    steps = {
+        "node": {"result": node, "outputs": {"instance_id": INSTANCE}, "status": "succeeded"},
+        "instance": {"result": {"instance_id": INSTANCE, "state": state}, "outputs": {}},
+        "fenced": {"result": {"instance_id": INSTANCE, "state": state}, "outputs": {}},
+        "node_now": {"result": node, "outputs": {}},
+        "attachments": {"result": {"items": va, "count": 1}, "outputs": {}},
+        "attachments_after": {"result": {"items": va if still_attached else [], "count": 0},
+                              "outputs": {}},
+        "pods": {"result": {"items": pods_after[:1], "count": 1}, "outputs": {}},
+        "ec2_volumes": {"result": {"items": ec2, "count": 2}, "outputs": {}},
+        "pods_running": {"result": {"items": pods_after, "count": 2}, "outputs": {}},
+    }
+    return {"params": {"node": NODE, "cluster": None, "detach_wait": 360.0}, "steps": steps,
+            "run": {"id": "r1", "requester": "alice", "started_at": "2026-01-01T00:00:00Z"}}
+
+
+def outputs_of(runbook: Runbook, step_id: str, ctx: dict[str, Any]) -> dict[str, Any]:
+    step = runbook.step(step_id)
+    local = {**ctx, "result": ctx["steps"][step_id]["result"]}
+    return {name: evaluate(expr, local) for name, expr in step.outputs.items()}
+
+
+def with_outputs(runbook: Runbook, ctx: dict[str, Any]) -> dict[str, Any]:
+    for step in runbook.spec.steps:
+        if step.id in ctx["steps"] and step.outputs:
+            ctx["steps"][step.id]["outputs"] = outputs_of(runbook, step.id, ctx)
+    return ctx
+
+
+def test_every_shipped_runbook_validates(catalog: Registry) -> None:
+    assert "node-dead-ngns" in load_runbooks(RUNBOOKS, catalog=catalog)
+
+
+def test_every_shipped_runbook_points_editors_at_the_schema() -> None:
+    for path in sorted(RUNBOOKS.glob("*.yaml")):
+        assert path.read_text().splitlines()[0] == "# yaml-language-server: $schema=./runbook.schema.json"
+
+
+def test_ngns_destructive_steps_are_fence_taint_and_force_detach(ngns: Runbook, catalog: Registry) -> None:
+    destructive = [s.id for s in ngns.spec.steps if s.action and catalog.get(s.action).destructive]
+    assert destructive == ["fence", "taint", "force_detach"]
+    assert ngns.step("force_detach").approval is not None
+    assert ngns.step("force_detach").approval.min_approvers == 2
+
+
+@pytest.mark.parametrize(("state", "fences"), [("running", True), ("pending", True),
+                                               ("stopping", True), ("stopped", False),
+                                               ("terminated", False)])
+def test_ngns_fences_only_an_instance_that_may_still_run(ngns: Runbook, state: str, fences: bool) -> None:
+    assert evaluate(ngns.step("fence").when or "", context(state=state)) is fences
+
+
+@pytest.mark.parametrize(("state", "ready", "passes"), [("stopped", False, True),
+                                                         ("terminated", False, True),
+                                                         ("running", False, False),
+                                                         ("stopped", True, False)])
+def test_ngns_taint_guards_need_a_powered_off_notready_node(
+    ngns: Runbook, state: str, ready: bool, passes: bool
+) -> None:
+    ctx = context(state=state, ready=ready)
+    assert all(evaluate(g.expr, ctx) for g in ngns.step("taint").guards) is passes
+
+
+def test_ngns_taint_guard_message_says_what_to_do_instead(ngns: Runbook) -> None:
+    message = render(ngns.step("taint").guards[0].message, context(state="running"))
+    assert f"Instance {INSTANCE} is running" in message
+    assert "fence it first" in message
+
+
+@pytest.mark.parametrize(("still_attached", "stuck"), [(False, ["vol-0aaaaaaaaaaaaaaaa"]),
+                                                        (True, [])])
+def test_ngns_force_detaches_only_volumes_kubernetes_let_go_of(
+    ngns: Runbook, still_attached: bool, stuck: list[str]
+) -> None:
+    ctx = with_outputs(ngns, context(still_attached=still_attached))
+    assert ctx["steps"]["ec2_volumes"]["outputs"]["stuck"] == stuck
+    assert evaluate(ngns.step("force_detach").foreach or "", ctx) == stuck
+
+
+def test_ngns_force_detach_with_values_render_to_the_action_params(ngns: Runbook) -> None:
+    ctx = {**with_outputs(ngns, context()), "item": "vol-0aaaaaaaaaaaaaaaa"}
+    assert render_value(ngns.step("force_detach").with_, ctx) == {
+        "volume_id": "vol-0aaaaaaaaaaaaaaaa", "instance_id": INSTANCE, "force": True,
+        "cluster": None,
+    }
+
+
+@pytest.mark.parametrize(("elsewhere", "done"), [(True, True), (False, False)])
+def test_ngns_waits_until_the_pods_run_on_another_node(ngns: Runbook, elsewhere: bool, done: bool) -> None:
+    ctx = with_outputs(ngns, context(running_elsewhere=elsewhere))
+    wait = ngns.step("pods_running").wait_until
+    assert wait is not None
+    assert evaluate(wait.expr, {**ctx, "result": ctx["steps"]["pods_running"]["result"]}) is done
+
+
+def test_ngns_passes_the_detach_wait_param_as_seconds(ngns: Runbook, catalog: Registry) -> None:
+    params = render_value(ngns.step("wait_detach").with_, context())
+    model = catalog.get("k8s.volumeattachments.wait_gone").params_model
+    assert model.model_validate(params).model_dump()["timeout"] == 360.0
+
+
+def test_ngns_ends_by_saying_the_taint_stays_until_node_recovered(ngns: Runbook) -> None:
+    last = ngns.spec.steps[-1]
+    assert last.action == "notify"
+    assert "node-recovered" in render(last.with_["message"], context())
