@@ -2,15 +2,40 @@
 
 ``boto3_client`` builds a botocore EC2 client with the configured retry mode; endpoints come from
 the standard environment (``AWS_ENDPOINT_URL_EC2``) unless given, so production and the sandbox are
-reached the same way.
+reached the same way. ``Ec2Client`` wraps it for the actions:
+
+- plain dicts out, the botocore response shapes (``State``, ``Attachments`` ...) unchanged;
+- batching: many instances or volumes in one paginated Describe call. Ids go in as *filters*, not
+  ``InstanceIds``/``VolumeIds``, because one unknown id fails the whole id-list call with
+  ``InvalidInstanceID.NotFound`` while a filter simply leaves it out ("exists: false");
+- errors translated once: throttling and server faults are ``RetryableError`` (after botocore's
+  own ``standard`` retries gave up), everything else ``PermanentError`` with the AWS code kept;
+- every request (each page) recorded as an ``ApiCall`` with its AWS request id.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import boto3
 from botocore.config import Config
+from botocore.credentials import RefreshableCredentials
+from botocore.exceptions import BotoCoreError, ClientError, ConnectTimeoutError, ReadTimeoutError
+from botocore.session import get_session
+
+from bot.config import ClusterConfig
+from bot.engine.plan import ApiCall
+from bot.errors import PermanentError, RetryableError
+
+SERVICE = "ec2"
+RETRYABLE_CODES = frozenset({
+    "RequestLimitExceeded", "Throttling", "ThrottlingException", "RequestThrottled",
+    "InternalError", "InternalFailure", "ServiceUnavailable", "Unavailable",
+})
+DRY_RUN_OK = "DryRunOperation"
 
 
 def boto3_client(
@@ -32,3 +57,187 @@ def boto3_client(
         read_timeout=timeout,
     )
     return session.client("ec2", endpoint_url=endpoint_url, config=config)
+
+
+def _assumed_role_client(cfg: ClusterConfig, *, endpoint_url: str | None) -> Any:
+    """An EC2 client whose credentials come from STS AssumeRole and refresh before they expire."""
+    base = boto3.session.Session(profile_name=cfg.profile, region_name=cfg.region)
+    sts = base.client("sts", config=Config(retries={"mode": cfg.retry_mode,
+                                                    "max_attempts": cfg.max_attempts}))
+
+    def refresh() -> dict[str, str]:
+        creds = sts.assume_role(RoleArn=cfg.role_arn, RoleSessionName=f"runbook-bot-{cfg.name}",
+                                DurationSeconds=3600)["Credentials"]
+        return {"access_key": creds["AccessKeyId"], "secret_key": creds["SecretAccessKey"],
+                "token": creds["SessionToken"], "expiry_time": creds["Expiration"].isoformat()}
+
+    botocore_session = get_session()
+    botocore_session._credentials = RefreshableCredentials.create_from_metadata(
+        metadata=refresh(), refresh_using=refresh, method="sts-assume-role")
+    session = boto3.session.Session(botocore_session=botocore_session, region_name=cfg.region)
+    config = Config(region_name=cfg.region,
+                    retries={"mode": cfg.retry_mode, "max_attempts": cfg.max_attempts},
+                    connect_timeout=cfg.request_timeout, read_timeout=cfg.request_timeout)
+    return session.client("ec2", endpoint_url=endpoint_url, config=config)
+
+
+def translate(e: Exception, *, operation: str) -> Exception:
+    """The ``bot.errors`` exception for a botocore failure (raise it ``from e``)."""
+    if isinstance(e, ClientError):
+        err = e.response.get("Error", {})
+        code = str(err.get("Code", "Unknown"))
+        text = f"{operation}: {code}: {err.get('Message', '')}"
+        status = int(e.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+        if code in RETRYABLE_CODES or status >= 500:
+            return RetryableError(text, service=SERVICE, operation=operation, code=code)
+        return PermanentError(text, service=SERVICE, operation=operation, code=code)
+    if isinstance(e, ConnectTimeoutError | ReadTimeoutError):
+        return RetryableError(f"{operation}: timed out: {e}", service=SERVICE, operation=operation,
+                              code="Timeout")
+    if isinstance(e, BotoCoreError):
+        return RetryableError(f"{operation}: {e}", service=SERVICE, operation=operation,
+                              code=type(e).__name__)
+    return e
+
+
+def _request_id(resp: Any) -> str:
+    meta = resp.get("ResponseMetadata", {}) if isinstance(resp, dict) else {}
+    return str(meta.get("RequestId", ""))
+
+
+@dataclass
+class Ec2Client:
+    """One account and region's EC2 API for the actions; ``bound(calls)`` records into ``calls``."""
+
+    client: Any  # a botocore EC2 client
+    recorder: list[ApiCall] | None = None
+
+    @classmethod
+    def from_cluster(cls, cfg: ClusterConfig, *, endpoint_url: str | None = None) -> Ec2Client:
+        """Region, profile, retry mode and (optionally) an assumed role from the cluster's config."""
+        if cfg.role_arn:
+            raw = _assumed_role_client(cfg, endpoint_url=endpoint_url)
+        else:
+            raw = boto3_client(region=cfg.region, endpoint_url=endpoint_url, profile=cfg.profile,
+                               retry_mode=cfg.retry_mode, max_attempts=cfg.max_attempts,
+                               timeout=cfg.request_timeout)
+        return cls(client=raw)
+
+    def bound(self, calls: list[ApiCall]) -> Ec2Client:
+        return Ec2Client(client=self.client, recorder=calls)
+
+    # -- plumbing -----------------------------------------------------------------------------
+
+    def _record(self, operation: str, targets: Sequence[str], outcome: str, request_id: str) -> None:
+        if self.recorder is not None:
+            self.recorder.append(ApiCall(service=SERVICE, operation=operation,
+                                         targets=tuple(targets), outcome=outcome,
+                                         request_id=request_id))
+
+    def _call(self, operation: str, targets: Sequence[str], fn: Callable[[], Any]) -> Any:
+        try:
+            resp = fn()
+        except ClientError as e:
+            code = str(e.response.get("Error", {}).get("Code", "Unknown"))
+            self._record(operation, targets, code, _request_id(e.response))
+            raise translate(e, operation=operation) from e
+        except BotoCoreError as e:
+            self._record(operation, targets, type(e).__name__, "")
+            raise translate(e, operation=operation) from e
+        if resp is not None:  # None: a paginator ran out of pages, no request was made
+            self._record(operation, targets, "ok", _request_id(resp))
+        return resp
+
+    def _paginate(self, operation: str, method: str, targets: Sequence[str],
+                  **kwargs: Any) -> Iterator[dict[str, Any]]:
+        pages = iter(self.client.get_paginator(method).paginate(**kwargs))
+        while True:
+            page = self._call(operation, targets, lambda: next(pages, None))
+            if page is None:
+                return
+            yield page
+
+    # -- reads --------------------------------------------------------------------------------
+
+    def describe_instances(self, instance_ids: Sequence[str] = (), *,
+                           filters: Sequence[dict[str, Any]] = ()) -> dict[str, dict[str, Any]]:
+        """Instances by id (absent ids are simply missing) and/or filters, in one paginated call."""
+        flt = list(filters)
+        if instance_ids:
+            flt.append({"Name": "instance-id", "Values": sorted(set(instance_ids))})
+        out: dict[str, dict[str, Any]] = {}
+        for page in self._paginate("DescribeInstances", "describe_instances", list(instance_ids),
+                                   Filters=flt):
+            for res in page.get("Reservations", ()):
+                for inst in res.get("Instances", ()):
+                    out[inst["InstanceId"]] = inst
+        return out
+
+    def describe_instance_status(self, instance_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Status checks; ``IncludeAllInstances`` so stopped instances are listed too."""
+        if not instance_ids:
+            return {}
+        out: dict[str, dict[str, Any]] = {}
+        flt = [{"Name": "instance-id", "Values": sorted(set(instance_ids))}]
+        for page in self._paginate("DescribeInstanceStatus", "describe_instance_status",
+                                   list(instance_ids), Filters=flt, IncludeAllInstances=True):
+            for st in page.get("InstanceStatuses", ()):
+                out[st["InstanceId"]] = st
+        return out
+
+    def describe_volumes(self, volume_ids: Sequence[str] = (), *,
+                         filters: Sequence[dict[str, Any]] = ()) -> dict[str, dict[str, Any]]:
+        """Volumes by id (absent ids are simply missing) and/or filters, in one paginated call."""
+        flt = list(filters)
+        if volume_ids:
+            flt.append({"Name": "volume-id", "Values": sorted(set(volume_ids))})
+        out: dict[str, dict[str, Any]] = {}
+        for page in self._paginate("DescribeVolumes", "describe_volumes", list(volume_ids),
+                                   Filters=flt):
+            for vol in page.get("Volumes", ()):
+                out[vol["VolumeId"]] = vol
+        return out
+
+    # -- writes -------------------------------------------------------------------------------
+
+    def _dry_run(self, operation: str, targets: Sequence[str], fn: Callable[[], Any]) -> bool:
+        """True when EC2 says the call would have succeeded (``DryRunOperation``)."""
+        try:
+            self._call(operation, targets, fn)
+        except PermanentError as e:
+            if e.code == DRY_RUN_OK:
+                return True
+            raise
+        return True  # an endpoint that ignores DryRun: treat as permitted
+
+    def stop_instances(self, instance_ids: Sequence[str], *, force: bool,
+                       dry_run: bool = False) -> dict[str, Any]:
+        ids = list(instance_ids)
+        fn = lambda: self.client.stop_instances(InstanceIds=ids, Force=force, DryRun=dry_run)  # noqa: E731
+        if dry_run:
+            return {"DryRun": self._dry_run("StopInstances", ids, fn)}
+        return dict(self._call("StopInstances", ids, fn))
+
+    def detach_volume(self, *, volume_id: str, instance_id: str | None, force: bool,
+                      dry_run: bool = False) -> dict[str, Any]:
+        kw: dict[str, Any] = {"VolumeId": volume_id, "Force": force, "DryRun": dry_run}
+        if instance_id:
+            kw["InstanceId"] = instance_id
+        targets = [volume_id] + ([instance_id] if instance_id else [])
+        fn = lambda: self.client.detach_volume(**kw)  # noqa: E731
+        if dry_run:
+            return {"DryRun": self._dry_run("DetachVolume", targets, fn)}
+        return dict(self._call("DetachVolume", targets, fn))
+
+    def delete_volume(self, *, volume_id: str, dry_run: bool = False) -> dict[str, Any]:
+        fn = lambda: self.client.delete_volume(VolumeId=volume_id, DryRun=dry_run)  # noqa: E731
+        if dry_run:
+            return {"DryRun": self._dry_run("DeleteVolume", [volume_id], fn)}
+        return dict(self._call("DeleteVolume", [volume_id], fn))
+
+
+def iso(value: Any) -> str | None:
+    """An ISO-8601 UTC string for a botocore timestamp (datetime) or None."""
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).isoformat()
+    return None if value is None else str(value)

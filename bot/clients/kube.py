@@ -1,0 +1,290 @@
+"""The Kubernetes client: the only importer of the ``kubernetes`` SDK in the product.
+
+Actions never touch SDK models. Every method here returns plain dicts exactly as the API server sent
+them (``_preload_content=False`` plus ``json``), which is faster than the SDK's deserialiser and
+keeps field names identical to ``kubectl get -o json``.
+
+Three things the SDK leaves to its callers are done here, once:
+- **Error translation.** ``ApiException`` and urllib3 errors become ``bot.errors``: 409, 429, 5xx and
+  timeouts are ``RetryableError``; other 4xx are ``PermanentError`` (404 with ``code="NotFound"``).
+- **Audit records.** Every request, including each page of a list and each attempt of a
+  read-modify-write, is appended as an ``ApiCall`` to the recorder the action passed (``bound``).
+- **Optimistic concurrency.** ``update()`` reads, applies a pure mutation, and writes back with the
+  read ``resourceVersion`` (a full PUT), retrying on 409 Conflict. Taints have no merge key, so a
+  patch without a version would silently drop a taint another controller added in between.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import urllib3
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+from bot.engine.plan import ApiCall
+from bot.errors import ConfigError, PermanentError, RetryableError
+
+SERVICE = "kubernetes"
+Obj = dict[str, Any]
+Mutation = Callable[[Obj], Obj | None]  # returns the new object, or None when nothing to change
+
+
+def _status_reason(e: ApiException) -> tuple[str, str]:
+    """The API server's Status ``reason`` and ``message`` when the body carries one."""
+    try:
+        body = json.loads(e.body or b"{}")
+    except (ValueError, TypeError):
+        return e.reason or "", str(e.body or "")[:300]
+    return str(body.get("reason") or e.reason or ""), str(body.get("message") or "")
+
+
+def _retry_after(e: ApiException) -> float | None:
+    headers = e.headers or {}
+    raw = headers.get("Retry-After") if hasattr(headers, "get") else None
+    try:
+        return float(raw) if raw is not None else None
+    except ValueError:
+        return None
+
+
+def translate(e: Exception, *, operation: str) -> Exception:
+    """The ``bot.errors`` exception for an SDK or transport failure (raise it ``from e``)."""
+    if isinstance(e, ApiException):
+        status = int(e.status or 0)
+        reason, message = _status_reason(e)
+        text = f"{operation}: HTTP {status} {reason}: {message}".strip()
+        if status == 0:  # no HTTP response at all (TLS failure, refused request)
+            return RetryableError(text, service=SERVICE, operation=operation, code="NoResponse")
+        if status == 409:
+            return RetryableError(text, service=SERVICE, operation=operation, code="Conflict")
+        if status == 410:  # a list's continue token expired: listing again from the start works
+            return RetryableError(text, service=SERVICE, operation=operation, code="Expired")
+        if status == 429:
+            return RetryableError(text, service=SERVICE, operation=operation, code="TooManyRequests",
+                                  retry_after=_retry_after(e))
+        if status >= 500:
+            return RetryableError(text, service=SERVICE, operation=operation,
+                                  code=reason or "ServerError", retry_after=_retry_after(e))
+        if status == 404:
+            return PermanentError(text, service=SERVICE, operation=operation, code="NotFound")
+        return PermanentError(text, service=SERVICE, operation=operation, code=reason or str(status))
+    if isinstance(e, urllib3.exceptions.HTTPError | OSError):
+        cause = e.reason if isinstance(e, urllib3.exceptions.MaxRetryError) else e
+        timeout = isinstance(cause, urllib3.exceptions.TimeoutError | TimeoutError)
+        return RetryableError(f"{operation}: cannot reach the API server: {e}", service=SERVICE,
+                              operation=operation, code="Timeout" if timeout else "ConnectionError")
+    return e
+
+
+@dataclass
+class KubeClient:
+    """One cluster's API, returning plain dicts and recording every request.
+
+    ``bound(calls)`` gives a view that shares the connection pool but records into ``calls`` (a
+    step's ``StepContext.calls``), so one client per cluster serves every step.
+    """
+
+    api: Any  # kubernetes.client.ApiClient
+    request_timeout: float = 30.0
+    page_size: int = 500
+    conflict_retries: int = 5
+    read_retries: int = 2  # extra attempts for reads on 429/5xx/timeouts; writes are not retried here
+    sleep: Callable[[float], None] = time.sleep
+    recorder: list[ApiCall] | None = None
+    _apis: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_config(
+        cls, *, kubeconfig: str | None = None, context: str | None = None,
+        request_timeout: float = 30.0, **options: Any,
+    ) -> KubeClient:
+        """From a kubeconfig file and context, else the default kubeconfig, else in-cluster."""
+        cfg = k8s.Configuration()
+        try:
+            if kubeconfig is None and context is None:
+                try:
+                    k8s_config.load_kube_config(client_configuration=cfg, persist_config=False)
+                except ConfigException:
+                    k8s_config.load_incluster_config(client_configuration=cfg)
+            else:
+                k8s_config.load_kube_config(config_file=kubeconfig, context=context,
+                                            client_configuration=cfg, persist_config=False)
+        except (ConfigException, OSError) as e:
+            raise ConfigError(
+                f"cannot load Kubernetes config (kubeconfig={kubeconfig!r}, context={context!r}): {e}"
+            ) from e
+        # urllib3 would otherwise retry 429/503 silently; only connection failures are retried
+        # there, every HTTP answer comes back here so it is recorded and translated
+        cfg.retries = urllib3.Retry(total=2, connect=2, read=0, status=0, other=0, redirect=0,
+                                    respect_retry_after_header=False)
+        api = k8s.ApiClient(configuration=cfg)
+        return cls(api=api, request_timeout=request_timeout, **options)
+
+    def bound(self, calls: list[ApiCall]) -> KubeClient:
+        view = KubeClient(api=self.api, request_timeout=self.request_timeout,
+                          page_size=self.page_size, conflict_retries=self.conflict_retries,
+                          read_retries=self.read_retries, sleep=self.sleep, recorder=calls)
+        view._apis = self._apis
+        return view
+
+    def close(self) -> None:
+        self.api.close()
+
+    # -- plumbing -----------------------------------------------------------------------------
+
+    def _group(self, name: str) -> Any:
+        if name not in self._apis:
+            self._apis[name] = {"core": k8s.CoreV1Api, "storage": k8s.StorageV1Api}[name](self.api)
+        return self._apis[name]
+
+    def _record(self, operation: str, targets: tuple[str, ...], outcome: str) -> None:
+        if self.recorder is not None:
+            self.recorder.append(ApiCall(service=SERVICE, operation=operation, targets=targets,
+                                         outcome=outcome))
+
+    def _request(self, group: str, operation: str, targets: tuple[str, ...], *args: Any,
+                 read: bool = True, **kwargs: Any) -> Obj:
+        fn = getattr(self._group(group), operation)
+        attempts = 1 + (self.read_retries if read else 0)
+        for attempt in range(attempts):
+            try:
+                resp = fn(*args, _preload_content=False, _request_timeout=self.request_timeout,
+                          **kwargs)
+                body = resp.data
+                self._record(operation, targets, "ok")
+                return json.loads(body) if body else {}
+            except (ApiException, urllib3.exceptions.HTTPError, OSError) as e:
+                err = translate(e, operation=operation)
+                self._record(operation, targets, getattr(err, "code", "") or type(e).__name__)
+                retry = (isinstance(err, RetryableError) and getattr(err, "code", "") != "Conflict"
+                         and attempt + 1 < attempts)
+                if not retry:
+                    raise err from e
+                # brief, bounded backoff: the engine's step retries handle longer outages
+                after = getattr(err, "retry_after", None)
+                self.sleep(min(after if after is not None else 0.2 * 2**attempt, 2.0))
+        raise AssertionError("unreachable")
+
+    def _list(self, group: str, operation: str, *args: Any, **kwargs: Any) -> list[Obj]:
+        return list(self._pages(group, operation, *args, **kwargs))
+
+    def _pages(self, group: str, operation: str, *args: Any, **kwargs: Any) -> Iterator[Obj]:
+        token: str | None = None
+        while True:
+            page_args = dict(kwargs, limit=self.page_size)
+            if token:
+                page_args["_continue"] = token
+            page = self._request(group, operation, tuple(str(a) for a in args), *args, **page_args)
+            yield from page.get("items") or ()
+            token = (page.get("metadata") or {}).get("continue") or None
+            if not token:
+                return
+
+    # -- reads --------------------------------------------------------------------------------
+
+    def get_node(self, name: str) -> Obj:
+        return self._request("core", "read_node", (name,), name)
+
+    def list_nodes(self, *, label_selector: str | None = None) -> list[Obj]:
+        kw = {"label_selector": label_selector} if label_selector else {}
+        return self._list("core", "list_node", **kw)
+
+    def list_pods(self, *, node: str | None = None, namespace: str | None = None,
+                  label_selector: str | None = None) -> list[Obj]:
+        kw: dict[str, Any] = {}
+        if node:
+            kw["field_selector"] = f"spec.nodeName={node}"
+        if label_selector:
+            kw["label_selector"] = label_selector
+        if namespace:
+            return self._list("core", "list_namespaced_pod", namespace, **kw)
+        return self._list("core", "list_pod_for_all_namespaces", **kw)
+
+    def list_pod_events(self, *, namespace: str, pod: str) -> list[Obj]:
+        selector = f"involvedObject.name={pod},involvedObject.namespace={namespace}"
+        return self._list("core", "list_namespaced_event", namespace, field_selector=selector)
+
+    def get_pod(self, *, namespace: str, name: str) -> Obj:
+        return self._request("core", "read_namespaced_pod", (f"{namespace}/{name}",), name, namespace)
+
+    def list_volume_attachments(self) -> list[Obj]:
+        """All VolumeAttachments; the only field selector is metadata.name, so filter client-side."""
+        return self._list("storage", "list_volume_attachment")
+
+    def get_volume_attachment(self, name: str) -> Obj:
+        return self._request("storage", "read_volume_attachment", (name,), name)
+
+    def get_pv(self, name: str) -> Obj:
+        return self._request("core", "read_persistent_volume", (name,), name)
+
+    def list_pvs(self) -> list[Obj]:
+        return self._list("core", "list_persistent_volume")
+
+    def get_pvc(self, *, namespace: str, name: str) -> Obj:
+        return self._request("core", "read_namespaced_persistent_volume_claim",
+                             (f"{namespace}/{name}",), name, namespace)
+
+    def list_storage_classes(self) -> list[Obj]:
+        return self._list("storage", "list_storage_class")
+
+    def list_csinodes(self) -> list[Obj]:
+        return self._list("storage", "list_csi_node")
+
+    def find(self, read: Callable[[], Obj]) -> Obj | None:
+        """``read()``, or None when the object does not exist."""
+        try:
+            return read()
+        except PermanentError as e:
+            if e.code == "NotFound":
+                return None
+            raise
+
+    # -- writes -------------------------------------------------------------------------------
+
+    _KINDS: ClassVar[dict[str, tuple[str, str, str]]] = {  # kind -> (group, read, replace)
+        "Node": ("core", "read_node", "replace_node"),
+        "PersistentVolume": ("core", "read_persistent_volume", "replace_persistent_volume"),
+        "PersistentVolumeClaim": ("core", "read_namespaced_persistent_volume_claim",
+                                  "replace_namespaced_persistent_volume_claim"),
+        "VolumeAttachment": ("storage", "read_volume_attachment", "replace_volume_attachment"),
+    }
+
+    def update(self, *, kind: str, name: str, mutate: Mutation, namespace: str | None = None,
+               current: Obj | None = None) -> tuple[Obj, bool]:
+        """Read-modify-write checked by resourceVersion, retried on 409. Returns (object, changed).
+
+        ``mutate`` gets a fresh copy of the live object on every attempt and returns the desired
+        object, or None when the live object already satisfies it (then nothing is written).
+        ``current``, an object just read, saves the first read; if it is stale the write gets a 409
+        and the loop re-reads, so it can never cause a lost update.
+        """
+        group, read_op, replace_op = self._KINDS[kind]
+        args: tuple[str, ...] = (name,) if namespace is None else (name, namespace)
+        target = name if namespace is None else f"{namespace}/{name}"
+        last: RetryableError | None = None
+        for attempt in range(1 + self.conflict_retries):
+            live = current if attempt == 0 and current is not None else self._request(
+                group, read_op, (target,), *args)
+            desired = mutate(json.loads(json.dumps(live)))
+            if desired is None:
+                return live, False
+            desired.setdefault("metadata", {})["resourceVersion"] = live["metadata"]["resourceVersion"]
+            try:
+                written = self._request(group, replace_op, (target,), *args, body=desired, read=False)
+                return written, True
+            except RetryableError as e:
+                if e.code != "Conflict":
+                    raise
+                last = e  # someone wrote in between: re-read and re-apply the mutation
+        assert last is not None
+        raise RetryableError(
+            f"{replace_op} {target}: still conflicting after {1 + self.conflict_retries} attempts; "
+            "another controller keeps writing this object", service=SERVICE, operation=replace_op,
+            code="Conflict") from last

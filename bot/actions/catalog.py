@@ -1,0 +1,197 @@
+"""The engine's ActionCatalog over the registry: params in, Plan / Result out, clients per cluster.
+
+``build_catalog(settings)`` is what ``cli.py`` wires into the runner. For every plan or apply it:
+- validates params against the action's model *before* any API call (a ``ParamError`` that names the
+  field and the expected form);
+- picks the cluster (``params.cluster``, else the run's ``cluster`` param) and reuses that cluster's
+  clients, bound to the step's ``ctx.calls`` so every request lands in the audit event;
+- renders the approval summary with the sandboxed templating;
+- refuses ``apply`` in a dry run, so a dry run can never change anything whatever the caller does.
+
+Implementations take ``(params, env)`` / ``(plan, params, env)`` where ``env`` (``Env``) carries the
+step context, settings and clients; the registry stores them untyped, so this module is the one
+place that knows their real signatures.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, cast
+
+from pydantic import BaseModel, ValidationError
+
+from bot.actions import ec2 as _ec2_actions  # noqa: F401  (registers implementations)
+from bot.actions import flow as _flow_actions  # noqa: F401
+from bot.actions import kube as _kube_actions  # noqa: F401
+from bot.actions.registry import ActionSpec, Registry, registry
+from bot.clients.ec2 import Ec2Client
+from bot.clients.kube import KubeClient
+from bot.config import ClusterConfig, Settings
+from bot.engine.plan import Fact, Plan, Result
+from bot.engine.ports import StepContext
+from bot.errors import ParamError, PolicyError
+from bot.runbook.durations import format_duration, parse_duration
+from bot.runbook.templating import render
+
+
+@dataclass
+class ClusterClients:
+    """One cluster's clients, built on first use (a kube-only action never builds an EC2 client)."""
+
+    make_kube: Callable[[], KubeClient]
+    make_ec2: Callable[[], Ec2Client]
+    _kube: KubeClient | None = field(default=None, repr=False)
+    _ec2: Ec2Client | None = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @classmethod
+    def of(cls, *, kube: KubeClient, ec2: Ec2Client) -> ClusterClients:
+        return cls(make_kube=lambda: kube, make_ec2=lambda: ec2)
+
+    @classmethod
+    def from_config(cls, cfg: ClusterConfig) -> ClusterClients:
+        return cls(
+            make_kube=lambda: KubeClient.from_config(kubeconfig=cfg.kubeconfig, context=cfg.context,
+                                                     request_timeout=cfg.request_timeout),
+            make_ec2=lambda: Ec2Client.from_cluster(cfg),
+        )
+
+    @property
+    def kube(self) -> KubeClient:
+        with self._lock:
+            if self._kube is None:
+                self._kube = self.make_kube()
+            return self._kube
+
+    @property
+    def ec2(self) -> Ec2Client:
+        with self._lock:
+            if self._ec2 is None:
+                self._ec2 = self.make_ec2()
+            return self._ec2
+
+
+ClientsFactory = Callable[[ClusterConfig], ClusterClients]
+
+
+@dataclass
+class Env:
+    """What an action implementation works with: the step, the policy, and recording clients."""
+
+    ctx: StepContext
+    settings: Settings
+    cluster: ClusterConfig
+    clients: ClusterClients
+
+    @property
+    def kube(self) -> KubeClient:
+        return self.clients.kube.bound(self.ctx.calls)
+
+    @property
+    def ec2(self) -> Ec2Client:
+        return self.clients.ec2.bound(self.ctx.calls)
+
+    def now_iso(self) -> str:
+        return self.ctx.clock.now().isoformat()
+
+    def fact(self, subject: str, name: str, value: Any) -> Fact:
+        return Fact(subject=subject, name=name, value=value, read_at=self.now_iso())
+
+
+PlanImpl = Callable[[Any, Env], Plan]
+ApplyImpl = Callable[[Plan, Any, Env], Result]
+
+
+def _explain(e: ValidationError, model: type[BaseModel]) -> str:
+    parts = []
+    for err in e.errors():
+        loc = ".".join(str(x) for x in err["loc"]) or "params"
+        info = model.model_fields.get(str(err["loc"][0])) if err["loc"] else None
+        hint = f" (expected {info.description})" if info is not None and info.description else ""
+        parts.append(f"{loc}: {err['msg']}{hint}")
+    return "; ".join(parts)
+
+
+def params_json(params: BaseModel) -> dict[str, Any]:
+    """JSON-able params that validate again into the same model (durations back to ``6m``)."""
+    out = params.model_dump(mode="json")
+    for name, info in type(params).model_fields.items():
+        is_duration = any(getattr(m, "func", None) is parse_duration for m in info.metadata)
+        if is_duration and isinstance(out.get(name), int | float):
+            out[name] = format_duration(float(out[name]))
+    return out
+
+
+class RegistryCatalog:
+    """Implements ``bot.engine.ports.ActionCatalog`` over the action registry."""
+
+    def __init__(self, *, settings: Settings, clients_factory: ClientsFactory | None = None,
+                 actions: Registry = registry) -> None:
+        self.settings = settings
+        self._factory = clients_factory or ClusterClients.from_config
+        self._registry = actions
+        self._clients: dict[str, ClusterClients] = {}
+        self._lock = threading.Lock()
+
+    def spec(self, name: str) -> ActionSpec:
+        try:
+            return self._registry.get(name)
+        except KeyError:
+            raise ParamError(
+                f"unknown action {name!r}; known: {', '.join(self._registry.names())}") from None
+
+    def names(self) -> list[str]:
+        return self._registry.names()
+
+    def validate(self, name: str, params: BaseModel | Mapping[str, Any]) -> BaseModel:
+        """The action's params model instance, or a ParamError saying what was expected."""
+        model = self.spec(name).params_model
+        if isinstance(params, model):
+            return params
+        raw = params.model_dump() if isinstance(params, BaseModel) else dict(params)
+        try:
+            return model.model_validate(raw)
+        except ValidationError as e:
+            raise ParamError(f"{name}: {_explain(e, model)}") from None
+
+    def clients_for(self, cluster: ClusterConfig) -> ClusterClients:
+        with self._lock:
+            if cluster.name not in self._clients:
+                self._clients[cluster.name] = self._factory(cluster)
+            return self._clients[cluster.name]
+
+    def _env(self, params: BaseModel, ctx: StepContext) -> Env:
+        name = getattr(params, "cluster", None) or ctx.params.get("cluster")
+        cluster = self.settings.cluster(str(name) if name else None)
+        return Env(ctx=ctx, settings=self.settings, cluster=cluster,
+                   clients=self.clients_for(cluster))
+
+    def summary(self, name: str, params: BaseModel) -> str:
+        return render(self.spec(name).summary, params.model_dump())
+
+    def plan(self, name: str, params: BaseModel | Mapping[str, Any], ctx: StepContext) -> Plan:
+        spec = self.spec(name)
+        checked = self.validate(name, params)
+        if spec.plan_fn is None:
+            raise PolicyError(f"action {name!r} is declared but has no implementation")
+        plan = cast(PlanImpl, spec.plan_fn)(checked, self._env(checked, ctx))
+        return replace(plan, action=name, params=params_json(checked),
+                       summary=self.summary(name, checked))
+
+    def apply(self, name: str, plan: Plan, ctx: StepContext) -> Result:
+        spec = self.spec(name)
+        if ctx.dry_run:
+            raise PolicyError(f"{name}: apply refused in a dry run; a dry run shows plans only")
+        if spec.apply_fn is None:
+            raise PolicyError(f"action {name!r} is declared but has no implementation")
+        checked = self.validate(name, plan.params)
+        result = cast(ApplyImpl, spec.apply_fn)(plan, checked, self._env(checked, ctx))
+        return replace(result, calls=tuple(ctx.calls))
+
+
+def build_catalog(settings: Settings, *, clients_factory: ClientsFactory | None = None
+                  ) -> RegistryCatalog:
+    """The catalog the runner uses; ``clients_factory`` builds one cluster's clients (tests, sim)."""
+    return RegistryCatalog(settings=settings, clients_factory=clients_factory)

@@ -1,0 +1,251 @@
+"""EC2 actions: read instances and volumes, fence (force stop), detach and delete volumes.
+
+The changing actions never sleep. ``aws.ec2.instance.stop`` and ``aws.ec2.volume.detach`` make their
+call once, then return ``Result(done=False, retry_after=...)`` while EC2 reports ``stopping`` /
+``detaching``; the engine stores the next check and calls ``apply()`` again, which re-reads the state
+and only calls EC2 again when the resource is not yet on its way (idempotent by reading first).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from bot.actions import interlocks as il
+from bot.actions.declarations import (
+    InstanceParams,
+    InstanceStopParams,
+    VolumeDetachParams,
+    VolumeParams,
+    VolumesListParams,
+)
+from bot.actions.registry import registry
+from bot.engine.plan import Change, Fact, Plan, Result
+from bot.errors import PermanentError
+
+if TYPE_CHECKING:
+    from bot.actions.catalog import Env
+
+Obj = dict[str, Any]
+POLL_SECONDS = 5.0
+
+
+def _not_found(kind: str, ident: str, operation: str) -> PermanentError:
+    code = "InvalidInstanceID.NotFound" if kind == "instance" else "InvalidVolume.NotFound"
+    return PermanentError(f"EC2 {kind} {ident} does not exist in this account and region",
+                          service="ec2", operation=operation, code=code)
+
+
+# -- views ------------------------------------------------------------------------------------
+
+def instance_view(iid: str, inst: Obj | None, status: Obj | None) -> Obj:
+    if inst is None:
+        return {"instance_id": iid, "exists": False, "state": None, "state_code": None,
+                "state_reason": None, "zone": None, "system_status": None, "instance_status": None,
+                "volume_ids": []}
+    state = inst.get("State") or {}
+    reason = inst.get("StateReason") or {}
+    return {
+        "instance_id": iid, "exists": True, "state": state.get("Name"),
+        "state_code": int(state.get("Code", 0)) & 0xFF,
+        "state_reason": reason.get("Code") or reason.get("Message") or None,
+        "zone": (inst.get("Placement") or {}).get("AvailabilityZone"),
+        "system_status": ((status or {}).get("SystemStatus") or {}).get("Status"),
+        "instance_status": ((status or {}).get("InstanceStatus") or {}).get("Status"),
+        "volume_ids": [m["Ebs"]["VolumeId"] for m in inst.get("BlockDeviceMappings") or ()
+                       if (m.get("Ebs") or {}).get("VolumeId")],
+    }
+
+
+def volume_view(vid: str, vol: Obj | None) -> Obj:
+    if vol is None:
+        return {"volume_id": vid, "exists": False, "state": None, "zone": None, "attachments": []}
+    return {"volume_id": vid, "exists": True, "state": vol.get("State"),
+            "zone": vol.get("AvailabilityZone"),
+            "attachments": [{"instance_id": a.get("InstanceId"), "state": a.get("State"),
+                             "device": a.get("Device")} for a in vol.get("Attachments") or ()]}
+
+
+# -- instances --------------------------------------------------------------------------------
+
+@registry.planner("aws.ec2.instance.get")
+def plan_instance(p: InstanceParams, env: Env) -> Plan:
+    return Plan(action="aws.ec2.instance.get", params={})
+
+
+@registry.applier("aws.ec2.instance.get")
+def apply_instance(plan: Plan, p: InstanceParams, env: Env) -> Result:
+    inst = env.ec2.describe_instances([p.instance_id]).get(p.instance_id)
+    status = env.ec2.describe_instance_status([p.instance_id]).get(p.instance_id) if inst else None
+    return Result(data=instance_view(p.instance_id, inst, status))
+
+
+def _read_instance(env: Env, iid: str) -> Obj:
+    inst = env.ec2.describe_instances([iid]).get(iid)
+    if inst is None:
+        raise _not_found("instance", iid, "DescribeInstances")
+    return inst
+
+
+def _stop_change(state: str, p: InstanceStopParams) -> Change | None:
+    if state in il.FENCED_STATES or (state == "stopping" and not p.force):
+        return None  # already fenced, or already on its way and no force asked for
+    return Change(target_kind="Instance", target=p.instance_id,
+                  operation="force-stop" if p.force else "stop", before=state, after="stopped")
+
+
+@registry.planner("aws.ec2.instance.stop")
+def plan_stop(p: InstanceStopParams, env: Env) -> Plan:
+    state = il.instance_state(_read_instance(env, p.instance_id))
+    change = _stop_change(state, p)
+    return Plan(action="aws.ec2.instance.stop", params={}, changes=(change,) if change else (),
+                facts=(env.fact(f"instance {p.instance_id}", "state", state),))
+
+
+@registry.applier("aws.ec2.instance.stop")
+def apply_stop(plan: Plan, p: InstanceStopParams, env: Env) -> Result:
+    state = il.instance_state(_read_instance(env, p.instance_id))
+    if state in il.FENCED_STATES:
+        return Result(data={"instance_id": p.instance_id, "state": state}, already_done=True,
+                      message=f"instance {p.instance_id} is {state}")
+    # a plain stop already under way is not repeated; a force stop of a hung 'stopping' is
+    if state in {"pending", "running"} or (state == "stopping" and p.force):
+        resp = env.ec2.stop_instances([p.instance_id], force=p.force)
+        now = next((i.get("CurrentState", {}).get("Name") for i in resp.get("StoppingInstances") or ()
+                    if i.get("InstanceId") == p.instance_id), None)
+        state = str(now or state)
+        if state in il.FENCED_STATES:
+            return Result(data={"instance_id": p.instance_id, "state": state},
+                          message=f"instance {p.instance_id} stopped")
+    progress = f"instance {p.instance_id} is {state}"
+    env.ctx.progress = progress
+    return Result(data={"instance_id": p.instance_id, "state": state}, done=False,
+                  progress=progress, retry_after=POLL_SECONDS)
+
+
+# -- volumes ----------------------------------------------------------------------------------
+
+@registry.planner("aws.ec2.volumes.list")
+def plan_volumes(p: VolumesListParams, env: Env) -> Plan:
+    return Plan(action="aws.ec2.volumes.list", params={})
+
+
+@registry.applier("aws.ec2.volumes.list")
+def apply_volumes(plan: Plan, p: VolumesListParams, env: Env) -> Result:
+    filters: list[Obj] = []
+    if p.instance_id:
+        filters.append({"Name": "attachment.instance-id", "Values": [p.instance_id]})
+    for key, value in sorted((p.tags or {}).items()):
+        filters.append({"Name": f"tag:{key}", "Values": [value]})
+    vols = env.ec2.describe_volumes(list(p.volume_ids or ()), filters=filters)
+    items = [volume_view(vid, vols[vid]) for vid in sorted(vols)]
+    return Result(data={"items": items, "count": len(items)})
+
+
+@registry.planner("aws.ec2.volume.get")
+def plan_volume(p: VolumeParams, env: Env) -> Plan:
+    return Plan(action="aws.ec2.volume.get", params={})
+
+
+@registry.applier("aws.ec2.volume.get")
+def apply_volume(plan: Plan, p: VolumeParams, env: Env) -> Result:
+    return Result(data=volume_view(p.volume_id, env.ec2.describe_volumes([p.volume_id]).get(p.volume_id)))
+
+
+def _attachment(vol: Obj, p: VolumeDetachParams) -> Obj | None:
+    """The attachment to detach; a PermanentError when it is attached elsewhere than asked."""
+    atts = [a for a in vol.get("Attachments") or () if a.get("State") != "detached"]
+    if not atts:
+        return None
+    if p.instance_id is None:
+        return dict(atts[0])
+    mine = [a for a in atts if a.get("InstanceId") == p.instance_id]
+    if not mine:
+        raise PermanentError(
+            f"volume {p.volume_id} is attached to {atts[0].get('InstanceId')}, not {p.instance_id}",
+            service="ec2", operation="DetachVolume", code="InvalidAttachment.NotFound")
+    return dict(mine[0])
+
+
+def _read_volume(env: Env, vid: str) -> Obj:
+    vol = env.ec2.describe_volumes([vid]).get(vid)
+    if vol is None:
+        raise _not_found("volume", vid, "DescribeVolumes")
+    return vol
+
+
+@registry.planner("aws.ec2.volume.detach")
+def plan_detach(p: VolumeDetachParams, env: Env) -> Plan:
+    vol = _read_volume(env, p.volume_id)
+    att = _attachment(vol, p)
+    facts: list[Fact] = [env.fact(f"volume {p.volume_id}", "state", vol.get("State")),
+                         env.fact(f"volume {p.volume_id}", "attachment",
+                                  f"{att['InstanceId']} {att['State']}" if att else None)]
+    if att is None:
+        return Plan(action="aws.ec2.volume.detach", params={}, facts=tuple(facts))
+    if p.force:
+        il.check_force_detach(env, volume=vol, facts=facts)
+    change = Change(target_kind="Volume", target=p.volume_id,
+                    operation="force-detach" if p.force else "detach",
+                    before=f"attached to {att['InstanceId']} ({att['State']})", after="available")
+    return Plan(action="aws.ec2.volume.detach", params={}, changes=(change,), facts=tuple(facts))
+
+
+@registry.applier("aws.ec2.volume.detach")
+def apply_detach(plan: Plan, p: VolumeDetachParams, env: Env) -> Result:
+    vol = _read_volume(env, p.volume_id)
+    att = _attachment(vol, p)
+    if att is None and vol.get("State") == "available":
+        return Result(data={"volume_id": p.volume_id, "state": "available"},
+                      already_done=True, message=f"volume {p.volume_id} is available")
+    if att is not None and (att.get("State") in {"attached", "busy"}
+                            or (p.force and att.get("State") == "detaching")):
+        if p.force:
+            il.check_force_detach(env, volume=vol, facts=[])
+        # InstanceId always given: without it some endpoints fail instead of picking the only one
+        env.ec2.detach_volume(volume_id=p.volume_id, instance_id=att["InstanceId"], force=p.force)
+        vol = _read_volume(env, p.volume_id)
+        if vol.get("State") == "available":
+            return Result(data={"volume_id": p.volume_id, "state": "available"},
+                          message=f"volume {p.volume_id} detached")
+    state = str((_attachment(vol, p) or {}).get("State") or vol.get("State"))
+    progress = f"volume {p.volume_id} is {state}"
+    env.ctx.progress = progress
+    return Result(data={"volume_id": p.volume_id, "state": state}, done=False, progress=progress,
+                  retry_after=POLL_SECONDS)
+
+
+def _delete_change(vol: Obj | None, vid: str) -> Change | None:
+    if vol is None or vol.get("State") in {"deleting", "deleted"}:
+        return None
+    if vol.get("State") != "available":
+        on = ", ".join(str(a.get("InstanceId")) for a in vol.get("Attachments") or ())
+        raise PermanentError(
+            f"volume {vid} is {vol.get('State')}{f' (attached to {on})' if on else ''}; only an "
+            "available volume can be deleted: detach it first", service="ec2",
+            operation="DeleteVolume", code="VolumeInUse")
+    return Change(target_kind="Volume", target=vid, operation="delete", before="available",
+                  after="deleted")
+
+
+@registry.planner("aws.ec2.volume.delete")
+def plan_delete(p: VolumeParams, env: Env) -> Plan:
+    vol = env.ec2.describe_volumes([p.volume_id]).get(p.volume_id)
+    change = _delete_change(vol, p.volume_id)
+    return Plan(action="aws.ec2.volume.delete", params={}, changes=(change,) if change else (),
+                facts=(env.fact(f"volume {p.volume_id}", "state",
+                                vol.get("State") if vol else "absent"),))
+
+
+@registry.applier("aws.ec2.volume.delete")
+def apply_delete(plan: Plan, p: VolumeParams, env: Env) -> Result:
+    vol = env.ec2.describe_volumes([p.volume_id]).get(p.volume_id)
+    if _delete_change(vol, p.volume_id) is None:
+        return Result(data={"volume_id": p.volume_id, "deleted": True}, already_done=True,
+                      message=f"volume {p.volume_id} is already gone")
+    try:
+        env.ec2.delete_volume(volume_id=p.volume_id)
+    except PermanentError as e:
+        if e.code != "InvalidVolume.NotFound":
+            raise  # someone else deleted it in between: that is success
+    return Result(data={"volume_id": p.volume_id, "deleted": True},
+                  message=f"volume {p.volume_id} deleted")

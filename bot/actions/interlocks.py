@@ -1,0 +1,200 @@
+"""Interlocks 1-5: safety rules no runbook can switch off, checked with live reads.
+
+Each check reads the world itself, at plan time and again at apply time, and never trusts a value
+cached in the plan: an instance that was ``stopped`` when the plan was approved may have been started
+since. Everything read is appended to ``facts`` (with ``read_at``), so a changed world changes the
+plan's hash and voids an approval given for the old one. Refusals go through ``ctx.interlock()``,
+which only break-glass (two approvers and a reason, handled by the engine) can override.
+
+The small parsers here (providerID -> instance id, PV -> EBS volume id, Ready condition) are the
+ones the actions use too, so the interlocks and the results a runbook sees can never disagree.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from bot.actions.declarations import OUT_OF_SERVICE_TAINT
+from bot.engine.plan import Fact
+
+if TYPE_CHECKING:
+    from bot.actions.catalog import Env
+
+Obj = dict[str, Any]
+
+RULE_OOS_TAINT = "oos-taint"  # 1
+RULE_FORCE_DETACH = "force-detach"  # 2
+RULE_OOS_UNTAINT = "oos-untaint"  # 3
+RULE_FINALIZERS = "finalizer-volume"  # 4
+RULE_BLAST_RADIUS = "blast-radius"  # 5
+RULES = (RULE_OOS_TAINT, RULE_FORCE_DETACH, RULE_OOS_UNTAINT, RULE_FINALIZERS, RULE_BLAST_RADIUS)
+
+FENCED_STATES = frozenset({"stopped", "terminated"})
+ZONE_KEYS = ("topology.ebs.csi.aws.com/zone", "topology.kubernetes.io/zone",
+             "failure-domain.beta.kubernetes.io/zone")
+_PROVIDER_ID = re.compile(r"^(?:aws://(?:/(?P<zone>[a-z0-9-]*))?/)?(?P<id>i-[0-9a-f]{8,17})$")
+_VOLUME_ID = re.compile(r"(vol-[0-9a-f]{8,17})$")
+
+
+# -- parsers shared with the actions ----------------------------------------------------------
+
+def instance_id_of(node: Obj) -> str | None:
+    """The EC2 instance id in ``spec.providerID`` (``aws:///zone/i-..``, ``aws:////i-..``, bare
+    ``i-..``); None for Fargate (``aws:///zone/fargate-ip``) and non-AWS nodes."""
+    pid = str((node.get("spec") or {}).get("providerID") or "")
+    m = _PROVIDER_ID.match(pid)
+    return m.group("id") if m else None
+
+
+def zone_of_node(node: Obj) -> str | None:
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    for key in ZONE_KEYS:
+        if labels.get(key):
+            return str(labels[key])
+    pid = str((node.get("spec") or {}).get("providerID") or "")
+    m = re.match(r"^aws:///(?P<zone>[a-z]{2}-[a-z]+-\d[a-z])/", pid)
+    return m.group("zone") if m else None
+
+
+def ready_condition(node: Obj) -> tuple[str, str | None]:
+    """(status, lastTransitionTime) of the Ready condition; ``Unknown`` when it is missing."""
+    for cond in (node.get("status") or {}).get("conditions") or ():
+        if cond.get("type") == "Ready":
+            return str(cond.get("status") or "Unknown"), cond.get("lastTransitionTime")
+    return "Unknown", None
+
+
+def taints_of(node: Obj) -> list[Obj]:
+    return [{"key": t.get("key"), "value": t.get("value") or "", "effect": t.get("effect")}
+            for t in (node.get("spec") or {}).get("taints") or ()]
+
+
+def has_taint(node: Obj, key: str) -> bool:
+    return any(t.get("key") == key for t in (node.get("spec") or {}).get("taints") or ())
+
+
+def volume_id_of_pv(pv: Obj) -> str | None:
+    """The EBS volume id from CSI ``volumeHandle`` or legacy ``awsElasticBlockStore.volumeID``."""
+    spec = pv.get("spec") or {}
+    csi = spec.get("csi") or {}
+    raw = csi.get("volumeHandle") if csi.get("driver") == "ebs.csi.aws.com" else None
+    raw = raw or (spec.get("awsElasticBlockStore") or {}).get("volumeID")
+    m = _VOLUME_ID.search(str(raw or ""))
+    return m.group(1) if m else None
+
+
+def va_node(va: Obj) -> str | None:
+    return (va.get("spec") or {}).get("nodeName")
+
+
+def terminating(obj: Obj) -> bool:
+    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def instance_state(inst: Obj | None) -> str:
+    return "absent" if inst is None else str((inst.get("State") or {}).get("Name") or "unknown")
+
+
+# -- the interlocks ---------------------------------------------------------------------------
+
+def check_out_of_service_taint(env: Env, *, node: Obj, facts: list[Fact]) -> None:
+    """1: the node is NotReady and its EC2 instance is stopped/terminated, as read right now."""
+    name = node["metadata"]["name"]
+    status, _ = ready_condition(node)
+    facts.append(env.fact(f"node {name}", "ready", status))
+    iid = instance_id_of(node)
+    facts.append(env.fact(f"node {name}", "instance_id", iid))
+    if iid is None:
+        env.ctx.interlock(
+            rule=RULE_OOS_TAINT, ok=False,
+            message=f"node {name} has no EC2 instance in its providerID, so the bot cannot confirm "
+                    "it is shut down; power it off out of band and use break-glass if certain")
+        return
+    state = instance_state(env.ec2.describe_instances([iid]).get(iid))
+    facts.append(env.fact(f"instance {iid}", "state", state))
+    env.ctx.interlock(
+        rule=RULE_OOS_TAINT, ok=status != "True" and state in FENCED_STATES,
+        message=f"node {name} is Ready={status} and instance {iid} is {state}; the out-of-service "
+                "taint needs a NotReady node whose instance is stopped or terminated. Fence it "
+                "first (aws.ec2.instance.stop with force) and wait for 'stopped'")
+
+
+def check_blast_radius(env: Env, *, node_name: str, nodes: Iterable[Obj], facts: list[Fact]) -> None:
+    """5: at most ``policy.max_out_of_service_nodes`` nodes carry the out-of-service taint."""
+    limit = env.settings.policy.max_out_of_service_nodes
+    others = sorted(n["metadata"]["name"] for n in nodes
+                    if has_taint(n, OUT_OF_SERVICE_TAINT) and n["metadata"]["name"] != node_name)
+    facts.append(env.fact(f"cluster {env.cluster.name}", "out_of_service_nodes", others))
+    env.ctx.interlock(
+        rule=RULE_BLAST_RADIUS, ok=len(others) + 1 <= limit,
+        message=f"{len(others)} node(s) already carry {OUT_OF_SERVICE_TAINT} ({', '.join(others)}); "
+                f"tainting {node_name} would exceed the limit of {limit}. Untaint repaired nodes "
+                "first, or raise policy.max_out_of_service_nodes")
+
+
+def check_out_of_service_untaint(env: Env, *, node: Obj, facts: list[Fact]) -> None:
+    """3: the node is Ready, no pod on it is terminating, no VolumeAttachment names it."""
+    name = node["metadata"]["name"]
+    status, _ = ready_condition(node)
+    facts.append(env.fact(f"node {name}", "ready", status))
+    stuck = sorted(f"{p['metadata'].get('namespace')}/{p['metadata']['name']}"
+                   for p in env.kube.list_pods(node=name) if terminating(p))
+    facts.append(env.fact(f"node {name}", "terminating_pods", stuck))
+    vas = sorted(v["metadata"]["name"] for v in env.kube.list_volume_attachments()
+                 if va_node(v) == name)
+    facts.append(env.fact(f"node {name}", "volume_attachments", vas))
+    problems = ([f"node is Ready={status}"] if status != "True" else []) + (
+        [f"{len(stuck)} pod(s) still terminating ({', '.join(stuck[:5])})"] if stuck else []) + (
+        [f"{len(vas)} VolumeAttachment(s) remain"] if vas else [])
+    env.ctx.interlock(
+        rule=RULE_OOS_UNTAINT, ok=not problems,
+        message=f"cannot remove {OUT_OF_SERVICE_TAINT} from {name}: {'; '.join(problems)}. "
+                "Controllers read the taint from a cache (kubernetes #142331): wait until the node "
+                "is repaired and Ready and its pods and attachments are gone")
+
+
+def check_force_detach(env: Env, *, volume: Obj, facts: list[Fact]) -> None:
+    """2: every instance the volume is attached to is stopped or terminated."""
+    vid = volume["VolumeId"]
+    ids = sorted({a["InstanceId"] for a in volume.get("Attachments") or () if a.get("InstanceId")})
+    instances = env.ec2.describe_instances(ids) if ids else {}
+    states = {i: instance_state(instances.get(i)) for i in ids}
+    for iid, state in states.items():
+        facts.append(env.fact(f"instance {iid}", "state", state))
+    # an instance EC2 no longer knows about ("absent") was terminated long ago
+    live = {i: s for i, s in states.items() if s not in FENCED_STATES | {"absent"}}
+    env.ctx.interlock(
+        rule=RULE_FORCE_DETACH, ok=not live,
+        message=f"volume {vid} is attached to "
+                + ", ".join(f"{i} ({s})" for i, s in live.items())
+                + "; a force detach from a running instance can corrupt the file system. Stop the "
+                "instance first (aws.ec2.instance.stop with force), or detach without force")
+
+
+def check_finalizer_removal(env: Env, *, kind: str, obj: Obj, facts: list[Fact]) -> None:
+    """4: the EBS volume behind the PV (of this PVC / VolumeAttachment) no longer exists."""
+    pv: Obj | None
+    if kind == "PersistentVolume":
+        pv = obj
+    else:
+        spec = obj.get("spec") or {}
+        pv_name = spec.get("volumeName") if kind == "PersistentVolumeClaim" else (
+            (spec.get("source") or {}).get("persistentVolumeName"))
+        pv = env.kube.find(lambda: env.kube.get_pv(pv_name)) if pv_name else None
+        if pv is None:
+            inline = ((spec.get("source") or {}).get("inlineVolumeSpec") or {})
+            pv = {"spec": inline} if inline else None
+    vid = volume_id_of_pv(pv) if pv is not None else None
+    facts.append(env.fact(f"{kind} {obj['metadata']['name']}", "volume_id", vid))
+    if vid is None:
+        return  # no EBS volume behind it (or the PV is gone): nothing can leak
+    vol = env.ec2.describe_volumes([vid]).get(vid)
+    state = "absent" if vol is None else str(vol.get("State"))
+    facts.append(env.fact(f"volume {vid}", "state", state))
+    env.ctx.interlock(
+        rule=RULE_FINALIZERS, ok=state in {"absent", "deleted", "deleting"},
+        message=f"EBS volume {vid} still exists ({state}); clearing finalizers now would leak a "
+                "billed volume and drift the API from EC2. Check it is unused, delete it at EC2 "
+                "(aws.ec2.volume.delete) first, then remove the finalizers")

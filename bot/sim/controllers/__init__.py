@@ -1,0 +1,37 @@
+"""The sandbox's controllers: the parts of Kubernetes whose rules the runbooks depend on.
+
+Each controller is a function ``reconcile(ctx)`` that looks at the store (and EC2) and moves the
+world one step, as the real one would. ``run_all`` calls them in a fixed order so a seed gives one
+event sequence.
+"""
+
+from __future__ import annotations
+
+from bot.sim.controllers.attachdetach import reconcile_attach_detach, reconcile_attacher
+from bot.sim.controllers.context import Context
+from bot.sim.controllers.gc import reconcile_pod_gc, reconcile_taint_eviction
+from bot.sim.controllers.nodes import reconcile_kubelets, reconcile_node_lifecycle
+from bot.sim.controllers.workloads import reconcile_provisioner, reconcile_scheduler, reconcile_statefulsets
+
+ORDER = (
+    reconcile_kubelets,
+    reconcile_node_lifecycle,
+    reconcile_taint_eviction,
+    reconcile_pod_gc,
+    reconcile_statefulsets,
+    reconcile_provisioner,
+    reconcile_scheduler,
+    reconcile_attach_detach,
+    reconcile_attacher,
+)
+
+
+def run_all(ctx: Context) -> bool:
+    """One pass of every controller; True when anything changed."""
+    before = ctx.store.resource_version
+    for fn in ORDER:
+        fn(ctx)
+    return ctx.store.resource_version != before
+
+
+__all__ = ["Context", "run_all"]

@@ -1,0 +1,227 @@
+"""The attach/detach controller and the CSI external-attacher with the EBS driver behind it.
+
+The AD controller decides, from the pods bound to nodes, which (volume, node) pairs should be
+attached, and creates or deletes VolumeAttachments. Its fencing rule (DOMAIN.md §1): a volume that
+is no longer wanted on a node is detached only if the node no longer reports it mounted
+(``status.volumesInUse``), or the node has the out-of-service taint, or the node is unhealthy and
+``maxWaitForUnmountDuration`` (6 min) has passed, unless ``disable_force_detach_on_timeout``. An RWO
+volume attached to one node blocks attaching it to another: the new pod gets the Multi-Attach event.
+
+The attacher turns VolumeAttachments into EC2 AttachVolume/DetachVolume calls through the boto3
+client, against the endpoint the product also uses, and reports errors in ``status.attachError`` /
+``detachError`` as the real one does. Only VolumeAttachments listed in their node's
+``status.volumesAttached`` are managed by the AD controller; others (zombies) are left alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot.sim.controllers.context import (
+    DRIVER,
+    OOS_TAINT,
+    Context,
+    has_taint,
+    instance_id,
+    node_ready,
+    pod_pvcs,
+    va_name,
+)
+from bot.sim.store import ts
+
+MAX_WAIT_FOR_UNMOUNT = 360.0
+FINALIZER = "external-attacher/ebs-csi-aws-com"
+
+
+def _pv_for_claim(ctx: Context, ns: str, claim: str) -> dict[str, Any] | None:
+    pvc = ctx.find("PersistentVolumeClaim", ns, claim)
+    if pvc is None or not pvc["spec"].get("volumeName"):
+        return None
+    pv = ctx.find("PersistentVolume", None, pvc["spec"]["volumeName"])
+    return pv if pv is not None and "csi" in pv["spec"] else None
+
+
+def reconcile_attach_detach(ctx: Context) -> None:
+    nodes = {n["metadata"]["name"]: n for n in ctx.items("Node")}
+    vas = {v["metadata"]["name"]: v for v in ctx.items("VolumeAttachment")}
+    desired: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {}  # va name -> (node, pv, pod)
+    for pod in ctx.items("Pod"):
+        node = pod["spec"].get("nodeName")
+        if not node or pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        for claim in pod_pvcs(pod):
+            pv = _pv_for_claim(ctx, pod["metadata"]["namespace"], claim)
+            if pv is not None:
+                desired[va_name(pv["spec"]["csi"]["volumeHandle"], node)] = (node, pv, pod)
+    # Attach what is wanted, unless an RWO volume is attached elsewhere.
+    for name, (node, pv, pod) in sorted(desired.items()):
+        if name in vas:
+            continue
+        pv_name = pv["metadata"]["name"]
+        elsewhere = [v for v in vas.values()
+                     if v["spec"]["source"].get("persistentVolumeName") == pv_name
+                     and v["spec"]["nodeName"] != node]
+        rwo = "ReadWriteMany" not in (pv["spec"].get("accessModes") or [])
+        if elsewhere and rwo:
+            ctx.event(pod, type="Warning", reason="FailedAttachVolume",
+                      message=f'Multi-Attach error for volume "{pv_name}" Volume is already exclusively '
+                              "attached to one node and can't be attached to another",
+                      source="attachdetach-controller")
+            continue
+        ctx.store.create(ctx.store_res("VolumeAttachment"), {
+            "metadata": {"name": name},
+            "spec": {"attacher": DRIVER, "nodeName": node,
+                     "source": {"persistentVolumeName": pv_name}},
+            "status": {"attached": False},
+        })
+        vas[name] = ctx.find("VolumeAttachment", None, name) or {}
+    # Detach what is no longer wanted, under the fencing rule.
+    wait_since: dict[str, str] = ctx.state.setdefault("detach_requested", {})
+    for name, va in sorted(vas.items()):
+        if name in desired or va["metadata"].get("deletionTimestamp") or not va:
+            wait_since.pop(name, None)
+            continue
+        node = nodes.get(va["spec"]["nodeName"])
+        pv_name = va["spec"]["source"].get("persistentVolumeName", "")
+        if node is None or pv_name not in _managed(node):
+            continue  # not in the controller's actual state of the world: a zombie
+        wait_since.setdefault(name, ts(ctx.now))
+        pv = ctx.find("PersistentVolume", None, pv_name)
+        handle = pv["spec"]["csi"]["volumeHandle"] if pv else ""
+        mounted = f"kubernetes.io/csi/ebs.csi.aws.com^{handle}" in (
+            node.get("status", {}).get("volumesInUse") or [])
+        timed_out = ctx.seconds_since(wait_since[name]) >= MAX_WAIT_FOR_UNMOUNT
+        allow_timeout = not ctx.options.get("disable_force_detach_on_timeout")
+        if mounted and not has_taint(node, OOS_TAINT) and not (
+                timed_out and allow_timeout and not node_ready(node)):
+            continue
+        wait_since.pop(name, None)
+        ctx.store.delete(ctx.store_res("VolumeAttachment"), None, name)
+
+
+def _managed(node: dict[str, Any]) -> set[str]:
+    return {v.get("name", "") for v in node.get("status", {}).get("volumesAttached") or []}
+
+
+def _set_volumes_attached(ctx: Context, node_name: str, pv_name: str, device: str, *, add: bool) -> None:
+    def apply(n: dict[str, Any]) -> None:
+        st = n.setdefault("status", {})
+        rows = [v for v in st.get("volumesAttached") or [] if v.get("name") != pv_name]
+        if add:
+            rows.append({"name": pv_name, "devicePath": device})
+        st["volumesAttached"] = sorted(rows, key=lambda v: v["name"])
+    ctx.store.mutate("Node", None, node_name, apply)
+
+
+def _node_instance(ctx: Context, node_name: str) -> str | None:
+    iid = instance_id(ctx.find("Node", None, node_name))
+    if iid:
+        return iid
+    csinode = ctx.find("CSINode", None, node_name)
+    for d in (csinode or {}).get("spec", {}).get("drivers") or []:
+        if d.get("name") == DRIVER:
+            return str(d.get("nodeID"))
+    return None
+
+
+def _err(e: Exception) -> str:
+    resp = getattr(e, "response", None) or {}
+    err = resp.get("Error", {}) if isinstance(resp, dict) else {}
+    return f"{err.get('Code', type(e).__name__)}: {err.get('Message', str(e))}"
+
+
+def reconcile_attacher(ctx: Context) -> None:
+    res = ctx.store_res("VolumeAttachment")
+    for va in ctx.items("VolumeAttachment"):
+        name, node_name = va["metadata"]["name"], va["spec"]["nodeName"]
+        pv_name = va["spec"]["source"].get("persistentVolumeName", "")
+        pv = ctx.find("PersistentVolume", None, pv_name)
+        handle = pv["spec"]["csi"]["volumeHandle"] if pv and "csi" in pv["spec"] else None
+        iid = _node_instance(ctx, node_name)
+        if va["metadata"].get("deletionTimestamp"):
+            if FINALIZER not in (va["metadata"].get("finalizers") or []):
+                continue
+            if handle and iid:
+                _detach(ctx, va, handle, iid, node_name, pv_name)
+            else:
+                ctx.store.mutate("VolumeAttachment", None, name, _drop_finalizer)
+            continue
+        if va.get("status", {}).get("attached") or not handle or not iid:
+            continue
+        ctx.store.mutate("VolumeAttachment", None, name, _add_finalizer)
+        device = "/dev/xvda" + chr(ord("a") + int(name[4:6], 16) % 26)
+        vol = ctx.ec2.volume(handle)
+        if vol is not None and vol.attachment is not None and vol.attachment.instance.id == iid:
+            device = vol.attachment.device
+        else:
+            try:
+                ctx.ec2_client.attach_volume(VolumeId=handle, InstanceId=iid, Device=device)
+            except Exception as e:  # every EC2 refusal becomes attachError, as the attacher reports
+                msg = (f'rpc error: code = Internal desc = Could not attach volume "{handle}" to node '
+                       f'"{iid}": {_err(e)}')
+                _status(ctx, name, {"attached": False, "attachError": {"time": ts(ctx.now),
+                                                                        "message": msg}})
+                pod = _consumer(ctx, pv_name, node_name)
+                if pod is not None:
+                    ctx.event(pod, type="Warning", reason="FailedAttachVolume",
+                              message=f'AttachVolume.Attach failed for volume "{pv_name}" : {msg}',
+                              source="attachdetach-controller")
+                continue
+        _status(ctx, name, {"attached": True, "attachmentMetadata": {"devicePath": device}})
+        _set_volumes_attached(ctx, node_name, pv_name, device, add=True)
+        pod = _consumer(ctx, pv_name, node_name)
+        if pod is not None:
+            ctx.event(pod, type="Normal", reason="SuccessfulAttachVolume",
+                      message=f'AttachVolume.Attach succeeded for volume "{pv_name}" ',
+                      source="attachdetach-controller")
+    _ = res
+
+
+def _detach(ctx: Context, va: dict[str, Any], handle: str, iid: str, node_name: str,
+            pv_name: str) -> None:
+    name = va["metadata"]["name"]
+    vol = ctx.ec2.volume(handle)
+    if vol is not None and vol.attachment is not None and vol.attachment.instance.id == iid:
+        try:
+            resp = ctx.ec2_client.detach_volume(VolumeId=handle, InstanceId=iid)
+            state = resp.get("State", "detached")
+        except Exception as e:
+            state, message = "error", _err(e)
+        else:
+            message = f"volume {handle} is still {state}"
+        vol = ctx.ec2.volume(handle)
+        if vol is not None and vol.attachment is not None and vol.attachment.instance.id == iid:
+            msg = (f'rpc error: code = Internal desc = Could not detach volume "{handle}" from node '
+                   f'"{iid}": {message}')
+            _status(ctx, name, {**va.get("status", {}), "detachError": {"time": ts(ctx.now),
+                                                                          "message": msg}})
+            return
+    _set_volumes_attached(ctx, node_name, pv_name, "", add=False)
+    ctx.store.mutate("VolumeAttachment", None, name, _drop_finalizer)
+
+
+def _status(ctx: Context, name: str, status: dict[str, Any]) -> None:
+    def apply(v: dict[str, Any]) -> None:
+        v["status"] = status
+    ctx.store.mutate("VolumeAttachment", None, name, apply)
+
+
+def _add_finalizer(v: dict[str, Any]) -> None:
+    fins = v["metadata"].setdefault("finalizers", [])
+    if FINALIZER not in fins:
+        fins.append(FINALIZER)
+
+
+def _drop_finalizer(v: dict[str, Any]) -> None:
+    v["metadata"]["finalizers"] = [f for f in v["metadata"].get("finalizers") or [] if f != FINALIZER]
+
+
+def _consumer(ctx: Context, pv_name: str, node_name: str) -> dict[str, Any] | None:
+    for pod in ctx.items("Pod"):
+        if pod["spec"].get("nodeName") != node_name:
+            continue
+        for claim in pod_pvcs(pod):
+            pv = _pv_for_claim(ctx, pod["metadata"]["namespace"], claim)
+            if pv is not None and pv["metadata"]["name"] == pv_name:
+                return pod
+    return None

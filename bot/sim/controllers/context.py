@@ -1,0 +1,131 @@
+"""What every controller is handed: the store, EC2, the clock, options and the event recorder."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from bot.sim.ec2 import Ec2Sim
+from bot.sim.resources import BY_KIND
+from bot.sim.store import Store, ts
+
+OOS_TAINT = "node.kubernetes.io/out-of-service"
+UNREACHABLE = "node.kubernetes.io/unreachable"
+NOT_READY = "node.kubernetes.io/not-ready"
+ZONE = "topology.kubernetes.io/zone"
+EBS_ZONE = "topology.ebs.csi.aws.com/zone"
+DRIVER = "ebs.csi.aws.com"
+
+
+@dataclass(frozen=True)
+class SimEvent:
+    """One Kubernetes Event as the sandbox emitted it (the determinism tests compare these)."""
+
+    time: str
+    type: str
+    reason: str
+    object: str  # Kind/namespace/name
+    message: str
+    source: str
+
+
+@dataclass
+class Context:
+    store: Store
+    ec2: Ec2Sim
+    ec2_client: Any  # a botocore client to the proxy endpoint (what the CSI driver would use)
+    options: dict[str, Any] = field(default_factory=dict)
+    events: list[SimEvent] = field(default_factory=list)
+    state: dict[str, Any] = field(default_factory=dict)  # controllers' private memory
+    _event_seq: int = 0
+
+    @property
+    def now(self) -> datetime:
+        return self.store.now()
+
+    def seconds_since(self, stamp: str | None) -> float:
+        if not stamp:
+            return 0.0
+        then = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=self.now.tzinfo)
+        return (self.now - then).total_seconds()
+
+    def store_res(self, kind: str) -> Any:
+        return BY_KIND[kind]
+
+    def items(self, kind: str) -> list[dict[str, Any]]:
+        return self.store.list(BY_KIND[kind])
+
+    def find(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        return self.store.find(BY_KIND[kind], namespace, name)
+
+    def event(self, obj: dict[str, Any], *, type: str, reason: str, message: str,
+              source: str, repeat_after: float = 60.0) -> None:
+        """Record an Event; a repeat of the same one bumps ``count`` (at most every repeat_after s)."""
+        meta = obj["metadata"]
+        ns = meta.get("namespace") or "default"
+        key = (obj["kind"], ns, meta["name"], reason, message)
+        seen = self.state.setdefault("events", {})
+        now = ts(self.now)
+        res = BY_KIND["Event"]
+        if key in seen:
+            name, last = seen[key]
+            if self.seconds_since(last) < repeat_after:
+                return
+            ev = self.store.find(res, ns, name)
+            if ev is not None:
+                ev["count"] = int(ev.get("count", 1)) + 1
+                ev["lastTimestamp"] = now
+                self.store.update(res, ev, namespace=ns, check_rv=False)
+                seen[key] = (name, now)
+                self.events.append(SimEvent(now, type, reason, f"{obj['kind']}/{ns}/{meta['name']}",
+                                            message, source))
+                return
+        self._event_seq += 1
+        suffix = hashlib.sha256(f"{key}{self._event_seq}".encode()).hexdigest()[:16]
+        name = f"{meta['name']}.{suffix}"
+        self.store.create(res, {
+            "metadata": {"name": name, "namespace": ns},
+            "involvedObject": {"kind": obj["kind"], "namespace": meta.get("namespace", ""),
+                               "name": meta["name"], "uid": meta.get("uid", ""),
+                               "apiVersion": obj.get("apiVersion", "v1"),
+                               "resourceVersion": meta.get("resourceVersion", "")},
+            "reason": reason, "message": message, "type": type, "count": 1,
+            "source": {"component": source}, "reportingComponent": source,
+            "firstTimestamp": now, "lastTimestamp": now,
+        }, ns)
+        seen[key] = (name, now)
+        self.events.append(SimEvent(now, type, reason, f"{obj['kind']}/{ns}/{meta['name']}",
+                                    message, source))
+
+
+def condition(obj: dict[str, Any], ctype: str) -> dict[str, Any] | None:
+    return next((c for c in obj.get("status", {}).get("conditions") or [] if c.get("type") == ctype),
+                None)
+
+
+def node_ready(node: dict[str, Any]) -> bool:
+    c = condition(node, "Ready")
+    return bool(c and c.get("status") == "True")
+
+
+def has_taint(node: dict[str, Any], key: str) -> bool:
+    return any(t.get("key") == key for t in node.get("spec", {}).get("taints") or [])
+
+
+def instance_id(node: dict[str, Any] | None) -> str | None:
+    if node is None:
+        return None
+    pid = node.get("spec", {}).get("providerID", "")
+    tail = pid.rsplit("/", 1)[-1]
+    return tail if tail.startswith("i-") else None
+
+
+def va_name(volume_handle: str, node_name: str) -> str:
+    return "csi-" + hashlib.sha256(f"{volume_handle}{DRIVER}{node_name}".encode()).hexdigest()
+
+
+def pod_pvcs(pod: dict[str, Any]) -> list[str]:
+    return [v["persistentVolumeClaim"]["claimName"] for v in pod.get("spec", {}).get("volumes") or []
+            if v.get("persistentVolumeClaim")]

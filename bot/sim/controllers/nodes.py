@@ -1,0 +1,142 @@
+"""Node lifecycle and the kubelets: how a machine's health becomes Node conditions and taints.
+
+A kubelet runs on every node whose instance is ``running`` and not hung: it posts a heartbeat,
+starts pods whose volumes are attached (``volumesInUse``), and confirms graceful deletions. The
+node lifecycle controller marks a node ``Unknown`` (NotReady) with the ``unreachable`` taints once
+heartbeats stop for ``node-monitor-grace-period`` (40 s), and clears them when heartbeats resume.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot.sim.controllers.context import (
+    NOT_READY,
+    UNREACHABLE,
+    Context,
+    condition,
+    instance_id,
+    pod_pvcs,
+    va_name,
+)
+from bot.sim.store import ts
+
+GRACE_PERIOD = 40.0
+
+
+def machine_up(ctx: Context, node: dict[str, Any]) -> bool:
+    iid = instance_id(node)
+    return iid is not None and ctx.ec2.instance_state(iid) == "running" and iid not in ctx.ec2.hung
+
+
+def _attached(ctx: Context, pod: dict[str, Any], node: str) -> list[str] | None:
+    """Unique volume names mounted for the pod, or None while any volume is not yet attached."""
+    names = []
+    ns = pod["metadata"]["namespace"]
+    for claim in pod_pvcs(pod):
+        pvc = ctx.find("PersistentVolumeClaim", ns, claim)
+        pv = ctx.find("PersistentVolume", None, pvc["spec"].get("volumeName", "")) if pvc else None
+        if pv is None or "csi" not in pv["spec"]:
+            return None
+        handle = pv["spec"]["csi"]["volumeHandle"]
+        va = ctx.find("VolumeAttachment", None, va_name(handle, node))
+        if va is None or not va.get("status", {}).get("attached"):
+            return None
+        names.append(f"kubernetes.io/csi/ebs.csi.aws.com^{handle}")
+    return names
+
+
+def reconcile_kubelets(ctx: Context) -> None:
+    now = ts(ctx.now)
+    pods = ctx.items("Pod")
+    for node in ctx.items("Node"):
+        name = node["metadata"]["name"]
+        if not machine_up(ctx, node):
+            continue
+        in_use: list[str] = []
+        for pod in [p for p in pods if p["spec"].get("nodeName") == name]:
+            pname, ns = pod["metadata"]["name"], pod["metadata"]["namespace"]
+            if pod["metadata"].get("deletionTimestamp"):
+                ctx.store.remove(ctx.store_res("Pod"), ns, pname)
+                continue
+            mounted = _attached(ctx, pod, name)
+            if mounted is None:
+                _set_pod(ctx, pod, running=False)
+                continue
+            in_use += mounted
+            _set_pod(ctx, pod, running=True)
+
+        def beat(n: dict[str, Any], in_use: list[str] = in_use) -> None:
+            ready = condition(n, "Ready")
+            st = n.setdefault("status", {})
+            if ready is None:
+                st.setdefault("conditions", []).append({"type": "Ready"})
+                ready = condition(n, "Ready")
+            assert ready is not None
+            if ready.get("status") != "True":
+                ready.update({"status": "True", "reason": "KubeletReady",
+                              "message": "kubelet is posting ready status",
+                              "lastTransitionTime": now})
+            ready["lastHeartbeatTime"] = now
+            st["volumesInUse"] = sorted(set(in_use))
+        before = condition(node, "Ready")
+        was_ready = bool(before and before.get("status") == "True")
+        ctx.store.mutate("Node", None, name, beat)
+        if not was_ready:
+            ctx.event(node, type="Normal", reason="NodeReady",
+                      message=f"Node {name} status is now: NodeReady", source="kubelet")
+
+
+def _set_pod(ctx: Context, pod: dict[str, Any], *, running: bool) -> None:
+    def apply(p: dict[str, Any]) -> None:
+        st = p.setdefault("status", {})
+        containers = [c["name"] for c in p["spec"].get("containers") or []]
+        if running:
+            st["phase"] = "Running"
+            st["containerStatuses"] = [{"name": c, "ready": True, "restartCount": 0,
+                                        "state": {"running": {"startedAt": ts(ctx.now)}}}
+                                       for c in containers]
+            st["podIP"] = "10.1." + str(int(p["metadata"]["uid"][:2], 16)) + "." + str(
+                int(p["metadata"]["uid"][2:4], 16))
+            st["conditions"] = [{"type": "Ready", "status": "True"},
+                                {"type": "PodScheduled", "status": "True"}]
+        else:
+            st["phase"] = "Pending"
+            st["containerStatuses"] = [{"name": c, "ready": False, "restartCount": 0,
+                                        "state": {"waiting": {"reason": "ContainerCreating"}}}
+                                       for c in containers]
+            st["conditions"] = [{"type": "Ready", "status": "False"},
+                                {"type": "PodScheduled", "status": "True"}]
+    ctx.store.mutate("Pod", pod["metadata"]["namespace"], pod["metadata"]["name"], apply)
+
+
+def reconcile_node_lifecycle(ctx: Context) -> None:
+    now = ts(ctx.now)
+    for node in ctx.items("Node"):
+        name = node["metadata"]["name"]
+        ready = condition(node, "Ready")
+        if ready is None:
+            continue
+        beat_age = ctx.seconds_since(ready.get("lastHeartbeatTime"))
+        stale = beat_age >= GRACE_PERIOD and not machine_up(ctx, node)
+        if stale and ready.get("status") == "True":
+            def down(n: dict[str, Any]) -> None:
+                c = condition(n, "Ready")
+                assert c is not None
+                c.update({"status": "Unknown", "reason": "NodeStatusUnknown",
+                          "message": "Kubelet stopped posting node status.",
+                          "lastTransitionTime": now})
+                taints = [t for t in n["spec"].get("taints") or []
+                          if t.get("key") not in (UNREACHABLE, NOT_READY)]
+                taints += [{"key": UNREACHABLE, "effect": "NoSchedule", "timeAdded": now},
+                           {"key": UNREACHABLE, "effect": "NoExecute", "timeAdded": now}]
+                n["spec"]["taints"] = taints
+            ctx.store.mutate("Node", None, name, down)
+            ctx.event(node, type="Normal", reason="NodeNotReady",
+                      message=f"Node {name} status is now: NodeNotReady", source="node-controller")
+        elif ready.get("status") == "True" and any(
+                t.get("key") in (UNREACHABLE, NOT_READY) for t in node["spec"].get("taints") or []):
+            def up(n: dict[str, Any]) -> None:
+                n["spec"]["taints"] = [t for t in n["spec"].get("taints") or []
+                                       if t.get("key") not in (UNREACHABLE, NOT_READY)]
+            ctx.store.mutate("Node", None, name, up)

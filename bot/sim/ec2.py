@@ -1,0 +1,369 @@
+"""EC2 for the sandbox: moto's server in-process, behind a proxy that adds what moto lacks.
+
+moto makes every transition instant and ignores ``Force``; real incidents depend on the opposite.
+The proxy speaks the EC2 Query API and answers these actions itself, in EC2's XML error shape so
+botocore parses them, before or instead of forwarding to moto (DOMAIN.md §4):
+
+- DetachVolume: a normal detach from a *hung* running instance leaves the attachment ``detaching``;
+  an attachment marked stuck (``busy``/``detaching``) stays so until ``Force=true``; a missing
+  ``InstanceId`` is filled from the attachment (moto crashes on it); nothing attached -> IncorrectState.
+- AttachVolume on an attached volume -> ``VolumeInUse`` (moto silently overwrites).
+- StartInstances on a terminated instance -> ``IncorrectInstanceState``.
+- StopInstances on a hung instance without ``Force`` stays ``stopping``; ``Force=true`` stops it.
+- DescribeInstanceStatus reports ``impaired`` reachability for hung or stopping instances.
+- Optional ``RequestLimitExceeded`` throttling at a configured rate (seeded, so reproducible).
+
+The sandbox seeds and inspects state through moto's backend objects directly (fast, and the truth
+the invariants check); everything the product does goes through the proxy endpoint.
+"""
+
+from __future__ import annotations
+
+import http.client
+import logging
+import random
+import threading
+import uuid
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs
+from xml.sax.saxutils import escape
+
+from moto.core.models import DEFAULT_ACCOUNT_ID
+from moto.ec2.models import ec2_backends
+from moto.moto_api._internal import mock_random
+from moto.moto_server.threaded_moto_server import ThreadedMotoServer
+
+log = logging.getLogger(__name__)
+NS = "http://ec2.amazonaws.com/doc/2016-11-15/"
+AMI = "ami-12c6146b"
+
+
+def error_xml(code: str, message: str) -> bytes:
+    rid = str(uuid.uuid4())
+    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error><Code>{escape(code)}'
+            f"</Code><Message>{escape(message)}</Message></Error></Errors>"
+            f"<RequestID>{rid}</RequestID></Response>").encode()
+
+
+class Ec2Error(Exception):
+    def __init__(self, code: str, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.code, self.message, self.status = code, message, status
+
+
+class Ec2Sim:
+    """moto + the behaviour proxy. ``endpoint`` is what AWS_ENDPOINT_URL_EC2 points at."""
+
+    def __init__(self, *, region: str, seed: int = 0, throttle_rate: float = 0.0,
+                 enforce_volume_in_use: bool = True,
+                 on_change: Callable[[], None] | None = None) -> None:
+        self.region = region
+        self.seed = seed
+        self.throttle_rate = throttle_rate
+        self.enforce_volume_in_use = enforce_volume_in_use
+        self.on_change = on_change or (lambda: None)
+        self.hung: set[str] = set()  # instance ids that run but answer nothing
+        self.stuck: dict[str, str] = {}  # volume id -> "busy"/"detaching": needs Force
+        self.hang_stuck: set[str] = set()  # stuck only because the guest hung: clears once it stops
+        self.shadow: dict[str, list[str]] = {}  # volume id -> extra instance ids (multi-attach)
+        self.requests = 0
+        self.throttled = 0
+        self._rng = random.Random(f"ec2-throttle-{seed}")
+        self._lock = threading.RLock()
+        self._moto: ThreadedMotoServer | None = None
+        self._moto_addr: tuple[str, int] = ("127.0.0.1", 0)
+        self._httpd: ThreadingHTTPServer | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    @property
+    def backend(self) -> Any:
+        return ec2_backends[DEFAULT_ACCOUNT_ID][self.region]
+
+    @property
+    def endpoint(self) -> str:
+        assert self._httpd is not None, "start() first"
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host!r}:{port}".replace("'", "")
+
+    @property
+    def moto_endpoint(self) -> str:
+        return f"http://{self._moto_addr[0]}:{self._moto_addr[1]}"
+
+    def start(self) -> None:
+        # moto keeps its state in process-wide backends: start each sandbox from a clean region.
+        self.backend.reset()
+        mock_random.seed(f"ec2-{self.seed}")  # moto draws ids from this: same seed, same ids
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        self._moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        self._moto.start()
+        self._moto_addr = self._moto.get_host_and_port()
+        sim = self
+
+        class Handler(_ProxyHandler):
+            ec2 = sim
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        threading.Thread(target=self._httpd.serve_forever, name="sim-ec2", daemon=True).start()
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+        if self._moto is not None:
+            self._moto.stop()
+            self._moto = None
+
+    # -- state, read and seeded directly -------------------------------------------------------
+
+    def instance(self, instance_id: str) -> Any | None:
+        for reservation in self.backend.reservations.values():
+            for inst in reservation.instances:
+                if inst.id == instance_id:
+                    return inst
+        return None
+
+    def instance_state(self, instance_id: str) -> str:
+        inst = self.instance(instance_id)
+        return "missing" if inst is None else str(inst._state.name)
+
+    def volume(self, volume_id: str) -> Any | None:
+        return self.backend.volumes.get(volume_id)
+
+    def attachments(self) -> dict[str, list[tuple[str, str]]]:
+        """volume id -> [(instance id, attachment state)], including shadow attachments."""
+        out: dict[str, list[tuple[str, str]]] = {}
+        for vid, vol in self.backend.volumes.items():
+            rows = []
+            if vol.attachment is not None:
+                rows.append((vol.attachment.instance.id, str(vol.attachment.status)))
+            rows += [(i, "attached") for i in self.shadow.get(vid, [])]
+            out[vid] = rows
+        return out
+
+    def set_hung(self, instance_id: str, hung: bool = True) -> None:
+        (self.hung.add if hung else self.hung.discard)(instance_id)
+
+    def set_state(self, instance_id: str, state: str, *, reason_code: str = "",
+                  reason_message: str = "") -> None:
+        from moto.ec2.models.instances import StateReason
+
+        codes = {"pending": 0, "running": 16, "shutting-down": 32, "terminated": 48,
+                 "stopping": 64, "stopped": 80}
+        inst = self.instance(instance_id)
+        assert inst is not None, instance_id
+        inst._state.name, inst._state.code = state, codes[state]
+        if reason_code:
+            inst.state_reason = StateReason(reason_message or reason_code, reason_code)
+
+    def mark_stuck(self, volume_id: str, state: str = "busy") -> None:
+        vol = self.volume(volume_id)
+        assert vol is not None and vol.attachment is not None, f"{volume_id} is not attached"
+        vol.attachment.status = state
+        self.stuck[volume_id] = state
+
+    # -- the intercepted actions ----------------------------------------------------------------
+
+    def handle(self, params: dict[str, str]) -> bytes | None:
+        """A response body for actions answered here, or None to forward to moto."""
+        action = params.get("Action", "")
+        with self._lock:
+            self.requests += 1
+            if self.throttle_rate and self._rng.random() < self.throttle_rate:
+                self.throttled += 1
+                raise Ec2Error("RequestLimitExceeded", "Request limit exceeded.", 503)
+            fn = getattr(self, f"_do_{action}", None)
+            return fn(params) if fn else None
+
+    def _flag(self, params: dict[str, str], name: str) -> bool:
+        return params.get(name, "false").lower() == "true"
+
+    def _ids(self, params: dict[str, str], prefix: str) -> list[str]:
+        return [v for k, v in sorted(params.items()) if k.startswith(prefix + ".")]
+
+    def _do_DetachVolume(self, params: dict[str, str]) -> bytes | None:
+        vid = params.get("VolumeId", "")
+        vol = self.volume(vid)
+        if vol is None:
+            raise Ec2Error("InvalidVolume.NotFound", f"The volume '{vid}' does not exist.")
+        att = vol.attachment
+        if att is None:
+            raise Ec2Error("IncorrectState", f"Volume '{vid}' is in the 'available' state.")
+        iid = params.get("InstanceId") or att.instance.id
+        if iid != att.instance.id:
+            raise Ec2Error("InvalidAttachment.NotFound",
+                           f"The volume '{vid}' is not attached to instance '{iid}'.")
+        params["InstanceId"] = iid
+        force = self._flag(params, "Force")
+        if self._flag(params, "DryRun"):
+            raise Ec2Error("DryRunOperation",
+                           "Request would have succeeded, but DryRun flag is set.", 412)
+        if vid in self.hang_stuck and self.instance_state(iid) not in ("running", "stopping"):
+            self.stuck.pop(vid, None)  # the instance stopped: the pending unplug completes
+            self.hang_stuck.discard(vid)
+        if not force:
+            if vid in self.stuck:
+                return self._attachment_xml("DetachVolumeResponse", vid, iid, att.device, "detaching")
+            if iid in self.hung and self.instance_state(iid) in ("running", "stopping"):
+                # The guest never acknowledges the unplug: EC2 waits for it indefinitely.
+                att.status = "detaching"
+                self.stuck[vid] = "detaching"
+                self.hang_stuck.add(vid)
+                self.on_change()
+                return self._attachment_xml("DetachVolumeResponse", vid, iid, att.device, "detaching")
+        self.stuck.pop(vid, None)
+        self.hang_stuck.discard(vid)
+        if self.shadow.get(vid):
+            self.shadow[vid].pop()
+        return None  # moto detaches; on_change runs after the forward
+
+    def _do_AttachVolume(self, params: dict[str, str]) -> bytes | None:
+        vid, iid = params.get("VolumeId", ""), params.get("InstanceId", "")
+        vol = self.volume(vid)
+        if vol is None:
+            raise Ec2Error("InvalidVolume.NotFound", f"The volume '{vid}' does not exist.")
+        inst = self.instance(iid)
+        if inst is None:
+            raise Ec2Error("InvalidInstanceID.NotFound", f"The instance ID '{iid}' does not exist")
+        if inst._state.name in ("terminated", "shutting-down"):
+            raise Ec2Error("IncorrectInstanceState",
+                           f"The instance '{iid}' is not in a valid state for this operation.")
+        if vol.zone.name != inst.availability_zone:
+            raise Ec2Error("InvalidVolume.ZoneMismatch",
+                           f"The volume '{vid}' is not in the same availability zone as instance "
+                           f"'{iid}'")
+        if vol.attachment is not None:
+            if self.enforce_volume_in_use:
+                raise Ec2Error("VolumeInUse", f"{vid} is already attached to an instance")
+            self.shadow.setdefault(vid, []).append(vol.attachment.instance.id)
+            # moto overwrites the attachment; remember the one it forgets (for the invariants).
+        return None
+
+    def _do_StartInstances(self, params: dict[str, str]) -> bytes | None:
+        for iid in self._ids(params, "InstanceId"):
+            if self.instance_state(iid) in ("terminated", "shutting-down"):
+                raise Ec2Error("IncorrectInstanceState",
+                               f"The instance '{iid}' is not in a state from which it can be started.")
+            self.hung.discard(iid)
+        return None
+
+    def _do_StopInstances(self, params: dict[str, str]) -> bytes | None:
+        ids = self._ids(params, "InstanceId")
+        force = self._flag(params, "Force")
+        for iid in ids:
+            if self.instance_state(iid) == "terminated":
+                raise Ec2Error("IncorrectInstanceState",
+                               f"This instance '{iid}' is not in a state from which it can be stopped.")
+        if force or not any(i in self.hung for i in ids):
+            for iid in ids:
+                self.hung.discard(iid)
+            return None
+        # A hung guest ignores the ACPI shutdown: the instance sits in "stopping" until forced.
+        items = []
+        for iid in ids:
+            prev = self.instance_state(iid)
+            if iid in self.hung:
+                self.set_state(iid, "stopping")
+            cur = self.instance_state(iid)
+            items.append(f"<item><instanceId>{iid}</instanceId><currentState><code>{_code(cur)}"
+                         f"</code><name>{cur}</name></currentState><previousState><code>"
+                         f"{_code(prev)}</code><name>{prev}</name></previousState></item>")
+        self.on_change()
+        return (f'<StopInstancesResponse xmlns="{NS}"><requestId>{uuid.uuid4()}</requestId>'
+                f"<instancesSet>{''.join(items)}</instancesSet></StopInstancesResponse>").encode()
+
+    def _attachment_xml(self, tag: str, vid: str, iid: str, device: str, state: str) -> bytes:
+        return (f'<{tag} xmlns="{NS}"><requestId>{uuid.uuid4()}</requestId><volumeId>{vid}'
+                f"</volumeId><instanceId>{iid}</instanceId><device>{device}</device>"
+                f"<status>{state}</status><attachTime>2026-01-01T00:00:00.000Z</attachTime>"
+                f"</{tag}>").encode()
+
+    def rewrite(self, action: str, body: bytes) -> bytes:
+        """Adjust moto's answer where its model is too simple (instance status checks)."""
+        if action != "DescribeInstanceStatus" or not (self.hung or self._stopping()):
+            return body
+        text = body.decode()
+        for iid in self.hung | self._stopping():
+            start = text.find(f"<instanceId>{iid}</instanceId>")
+            if start < 0:
+                continue
+            end = text.find("</item>", start)
+            end = text.find("</item>", end + 1) if "<details>" in text[start:end] else end
+            segment = text[start:end]
+            fixed = segment.replace("<status>ok</status>", "<status>impaired</status>", 2).replace(
+                "<status>passed</status>", "<status>failed</status>", 2)
+            text = text[:start] + fixed + text[end:]
+        return text.encode()
+
+    def _stopping(self) -> set[str]:
+        return {i.id for r in self.backend.reservations.values() for i in r.instances
+                if i._state.name == "stopping"}
+
+    def forward(self, method: str, path: str, headers: dict[str, str], body: bytes) -> tuple[
+            int, dict[str, str], bytes]:
+        conn = http.client.HTTPConnection(*self._moto_addr, timeout=30)
+        try:
+            conn.request(method, path, body=body, headers=headers)
+            resp = conn.getresponse()
+            data = resp.read()
+            return resp.status, {k: v for k, v in resp.getheaders()}, data
+        finally:
+            conn.close()
+
+
+def _code(state: str) -> int:
+    return {"pending": 0, "running": 16, "shutting-down": 32, "terminated": 48, "stopping": 64,
+            "stopped": 80}.get(state, 0)
+
+
+WRITES = {"DetachVolume", "AttachVolume", "StartInstances", "StopInstances", "TerminateInstances",
+          "RebootInstances", "DeleteVolume", "CreateVolume"}
+
+
+class _ProxyHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    ec2: Ec2Sim
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("ec2: " + format, *args)
+
+    def _reply(self, status: int, body: bytes, ctype: str = "text/xml") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _serve(self, method: str) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        query = self.path.split("?", 1)[1] if "?" in self.path else ""
+        params = {k: v[-1] for k, v in parse_qs(raw.decode() or query).items()}
+        action = params.get("Action", "")
+        try:
+            answer = self.ec2.handle(params)
+        except Ec2Error as e:
+            self._reply(e.status, error_xml(e.code, e.message))
+            return
+        if answer is not None:
+            self._reply(200, answer)
+            return
+        if params.get("Action") == "DetachVolume" and "InstanceId=" not in raw.decode():
+            raw = (raw.decode() + "&InstanceId=" + params["InstanceId"]).encode()
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in ("content-length", "host")}
+        headers["Host"] = f"{self.ec2._moto_addr[0]}:{self.ec2._moto_addr[1]}"
+        status, resp_headers, data = self.ec2.forward(method, self.path, headers, raw)
+        data = self.ec2.rewrite(action, data)
+        self._reply(status, data, resp_headers.get("Content-Type", "text/xml"))
+        if action in WRITES and status < 300:
+            self.ec2.on_change()
+
+    def do_POST(self) -> None:
+        self._serve("POST")
+
+    def do_GET(self) -> None:
+        self._serve("GET")

@@ -1,0 +1,66 @@
+"""The three safety invariants, checked after every controller pass and recorded with timestamps.
+
+They are what a runbook must never cause (DOMAIN.md §1): two writers on one block device, or the
+out-of-service taint on a machine that may still be writing. A violation is recorded when it
+starts; it is not re-recorded while it persists.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bot.sim.controllers.context import OOS_TAINT, Context, has_taint, instance_id, pod_pvcs
+from bot.sim.store import ts
+
+
+@dataclass(frozen=True)
+class Violation:
+    time: str
+    kind: str  # double-attach | attached-elsewhere | oos-taint-on-running
+    details: str
+
+
+def check(ctx: Context) -> list[tuple[str, str]]:
+    """(kind, details) of every invariant broken right now."""
+    found: list[tuple[str, str]] = []
+    attachments = ctx.ec2.attachments()
+    for vid, rows in sorted(attachments.items()):
+        live = sorted({iid for iid, state in rows if state != "detached"})
+        if len(live) > 1:
+            found.append(("double-attach", f"{vid} attached to {', '.join(live)}"))
+    nodes = {n["metadata"]["name"]: n for n in ctx.items("Node")}
+    for pod in ctx.items("Pod"):
+        node = nodes.get(pod["spec"].get("nodeName") or "")
+        if node is None or pod.get("status", {}).get("phase") != "Running":
+            continue
+        mine = instance_id(node)
+        for claim in pod_pvcs(pod):
+            pvc = ctx.find("PersistentVolumeClaim", pod["metadata"]["namespace"], claim)
+            pv = ctx.find("PersistentVolume", None, (pvc or {}).get("spec", {}).get("volumeName", ""))
+            if pv is None or "csi" not in pv["spec"]:
+                continue
+            vid = pv["spec"]["csi"]["volumeHandle"]
+            for iid, state in attachments.get(vid, []):
+                if iid != mine and state != "detached" and ctx.ec2.instance_state(iid) == "running":
+                    found.append(("attached-elsewhere",
+                                  f"{vid} attached to running {iid} while pod "
+                                  f"{pod['metadata']['namespace']}/{pod['metadata']['name']} uses it "
+                                  f"on {node['metadata']['name']}"))
+    for name, node in sorted(nodes.items()):
+        node_iid = instance_id(node)
+        if has_taint(node, OOS_TAINT) and node_iid and ctx.ec2.instance_state(node_iid) == "running":
+            found.append(("oos-taint-on-running",
+                          f"node {name} has {OOS_TAINT} but instance {node_iid} is running"))
+    return found
+
+
+class InvariantLog:
+    def __init__(self) -> None:
+        self.violations: list[Violation] = []
+        self._active: set[tuple[str, str]] = set()
+
+    def record(self, ctx: Context) -> None:
+        now = set(check(ctx))
+        for kind, details in sorted(now - self._active):
+            self.violations.append(Violation(ts(ctx.now), kind, details))
+        self._active = now

@@ -1,0 +1,241 @@
+"""The sandbox facade: one object that starts a simulated Kubernetes-on-AWS cluster and drives it.
+
+``Sandbox`` owns the fake API server, EC2 (moto plus the behaviour proxy), the controllers, the
+clock and the invariant log. Tests use ``advance()`` on a ManualClock for deterministic hours in
+milliseconds; ``sim up`` uses ``start_background()`` to run on real time times a scale. The
+product reaches it only through ``kubeconfig_path`` and ``env`` (``AWS_ENDPOINT_URL_EC2``).
+
+moto keeps state in process-wide backends, so one Sandbox per process runs at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from bot.clients.ec2 import boto3_client
+from bot.engine.ports import Clock, ManualClock
+from bot.sim.apiserver import ApiServer
+from bot.sim.controllers import Context, run_all
+from bot.sim.controllers.context import SimEvent
+from bot.sim.ec2 import Ec2Sim
+from bot.sim.invariants import InvariantLog, Violation
+from bot.sim.resources import BY_KIND, Resource
+from bot.sim.scenarios import REGION, SCENARIOS
+from bot.sim.store import Store, ts
+
+CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+MAX_PASSES = 60
+
+
+class Sandbox:
+    def __init__(self, scenario: str = "node-dead", *, seed: int | None = None,
+                 workdir: Path | str | None = None, clock: Clock | None = None,
+                 time_scale: float = 1.0, options: dict[str, Any] | None = None) -> None:
+        if scenario not in SCENARIOS:
+            raise ValueError(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
+        self.scenario = SCENARIOS[scenario]
+        self.seed = self.scenario.seed if seed is None else seed
+        self.options = {**self.scenario.defaults, **(options or {})}
+        self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="runbook-bot-sim-"))
+        self.clock: Clock = clock or ManualClock()
+        self.time_scale = time_scale
+        self.region = REGION
+        self.facts: dict[str, Any] = {}
+        self.store = Store(now=self.clock.now, seed=self.seed)
+        self.ec2 = Ec2Sim(region=self.region, seed=self.seed,
+                          throttle_rate=float(self.options.get("throttle_rate", 0.0)),
+                          enforce_volume_in_use=not self.options.get("allow_multi_attach"),
+                          on_change=self._on_ec2_change)
+        self.api = ApiServer(self.store, on_write=self._on_api_write)
+        self.invariants = InvariantLog()
+        self.ctx: Context | None = None
+        self._lock = threading.RLock()
+        self._pending = False
+        self._hosts: dict[int, int] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.kubeconfig_path = self.workdir / "kubeconfig"
+        self.env_path = self.workdir / "sandbox.env"
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def __enter__(self) -> Sandbox:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.ec2.start()
+        self.api.start()
+        client = boto3_client(region=self.region, endpoint_url=self.ec2.endpoint,
+                              credentials=CREDENTIALS, max_attempts=3, timeout=10)
+        self.seed_ec2 = boto3_client(region=self.region, endpoint_url=self.ec2.moto_endpoint,
+                                     credentials=CREDENTIALS, max_attempts=1, timeout=10)
+        self.ctx = Context(store=self.store, ec2=self.ec2, ec2_client=client, options=self.options)
+        with self._lock:
+            self.facts = self.scenario.build(self)
+        self._write_files()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self.api.stop()
+        self.ec2.stop()
+
+    def _write_files(self) -> None:
+        kubeconfig = {
+            "apiVersion": "v1", "kind": "Config", "current-context": "sandbox",
+            "clusters": [{"name": "sandbox", "cluster": {"server": self.k8s_url}}],
+            "users": [{"name": "sandbox", "user": {"token": "sandbox-token"}}],
+            "contexts": [{"name": "sandbox", "context": {"cluster": "sandbox", "user": "sandbox"}}],
+        }
+        self.kubeconfig_path.write_text(json.dumps(kubeconfig, indent=2) + "\n")
+        self.env_path.write_text("".join(f"{k}={v}\n" for k, v in self.env.items()))
+
+    # -- what clients need --------------------------------------------------------------------
+
+    @property
+    def k8s_url(self) -> str:
+        return self.api.url
+
+    @property
+    def ec2_endpoint(self) -> str:
+        return self.ec2.endpoint
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {"AWS_ENDPOINT_URL_EC2": self.ec2.endpoint, "AWS_DEFAULT_REGION": self.region,
+                "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                "KUBECONFIG": str(self.kubeconfig_path)}
+
+    def ec2_client(self, **kw: Any) -> Any:
+        """A botocore EC2 client to the sandbox endpoint (through the behaviour proxy)."""
+        kw.setdefault("max_attempts", 1)
+        return boto3_client(region=self.region, endpoint_url=self.ec2.endpoint,
+                            credentials=CREDENTIALS, **kw)
+
+    @property
+    def violations(self) -> list[Violation]:
+        return list(self.invariants.violations)
+
+    @property
+    def events(self) -> list[SimEvent]:
+        assert self.ctx is not None
+        return list(self.ctx.events)
+
+    # -- driving ------------------------------------------------------------------------------
+
+    def reconcile(self) -> bool:
+        """One pass of every controller at the current time; True if anything changed."""
+        assert self.ctx is not None, "start() first"
+        with self._lock:
+            changed = run_all(self.ctx)
+            self.invariants.record(self.ctx)
+            return changed
+
+    def settle(self) -> None:
+        """Controller passes until nothing changes (bounded)."""
+        with self._lock:
+            for _ in range(MAX_PASSES):
+                self._pending = False
+                if not self.reconcile() and not self._pending:
+                    return
+
+    def advance(self, seconds: float, *, step: float = 5.0) -> None:
+        """Move the sandbox clock in steps, settling the controllers after each one."""
+        with self._lock:
+            self.settle()
+            left = float(seconds)
+            while left > 0:
+                dt = min(step, left)
+                if isinstance(self.clock, ManualClock):
+                    self.clock.advance(dt)
+                left -= dt
+                self.settle()
+
+    def _on_api_write(self) -> None:
+        self.settle()
+
+    def _on_ec2_change(self) -> None:
+        # Called from the EC2 proxy, possibly while a controller pass waits on that very
+        # request: never block here, let the running pass loop once more instead.
+        if self._lock.acquire(blocking=False):
+            try:
+                self.settle()
+            finally:
+                self._lock.release()
+        else:
+            self._pending = True
+
+    def start_background(self, interval: float = 1.0) -> None:
+        """Run the controllers on real time times ``time_scale`` in a daemon thread."""
+        def loop() -> None:
+            last = time.monotonic()
+            while not self._stop.wait(interval):
+                now = time.monotonic()
+                self.advance((now - last) * self.time_scale)
+                last = now
+        self._thread = threading.Thread(target=loop, name="sim-controllers", daemon=True)
+        self._thread.start()
+
+    # -- scenario actions ---------------------------------------------------------------------
+
+    def break_node(self, node: str | None = None, *, hung: bool = False) -> None:
+        """Kill (stop) or hang the instance behind a node; the controllers react as time passes."""
+        name = node or self.facts.get("node") or self.facts["dead_node"]
+        iid = self._instance(name)
+        if hung:
+            self.ec2.set_hung(iid)
+        else:
+            self.ec2.set_state(iid, "stopped", reason_code="Server.InternalError",
+                               reason_message="Server.InternalError: Internal error on the host")
+        self.settle()
+
+    def repair_node(self, node: str | None = None) -> None:
+        """Bring the instance back to running and responsive (as a reboot or repair would)."""
+        name = node or self.facts.get("dead_node") or self.facts["node"]
+        iid = self._instance(name)
+        self.ec2.set_hung(iid, False)
+        self.ec2.set_state(iid, "running")
+        self.settle()
+
+    def _instance(self, node: str) -> str:
+        from bot.sim.controllers.context import instance_id
+        iid = instance_id(self.get("Node", None, node))
+        assert iid, node
+        return iid
+
+    # -- store helpers for scenarios and tests ------------------------------------------------
+
+    def res(self, kind: str) -> Resource:
+        return BY_KIND[kind]
+
+    def create(self, kind: str, obj: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+        return self.store.create(BY_KIND[kind], obj, namespace)
+
+    def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any]:
+        return self.store.get(BY_KIND[kind], namespace, name)
+
+    def find(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        return self.store.find(BY_KIND[kind], namespace, name)
+
+    def list(self, kind: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        return self.store.list(BY_KIND[kind], namespace)
+
+    def now_ts(self) -> str:
+        return ts(self.clock.now())
+
+    def next_host(self, octet: int) -> int:
+        """Deterministic last octets for node names, spread like real VPC addresses."""
+        n = self._hosts.get(octet, 0)
+        self._hosts[octet] = n + 1
+        return 23 + (n * 34) % 230

@@ -1,0 +1,286 @@
+"""The named incidents the sandbox can stage, each seeded and parameterised.
+
+A scenario builds a healthy cluster through the controllers (so every object looks as the real
+controllers would have left it), then breaks it the way the incident did, and returns ``facts``:
+the names a runbook or test needs (node, instance, pod, volume ...). Each scenario starts broken.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from bot.sim.controllers.context import DRIVER, EBS_ZONE, ZONE, instance_id, va_name
+
+if TYPE_CHECKING:
+    from bot.sim.sandbox import Sandbox
+
+REGION = "ap-southeast-1"
+ZONES = ("ap-southeast-1a", "ap-southeast-1b", "ap-southeast-1c")
+NAMESPACE = "search"
+
+ES_DATA_PATH = "/usr/share/elasticsearch/data"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    summary: str
+    seed: int
+    build: Callable[[Sandbox], dict[str, Any]]
+    defaults: dict[str, Any]
+
+
+# -- building blocks --------------------------------------------------------------------------
+
+def add_nodes(sb: Sandbox, zone: str, count: int, *, pods: int = 29, cpu: str = "4") -> list[str]:
+    ids = sb.seed_ec2.run_instances(ImageId="ami-12c6146b", MinCount=count, MaxCount=count,
+                                    InstanceType="m5.xlarge",
+                                    Placement={"AvailabilityZone": zone})["Instances"]
+    names = []
+    octet = ZONES.index(zone) + 1 if zone in ZONES else 9
+    for inst in sorted(ids, key=lambda i: i["AmiLaunchIndex"]):
+        iid = inst["InstanceId"]
+        host = sb.next_host(octet)
+        name = f"ip-10-0-{octet}-{host}.{REGION}.compute.internal"
+        sb.create("Node", {
+            "metadata": {"name": name, "labels": {
+                ZONE: zone, EBS_ZONE: zone, "kubernetes.io/hostname": name,
+                "topology.kubernetes.io/region": REGION, "node.kubernetes.io/instance-type": "m5.xlarge",
+                "kubernetes.io/os": "linux"},
+                "annotations": {"csi.volume.kubernetes.io/nodeid": f'{{"{DRIVER}":"{iid}"}}'}},
+            "spec": {"providerID": f"aws:///{zone}/{iid}"},
+            "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                                       "lastHeartbeatTime": sb.now_ts()}],
+                       "allocatable": {"pods": str(pods), "cpu": cpu, "memory": "15Gi"},
+                       "capacity": {"pods": str(pods), "cpu": cpu, "memory": "16Gi"},
+                       "addresses": [{"type": "InternalIP", "address": f"10.0.{octet}.{host}"},
+                                     {"type": "Hostname", "address": name}],
+                       "nodeInfo": {"kubeletVersion": "v1.32.0-eks", "osImage": "Amazon Linux 2023",
+                                    "containerRuntimeVersion": "containerd://1.7.0"}}})
+        sb.create("CSINode", {"metadata": {"name": name}, "spec": {"drivers": [
+            {"name": DRIVER, "nodeID": iid, "topologyKeys": [EBS_ZONE],
+             "allocatable": {"count": 25}}]}})
+        names.append(name)
+    return names
+
+
+def storage_class(sb: Sandbox, name: str, mode: str, zones: list[str] | None = None,
+                  default: bool = False) -> None:
+    sc: dict[str, Any] = {"metadata": {"name": name}, "provisioner": DRIVER, "reclaimPolicy": "Delete",
+                          "volumeBindingMode": mode, "parameters": {"type": "gp3"}}
+    if default:
+        sc["metadata"]["annotations"] = {"storageclass.kubernetes.io/is-default-class": "true"}
+    if zones:
+        sc["allowedTopologies"] = [{"matchLabelExpressions": [{"key": EBS_ZONE, "values": zones}]}]
+    sb.create("StorageClass", sc)
+
+
+def statefulset(sb: Sandbox, name: str, replicas: int, sc: str, *, ns: str = NAMESPACE,
+                anti_affinity: bool = True, cpu: str = "500m") -> None:
+    labels = {"app": name}
+    spec: dict[str, Any] = {"containers": [{"name": "elasticsearch",
+                                            "image": "docker.elastic.co/elasticsearch/elasticsearch:8.15.0",
+                                            "resources": {"requests": {"cpu": cpu}},
+                                            "volumeMounts": [{"name": "data",
+                                                              "mountPath": ES_DATA_PATH}]}],
+                            "terminationGracePeriodSeconds": 120}
+    if anti_affinity:
+        spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": labels}, "topologyKey": "kubernetes.io/hostname"}]}}
+    sb.create("StatefulSet", {
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"replicas": replicas, "serviceName": name, "selector": {"matchLabels": labels},
+                 "template": {"metadata": {"labels": labels}, "spec": spec},
+                 "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {
+                     "accessModes": ["ReadWriteOnce"], "storageClassName": sc,
+                     "resources": {"requests": {"storage": "100Gi"}}}}]}}, ns)
+
+
+def namespace(sb: Sandbox, name: str) -> None:
+    sb.create("Namespace", {"metadata": {"name": name}, "status": {"phase": "Active"}})
+
+
+def pod_facts(sb: Sandbox, ns: str, pod: str) -> dict[str, Any]:
+    p = sb.get("Pod", ns, pod)
+    node = p["spec"]["nodeName"]
+    pvc = sb.get("PersistentVolumeClaim", ns, f"data-{pod}")
+    pv = sb.get("PersistentVolume", None, pvc["spec"]["volumeName"])
+    vid = pv["spec"]["csi"]["volumeHandle"]
+    return {"namespace": ns, "pod": pod, "node": node, "instance_id": instance_id(sb.get("Node", None, node)),
+            "pvc": pvc["metadata"]["name"], "pv": pv["metadata"]["name"], "volume_id": vid,
+            "zone": sb.get("Node", None, node)["metadata"]["labels"][ZONE],
+            "volume_attachment": va_name(vid, node)}
+
+
+def es_cluster(sb: Sandbox, *, per_zone: int = 2) -> dict[str, Any]:
+    """Six nodes over three zones, an Elasticsearch StatefulSet of three, all Running."""
+    namespace(sb, NAMESPACE)
+    for zone in ZONES:
+        add_nodes(sb, zone, per_zone)
+    storage_class(sb, "gp3", "WaitForFirstConsumer", default=True)
+    statefulset(sb, "es-data", 3, "gp3")
+    sb.advance(10)
+    pods = [f"es-data-{i}" for i in range(3)]
+    victim = next(p for p in pods if sb.get("Pod", NAMESPACE, p)["spec"]["nodeName"].startswith("ip-10-0-1-"))
+    return pod_facts(sb, NAMESPACE, victim)
+
+
+def _lose_node(sb: Sandbox, facts: dict[str, Any], *, hung: bool) -> dict[str, Any]:
+    iid = facts["instance_id"]
+    if hung:
+        sb.ec2.set_hung(iid)  # kernel panic: EC2 still says running, status checks fail
+    else:
+        sb.ec2.set_state(iid, "stopped", reason_code="Server.InternalError",
+                         reason_message="Server.InternalError: Internal error on the host")
+    sb.advance(45)  # heartbeats stop; node-monitor-grace-period passes: NotReady + unreachable taints
+    sb.advance(300)  # tolerationSeconds of the unreachable taint: the pod is evicted, Terminating
+    # The usual first reaction, and a wrong fix: force-delete the stuck pod.
+    sb.store.remove(sb.res("Pod"), facts["namespace"], facts["pod"])
+    sb.advance(5)
+    new = sb.get("Pod", facts["namespace"], facts["pod"])
+    return {**facts, "dead_node": facts["node"], "new_node": new["spec"]["nodeName"]}
+
+
+def build_node_dead(sb: Sandbox) -> dict[str, Any]:
+    return _lose_node(sb, es_cluster(sb), hung=False)
+
+
+def build_node_hung(sb: Sandbox) -> dict[str, Any]:
+    return _lose_node(sb, es_cluster(sb), hung=True)
+
+
+def build_stuck_detach(sb: Sandbox) -> dict[str, Any]:
+    facts = _lose_node(sb, es_cluster(sb), hung=False)
+    # Someone cleared the VolumeAttachment's finalizers; EC2 still holds the volume, stuck busy.
+    sb.ec2.mark_stuck(facts["volume_id"], "busy")
+    va = sb.get("VolumeAttachment", None, facts["volume_attachment"])
+    sb.store.mutate("VolumeAttachment", None, va["metadata"]["name"],
+                    lambda v: v["metadata"].update(finalizers=[]))
+    sb.store.remove(sb.res("VolumeAttachment"), None, va["metadata"]["name"])
+    sb.advance(5)
+    return facts
+
+
+def build_az_capacity(sb: Sandbox) -> dict[str, Any]:
+    """Seed 000: an Immediate class put the volume in a zone whose nodes are full."""
+    namespace(sb, NAMESPACE)
+    for zone in ZONES:
+        add_nodes(sb, zone, 1 if zone == ZONES[2] else 7, cpu="1")
+    storage_class(sb, "gp2-immediate", "Immediate", zones=[ZONES[2]])
+    # A filler pod takes the only 1c node's CPU.
+    node_c = next(n["metadata"]["name"] for n in sb.list("Node") if n["metadata"]["labels"][ZONE] == ZONES[2])
+    sb.create("Pod", {"metadata": {"name": "batch-filler", "namespace": NAMESPACE},
+                      "spec": {"nodeName": node_c, "containers": [
+                          {"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}]}},
+              NAMESPACE)
+    statefulset(sb, "es-data", 1, "gp2-immediate", cpu="500m")
+    sb.advance(10)
+    pvc = sb.get("PersistentVolumeClaim", NAMESPACE, "data-es-data-0")
+    pv = sb.get("PersistentVolume", None, pvc["spec"]["volumeName"])
+    return {"namespace": NAMESPACE, "pod": "es-data-0", "pvc": pvc["metadata"]["name"],
+            "pv": pv["metadata"]["name"], "volume_id": pv["spec"]["csi"]["volumeHandle"],
+            "zone": ZONES[2], "storage_class": "gp2-immediate", "full_node": node_c}
+
+
+def build_stuck_terminating(sb: Sandbox) -> dict[str, Any]:
+    namespace(sb, NAMESPACE)
+    add_nodes(sb, ZONES[0], 2)
+    storage_class(sb, "gp3", "WaitForFirstConsumer", default=True)
+    statefulset(sb, "es-data", 2, "gp3", anti_affinity=True)
+    sb.advance(10)
+    f0, f1 = pod_facts(sb, NAMESPACE, "es-data-0"), pod_facts(sb, NAMESPACE, "es-data-1")
+    # Someone deleted the StatefulSet, force-deleted pods, then deleted PVCs and PVs.
+    sb.store.remove(sb.res("StatefulSet"), NAMESPACE, "es-data")
+    for f in (f0, f1):
+        sb.store.remove(sb.res("Pod"), NAMESPACE, f["pod"])
+    sb.advance(5)
+    # One volume is already gone from EC2 (deleted out of band): the other still exists.
+    sb.seed_ec2.delete_volume(VolumeId=f1["volume_id"])
+    for f in (f0, f1):
+        sb.store.delete(sb.res("PersistentVolumeClaim"), NAMESPACE, f["pvc"])
+        sb.store.delete(sb.res("PersistentVolume"), None, f["pv"])
+    sb.advance(5)
+    return {"namespace": NAMESPACE, "live": {k: f0[k] for k in ("pvc", "pv", "volume_id")},
+            "gone": {k: f1[k] for k in ("pvc", "pv", "volume_id")},
+            "pvcs": [f0["pvc"], f1["pvc"]], "pvs": [f0["pv"], f1["pv"]]}
+
+
+def build_zombies(sb: Sandbox) -> dict[str, Any]:
+    facts = es_cluster(sb)
+    zombies = []
+    # 1: a VolumeAttachment left on a node that was deleted.
+    missing = "ip-10-0-1-250.ap-southeast-1.compute.internal"
+    va = {"metadata": {"name": va_name("vol-0deadbeef0000001", missing),
+                       "finalizers": ["external-attacher/ebs-csi-aws-com"]},
+          "spec": {"attacher": DRIVER, "nodeName": "ip-10-0-1-250.ap-southeast-1.compute.internal",
+                   "source": {"persistentVolumeName": "pvc-00000000-dead-0000-0000-000000000001"}},
+          "status": {"attached": True}}
+    zombies.append(sb.create("VolumeAttachment", va)["metadata"]["name"])
+    # 2: attached: true on a live node, no pod uses it, and the AD controller does not track it.
+    vid = sb.seed_ec2.create_volume(AvailabilityZone=ZONES[0], Size=10)["VolumeId"]
+    node = facts["node"]
+    sb.seed_ec2.attach_volume(VolumeId=vid, InstanceId=facts["instance_id"], Device="/dev/xvdz")
+    pv_name = "pvc-00000000-0rph-0000-0000-000000000002"
+    from bot.sim.controllers.workloads import make_pv
+    pv = make_pv(pv_name, vid, ZONES[0], "10Gi", NAMESPACE, "data-old-0", "", "gp3", ["ReadWriteOnce"])
+    pv["spec"].pop("claimRef")
+    pv["status"] = {"phase": "Available"}
+    sb.create("PersistentVolume", pv)
+    zombies.append(sb.create("VolumeAttachment", {
+        "metadata": {"name": va_name(vid, node), "finalizers": ["external-attacher/ebs-csi-aws-com"]},
+        "spec": {"attacher": DRIVER, "nodeName": node, "source": {"persistentVolumeName": pv_name}},
+        "status": {"attached": True}})["metadata"]["name"])
+    sb.advance(5)
+    return {**facts, "zombies": zombies, "orphan_volume_id": vid, "orphan_pv": pv_name,
+            "missing_node": "ip-10-0-1-250.ap-southeast-1.compute.internal"}
+
+
+def build_az_outage(sb: Sandbox) -> dict[str, Any]:
+    n = int(sb.options.get("nodes", 10))
+    per = int(sb.options.get("volumes_per_node", 5))
+    namespace(sb, NAMESPACE)
+    dead = add_nodes(sb, ZONES[0], n, pods=per + 5)
+    for zone in ZONES[1:]:
+        add_nodes(sb, zone, max(1, n // 5), pods=per + 5)
+    spare = add_nodes(sb, ZONES[0], max(1, n // 10), pods=10 * per + 10)
+    for name in spare:
+        sb.store.mutate("Node", None, name, lambda o: o["spec"].update(unschedulable=True))
+    storage_class(sb, "gp3", "WaitForFirstConsumer", default=True)
+    for i, node in enumerate(dead):
+        statefulset(sb, f"shard-{i:03d}", per, "gp3", anti_affinity=False, cpu="10m")
+        sts = sb.get("StatefulSet", NAMESPACE, f"shard-{i:03d}")
+        sts["spec"]["template"]["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+        sb.store.update(sb.res("StatefulSet"), sts, namespace=NAMESPACE, check_rv=False)
+    sb.advance(10)
+    for name in spare:
+        sb.store.mutate("Node", None, name, lambda o: o["spec"].update(unschedulable=False))
+    instances = [instance_id(sb.get("Node", None, d)) for d in dead]
+    for iid in instances:
+        assert iid
+        sb.ec2.set_state(iid, "stopped", reason_code="Server.InternalError",
+                         reason_message="Server.InternalError: Internal error on the host")
+    sb.advance(45)
+    return {"zone": ZONES[0], "dead_nodes": dead, "instance_ids": instances, "namespace": NAMESPACE,
+            "spare_nodes": spare, "volumes": n * per}
+
+
+SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
+    Scenario("node-dead", "seed 001: a node in ap-southeast-1a died (instance stopped); its "
+             "Elasticsearch pod, rescheduled, sticks on Multi-Attach", 1, build_node_dead,
+             {"disable_force_detach_on_timeout": True}),
+    Scenario("node-hung", "like node-dead, but the instance still runs (hung): fence it first",
+             1, build_node_hung, {"disable_force_detach_on_timeout": True}),
+    Scenario("stuck-detach", "the VolumeAttachment is gone but the EBS attachment is stuck busy; "
+             "only DetachVolume Force=true clears it", 1, build_stuck_detach,
+             {"disable_force_detach_on_timeout": True}),
+    Scenario("az-capacity-deadlock", "seed 000: an Immediate StorageClass put the volume in a full "
+             "zone; the pod is Pending with a volume node affinity conflict", 0, build_az_capacity, {}),
+    Scenario("stuck-terminating", "PV/PVC Terminating behind finalizers; one EBS volume live, one "
+             "already gone", 1, build_stuck_terminating, {}),
+    Scenario("zombie-attachments", "VolumeAttachments attached: true with no consumer or on a node "
+             "that no longer exists", 1, build_zombies, {"disable_force_detach_on_timeout": True}),
+    Scenario("az-outage", "N nodes of ap-southeast-1a die at once (options nodes=N up to 100, "
+             "volumes_per_node=5)", 1, build_az_outage, {"disable_force_detach_on_timeout": True}),
+)}

@@ -1,0 +1,274 @@
+"""The in-memory object store behind the fake API server, with the API server's write rules.
+
+What it enforces is what runbooks depend on: one global ``resourceVersion`` counter stamped on
+every write and every list; optimistic concurrency (a stale ``resourceVersion`` gets 409);
+``/status`` writes that touch only status, and main writes that leave status alone; deletion that
+only sets ``deletionTimestamp`` while finalizers remain (and, for pods bound to a node, until the
+kubelet confirms); immutable fields (StorageClass ``volumeBindingMode``) refused with 422.
+Controllers use the same store directly, so their writes bump versions like any client's.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import threading
+import uuid
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import Any
+
+from bot.sim.errors import ApiError, already_exists, conflict, invalid, not_found
+from bot.sim.resources import BY_KIND, Resource
+
+Key = tuple[str, str]  # (namespace or "", name)
+
+
+def ts(when: datetime) -> str:
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Store:
+    def __init__(self, *, now: Callable[[], datetime], seed: int = 0) -> None:
+        self._now = now
+        self._seed = seed
+        self.lock = threading.RLock()
+        self._rv = 1000
+        self._uids = 0
+        self._objects: dict[str, dict[Key, dict[str, Any]]] = {}
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    @property
+    def resource_version(self) -> str:
+        return str(self._rv)
+
+    def now(self) -> datetime:
+        return self._now()
+
+    def _bump(self) -> str:
+        self._rv += 1
+        return str(self._rv)
+
+    def _uid(self) -> str:
+        self._uids += 1
+        digest = hashlib.sha256(f"{self._seed}:{self._uids}".encode()).digest()
+        return str(uuid.UUID(bytes=digest[:16], version=4))
+
+    def _table(self, res: Resource) -> dict[Key, dict[str, Any]]:
+        return self._objects.setdefault(res.plural, {})
+
+    @staticmethod
+    def _key(res: Resource, namespace: str | None, name: str) -> Key:
+        return ((namespace or "") if res.namespaced else "", name)
+
+    # -- reads --------------------------------------------------------------------------------
+
+    def get(self, res: Resource, namespace: str | None, name: str) -> dict[str, Any]:
+        with self.lock:
+            obj = self._table(res).get(self._key(res, namespace, name))
+            if obj is None:
+                raise not_found(res.plural, res.group, name)
+            return copy.deepcopy(obj)
+
+    def find(self, res: Resource, namespace: str | None, name: str) -> dict[str, Any] | None:
+        with self.lock:
+            obj = self._table(res).get(self._key(res, namespace, name))
+            return copy.deepcopy(obj) if obj is not None else None
+
+    def list(self, res: Resource, namespace: str | None = None) -> list[dict[str, Any]]:
+        with self.lock:
+            items = [o for k, o in sorted(self._table(res).items())
+                     if not res.namespaced or not namespace or k[0] == namespace]
+            return copy.deepcopy(items)
+
+    def raw_items(self, res: Resource) -> Iterable[dict[str, Any]]:
+        """Live objects, for read-only scans by controllers and invariants (no copies)."""
+        return [o for _, o in sorted(self._table(res).items())]
+
+    # -- writes -------------------------------------------------------------------------------
+
+    def create(self, res: Resource, obj: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+        with self.lock:
+            obj = copy.deepcopy(obj)
+            meta = obj.setdefault("metadata", {})
+            if not meta.get("name") and meta.get("generateName"):
+                meta["name"] = meta["generateName"] + self._uid()[:5]
+            name = meta.get("name")
+            if not name:
+                raise invalid(res.kind, res.group, "", "metadata.name", "",
+                              "name or generateName is required")
+            if res.namespaced:
+                ns = namespace or meta.get("namespace") or "default"
+                if meta.get("namespace") and namespace and meta["namespace"] != namespace:
+                    raise ApiError(400, "BadRequest",
+                                   "the namespace of the provided object does not match the "
+                                   "namespace sent on the request")
+                meta["namespace"] = ns
+            else:
+                meta.pop("namespace", None)
+            key = self._key(res, meta.get("namespace"), name)
+            table = self._table(res)
+            if key in table:
+                raise already_exists(res.plural, res.group, name)
+            obj["apiVersion"], obj["kind"] = res.api_version, res.kind
+            meta["uid"] = self._uid()
+            meta["creationTimestamp"] = ts(self._now())
+            meta.setdefault("generation", 1)
+            meta.pop("deletionTimestamp", None)
+            meta["resourceVersion"] = self._bump()
+            table[key] = obj
+            return copy.deepcopy(obj)
+
+    def update(self, res: Resource, obj: dict[str, Any], *, namespace: str | None = None,
+               subresource: str = "", check_rv: bool = True) -> dict[str, Any]:
+        """Replace an object (PUT semantics). Returns the stored object, or it as deleted."""
+        with self.lock:
+            obj = copy.deepcopy(obj)
+            meta = obj.setdefault("metadata", {})
+            name = meta.get("name", "")
+            key = self._key(res, namespace or meta.get("namespace"), name)
+            table = self._table(res)
+            current = table.get(key)
+            if current is None:
+                raise not_found(res.plural, res.group, name)
+            rv = meta.get("resourceVersion")
+            if check_rv and rv and rv != current["metadata"]["resourceVersion"]:
+                raise conflict(res.plural, res.group, name)
+            if meta.get("uid") and meta["uid"] != current["metadata"]["uid"]:
+                raise conflict(res.plural, res.group, name)
+            new = self._merge_write(res, current, obj, subresource)
+            self._validate_update(res, current, new)
+            if new == current:
+                return copy.deepcopy(current)  # no-op writes do not bump the version, as upstream
+            new["metadata"]["resourceVersion"] = self._bump()
+            if subresource != "status" and new.get("spec") != current.get("spec"):
+                new["metadata"]["generation"] = int(current["metadata"].get("generation", 1)) + 1
+            table[key] = new
+            self._maybe_finalize(res, key)
+            return copy.deepcopy(new)
+
+    def _merge_write(self, res: Resource, current: dict[str, Any], obj: dict[str, Any],
+                     subresource: str) -> dict[str, Any]:
+        if subresource == "status":
+            new = copy.deepcopy(current)
+            new["status"] = obj.get("status", {})
+            return new
+        new = obj
+        meta, cur_meta = new["metadata"], current["metadata"]
+        for k in ("uid", "creationTimestamp", "namespace", "deletionTimestamp",
+                  "deletionGracePeriodSeconds", "resourceVersion", "generation"):
+            if k in cur_meta:
+                meta[k] = cur_meta[k]
+            else:
+                meta.pop(k, None)
+        if not res.namespaced:
+            meta.pop("namespace", None)
+        new["apiVersion"], new["kind"] = res.api_version, res.kind
+        if res.status:  # the main resource ignores status when a /status subresource exists
+            if "status" in current:
+                new["status"] = copy.deepcopy(current["status"])
+            else:
+                new.pop("status", None)
+        if cur_meta.get("deletionTimestamp"):
+            # Finalizers may only be removed once deletion has started, not added.
+            added = set(meta.get("finalizers") or []) - set(cur_meta.get("finalizers") or [])
+            if added:
+                raise ApiError(422, "Invalid", f'{res.kind} "{meta.get("name")}" is invalid: '
+                               "metadata.finalizers: Forbidden: no new finalizers can be added "
+                               "if the object is being deleted")
+        return new
+
+    def _validate_update(self, res: Resource, current: dict[str, Any], new: dict[str, Any]) -> None:
+        name = new["metadata"].get("name", "")
+        if res.kind == "StorageClass":
+            for fld in ("provisioner", "parameters", "reclaimPolicy", "volumeBindingMode"):
+                if current.get(fld) != new.get(fld):
+                    raise invalid(res.kind, res.group, name, fld, new.get(fld), "field is immutable")
+        if res.kind == "VolumeAttachment" and current.get("spec") != new.get("spec"):
+            raise invalid(res.kind, res.group, name, "spec", new.get("spec"), "field is immutable")
+        if res.kind == "Pod":
+            cur_node = current.get("spec", {}).get("nodeName")
+            if cur_node and new.get("spec", {}).get("nodeName") != cur_node:
+                raise invalid(res.kind, res.group, name, "spec.nodeName",
+                              new.get("spec", {}).get("nodeName"), "field is immutable")
+
+    def delete(self, res: Resource, namespace: str | None, name: str, *,
+               grace_seconds: int | None = None, precondition_rv: str | None = None,
+               precondition_uid: str | None = None) -> dict[str, Any]:
+        """Start deletion; the object goes only when finalizers (and a pod's kubelet) allow."""
+        with self.lock:
+            key = self._key(res, namespace, name)
+            table = self._table(res)
+            obj = table.get(key)
+            if obj is None:
+                raise not_found(res.plural, res.group, name)
+            meta = obj["metadata"]
+            if precondition_rv and precondition_rv != meta["resourceVersion"]:
+                raise conflict(res.plural, res.group, name)
+            if precondition_uid and precondition_uid != meta["uid"]:
+                raise conflict(res.plural, res.group, name)
+            graceful = res.kind == "Pod" and obj.get("spec", {}).get("nodeName")
+            if graceful:
+                if grace_seconds is None:
+                    grace_seconds = int(obj["spec"].get("terminationGracePeriodSeconds", 30))
+                if grace_seconds > 0 or meta.get("finalizers"):
+                    if not meta.get("deletionTimestamp") or grace_seconds < int(
+                            meta.get("deletionGracePeriodSeconds") or 0):
+                        meta["deletionTimestamp"] = ts(self._now())
+                        meta["deletionGracePeriodSeconds"] = grace_seconds
+                        meta["resourceVersion"] = self._bump()
+                    if grace_seconds > 0 or meta.get("finalizers"):
+                        if grace_seconds == 0:
+                            self._maybe_finalize(res, key)
+                        return copy.deepcopy(obj)
+            if meta.get("finalizers"):
+                if not meta.get("deletionTimestamp"):
+                    meta["deletionTimestamp"] = ts(self._now())
+                    meta["deletionGracePeriodSeconds"] = 0
+                    meta["resourceVersion"] = self._bump()
+                return copy.deepcopy(obj)
+            del table[key]
+            meta["resourceVersion"] = self._bump()
+            return copy.deepcopy(obj)
+
+    def _maybe_finalize(self, res: Resource, key: Key) -> None:
+        obj = self._table(res).get(key)
+        if obj is None:
+            return
+        meta = obj["metadata"]
+        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            if res.kind == "Pod" and int(meta.get("deletionGracePeriodSeconds") or 0) > 0:
+                return  # the kubelet (or pod GC) still has to confirm
+            del self._table(res)[key]
+            self._bump()
+
+    def remove(self, res: Resource, namespace: str | None, name: str) -> None:
+        """Remove an object outright: a kubelet's final confirmation or a pod-GC force delete."""
+        with self.lock:
+            obj = self._table(res).get(self._key(res, namespace, name))
+            if obj is None:
+                return
+            if obj["metadata"].get("finalizers"):
+                obj["metadata"]["deletionGracePeriodSeconds"] = 0
+                obj["metadata"].setdefault("deletionTimestamp", ts(self._now()))
+                obj["metadata"]["resourceVersion"] = self._bump()
+                return
+            del self._table(res)[self._key(res, namespace, name)]
+            self._bump()
+
+    def mutate(self, kind: str, namespace: str | None, name: str,
+               fn: Callable[[dict[str, Any]], None]) -> dict[str, Any] | None:
+        """Read-modify-write by a controller: no version check, bump only on change."""
+        res = BY_KIND[kind]
+        with self.lock:
+            key = self._key(res, namespace, name)
+            obj = self._table(res).get(key)
+            if obj is None:
+                return None
+            before = copy.deepcopy(obj)
+            fn(obj)
+            if obj != before:
+                obj["metadata"]["resourceVersion"] = self._bump()
+                self._maybe_finalize(res, key)
+            return obj

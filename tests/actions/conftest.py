@@ -1,0 +1,256 @@
+"""Fixtures for the action tests: a fake Kubernetes API and moto EC2 over HTTP, and a ``World``
+that builds incident states (dead node, attached volume, stuck attachment) in both at once."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.config import Config
+from moto.server import ThreadedMotoServer
+
+from bot.actions.catalog import ClusterClients, RegistryCatalog, build_catalog
+from bot.clients.ec2 import Ec2Client, boto3_client
+from bot.clients.kube import KubeClient
+from bot.config import ClusterConfig, PolicyConfig, Settings
+from bot.engine.plan import ApiCall, Plan, Result
+from bot.engine.ports import ManualClock, StepContext
+
+
+def _load_fakes() -> Any:
+    if "rb_test_fakes" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("rb_test_fakes", Path(__file__).with_name("fakes.py"))
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["rb_test_fakes"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["rb_test_fakes"]
+
+
+fakes = _load_fakes()
+REGION = "us-east-1"
+ZONE = "us-east-1a"
+CREDS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+
+
+@dataclass
+class Ec2Backend:
+    """moto, the throttling proxy in front of it, and clients built once (botocore loads its
+    service model per session, which is slow enough to matter when repeated per test)."""
+
+    url: str
+    proxy: Any
+    arrange: Any  # straight to moto, for arranging state
+    product: Any  # through the proxy, what the product's Ec2Client wraps
+
+    def reset(self) -> None:
+        # no moto reset (it costs ~0.5 s): every test creates fresh instance and volume ids
+        self.proxy.throttle_next = 0
+        self.proxy.requests.clear()
+
+
+@pytest.fixture(scope="session")
+def ec2_backend() -> Iterator[Ec2Backend]:
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    url = f"http://{host}:{port}"
+    proxy = fakes.ThrottlingProxy(url)
+    arrange = boto3.client("ec2", region_name=REGION, endpoint_url=url,
+                           config=Config(retries={"mode": "standard"}), **CREDS)
+    product = boto3_client(region=REGION, endpoint_url=proxy.url, credentials=CREDS)
+    yield Ec2Backend(url=url, proxy=proxy, arrange=arrange, product=product)
+    proxy.close()
+    server.stop()
+
+
+@dataclass
+class World:
+    """One cluster's Kubernetes API and EC2 account, and the catalog wired to both."""
+
+    kube: Any  # FakeKubeApi
+    proxy: Any  # ThrottlingProxy in front of moto
+    ec2: Any  # a raw boto3 client for arranging EC2 state
+    catalog: RegistryCatalog
+    clock: ManualClock
+    overrides: frozenset[str] = frozenset()
+    contexts: list[StepContext] = field(default_factory=list)
+
+    def ctx(self, *, dry_run: bool = False, overrides: frozenset[str] | None = None) -> StepContext:
+        ctx = StepContext(run_id="rb-test1", step_id="s1", requester="alice", clock=self.clock,
+                          dry_run=dry_run,
+                          overrides=self.overrides if overrides is None else overrides)
+        self.contexts.append(ctx)
+        return ctx
+
+    def plan(self, action: str, *, dry_run: bool = False, overrides: frozenset[str] | None = None,
+             **params: Any) -> tuple[Plan, list[ApiCall]]:
+        ctx = self.ctx(dry_run=dry_run, overrides=overrides)
+        return self.catalog.plan(action, params, ctx), ctx.calls
+
+    def apply(self, plan: Plan, *, overrides: frozenset[str] | None = None
+              ) -> tuple[Result, list[ApiCall]]:
+        ctx = self.ctx(overrides=overrides)
+        return self.catalog.apply(plan.action, plan, ctx), ctx.calls
+
+    def run(self, action: str, **params: Any) -> Result:
+        plan, _ = self.plan(action, **params)
+        return self.apply(plan)[0]
+
+    # -- arranging EC2 ---------------------------------------------------------------------------
+
+    def instance(self, *, state: str = "running", zone: str = ZONE) -> str:
+        iid = self.ec2.run_instances(ImageId="ami-12c6146b", MinCount=1, MaxCount=1,
+                                     Placement={"AvailabilityZone": zone})["Instances"][0]["InstanceId"]
+        if state in {"stopped", "terminated"}:
+            if state == "stopped":
+                self.ec2.stop_instances(InstanceIds=[iid], Force=True)
+            else:
+                self.ec2.terminate_instances(InstanceIds=[iid])
+        return str(iid)
+
+    def volume(self, *, attach_to: str | None = None, zone: str = ZONE,
+               tags: dict[str, str] | None = None) -> str:
+        kw: dict[str, Any] = {}
+        if tags:
+            kw["TagSpecifications"] = [{"ResourceType": "volume",
+                                        "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}]
+        vid = str(self.ec2.create_volume(Size=10, AvailabilityZone=zone, **kw)["VolumeId"])
+        if attach_to:
+            self.ec2.attach_volume(VolumeId=vid, InstanceId=attach_to, Device="/dev/xvdf")
+        return vid
+
+    def instance_state(self, iid: str) -> str:
+        r = self.ec2.describe_instances(InstanceIds=[iid])["Reservations"][0]["Instances"][0]
+        return str(r["State"]["Name"])
+
+    def volume_state(self, vid: str) -> str | None:
+        vols = self.ec2.describe_volumes(Filters=[{"Name": "volume-id", "Values": [vid]}])["Volumes"]
+        return str(vols[0]["State"]) if vols else None
+
+    # -- arranging Kubernetes --------------------------------------------------------------------
+
+    def node(self, name: str, *, ready: str = "True", instance_id: str | None = None,
+             zone: str = ZONE, taints: list[dict[str, str]] | None = None,
+             provider_id: str | None = None) -> dict[str, Any]:
+        pid = provider_id if provider_id is not None else (
+            f"aws:///{zone}/{instance_id}" if instance_id else "")
+        return dict(self.kube.put("nodes", {
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"topology.kubernetes.io/zone": zone}},
+            "spec": {"providerID": pid, "taints": list(taints or [])},
+            "status": {"conditions": [{"type": "Ready", "status": ready,
+                                       "lastTransitionTime": "2026-01-01T00:00:00Z"}]},
+        }))
+
+    def pv(self, name: str, *, volume_id: str, zone: str = ZONE, legacy: bool = False,
+           claim: tuple[str, str] | None = None, finalizers: list[str] | None = None,
+           terminating: bool = False) -> None:
+        spec: dict[str, Any] = {"storageClassName": "gp3", "nodeAffinity": {"required": {
+            "nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "topology.ebs.csi.aws.com/zone", "operator": "In", "values": [zone]}]}]}}}
+        if legacy:
+            spec = {"storageClassName": "gp2",
+                    "awsElasticBlockStore": {"volumeID": f"aws://{zone}/{volume_id}"}}
+        else:
+            spec["csi"] = {"driver": "ebs.csi.aws.com", "volumeHandle": volume_id}
+        if claim:
+            spec["claimRef"] = {"namespace": claim[0], "name": claim[1]}
+        meta: dict[str, Any] = {"name": name, "finalizers": finalizers or ["kubernetes.io/pv-protection"]}
+        if terminating:
+            meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+        self.kube.put("persistentvolumes", {"apiVersion": "v1", "kind": "PersistentVolume",
+                                            "metadata": meta, "spec": spec,
+                                            "status": {"phase": "Bound"}})
+
+    def pvc(self, name: str, *, namespace: str = "default", volume_name: str,
+            terminating: bool = False) -> None:
+        meta: dict[str, Any] = {"name": name, "namespace": namespace,
+                                "finalizers": ["kubernetes.io/pvc-protection"]}
+        if terminating:
+            meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+        self.kube.put("persistentvolumeclaims", {
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta,
+            "spec": {"volumeName": volume_name, "storageClassName": "gp3"},
+            "status": {"phase": "Bound"}})
+
+    def va(self, name: str, *, node: str, pv: str, attached: bool = True,
+           detach_error: str | None = None) -> None:
+        status: dict[str, Any] = {"attached": attached}
+        if detach_error:
+            status["detachError"] = {"time": "2026-01-01T00:00:00Z", "message": detach_error}
+        self.kube.put("volumeattachments", {
+            "apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttachment",
+            "metadata": {"name": name, "finalizers": ["external-attacher/ebs-csi-aws-com"]},
+            "spec": {"attacher": "ebs.csi.aws.com", "nodeName": node,
+                     "source": {"persistentVolumeName": pv}},
+            "status": status})
+
+    def pod(self, name: str, *, node: str, namespace: str = "default", terminating: bool = False,
+            pvc: str | None = None, waiting: str | None = None, labels: dict[str, str] | None = None
+            ) -> None:
+        meta: dict[str, Any] = {"name": name, "namespace": namespace, "labels": labels or {}}
+        if terminating:
+            meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+        status: dict[str, Any] = {"phase": "Pending" if waiting else "Running"}
+        if waiting:
+            status["containerStatuses"] = [{"name": "c", "state": {"waiting": {"reason": waiting}}}]
+        vols = [{"name": "data", "persistentVolumeClaim": {"claimName": pvc}}] if pvc else []
+        self.kube.put("pods", {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
+                               "spec": {"nodeName": node, "volumes": vols}, "status": status})
+
+    def event(self, pod: str, *, reason: str, message: str, namespace: str = "default",
+              when: str = "2026-01-01T00:00:00Z") -> None:
+        n = len(list(self.kube.items("events")))
+        self.kube.put("events", {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": f"{pod}.{n}", "namespace": namespace},
+            "involvedObject": {"kind": "Pod", "name": pod, "namespace": namespace},
+            "type": "Warning", "reason": reason, "message": message, "count": 1,
+            "lastTimestamp": when})
+
+    def storage_class(self, name: str, *, mode: str | None = None,
+                      zones: list[str] | None = None) -> None:
+        sc: dict[str, Any] = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                              "metadata": {"name": name}, "provisioner": "ebs.csi.aws.com"}
+        if mode:
+            sc["volumeBindingMode"] = mode
+        if zones:
+            sc["allowedTopologies"] = [{"matchLabelExpressions": [
+                {"key": "topology.ebs.csi.aws.com/zone", "values": zones}]}]
+        self.kube.put("storageclasses", sc)
+
+    def taints(self, node: str) -> list[str]:
+        obj = self.kube.get("nodes", node)
+        return [f"{t['key']}={t.get('value', '')}:{t['effect']}" for t in obj["spec"].get("taints") or ()]
+
+
+def make_world(*, backend: Ec2Backend, tmp_path: Path, max_oos: int = 3,
+               page_size: int = 500) -> Iterator[World]:
+    backend.reset()
+    with fakes.FakeKubeApi() as kube:
+        kubeconfig = kube.kubeconfig(tmp_path)
+        settings = Settings(database_url="sqlite://", clusters={
+            "test": ClusterConfig(name="test", kubeconfig=str(kubeconfig), region=REGION)},
+            policy=PolicyConfig(max_out_of_service_nodes=max_oos))
+
+        def factory(cfg: ClusterConfig) -> ClusterClients:
+            kc = KubeClient.from_config(kubeconfig=cfg.kubeconfig, request_timeout=5.0,
+                                        sleep=lambda _s: None, page_size=page_size)
+            return ClusterClients.of(kube=kc, ec2=Ec2Client(client=backend.product))
+
+        yield World(kube=kube, proxy=backend.proxy, ec2=backend.arrange, clock=ManualClock(),
+                    catalog=build_catalog(settings, clients_factory=factory))
+
+
+@pytest.fixture
+def world(request: pytest.FixtureRequest, ec2_backend: Ec2Backend, tmp_path: Path) -> Iterator[World]:
+    """Parametrise indirectly with ``{"max_oos": N, "page_size": N}`` to change the policy."""
+    options = getattr(request, "param", {})
+    yield from make_world(backend=ec2_backend, tmp_path=tmp_path, **options)

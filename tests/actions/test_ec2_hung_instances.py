@@ -1,0 +1,93 @@
+"""Fencing and detaching against the sandbox's EC2, which has what moto lacks: a hung guest that
+ignores a plain stop, and attachments stuck ``busy``/``detaching`` until forced."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from bot.actions.catalog import ClusterClients, build_catalog
+from bot.clients.ec2 import Ec2Client, boto3_client
+from bot.config import ClusterConfig, Settings
+from bot.engine.ports import ManualClock, StepContext
+from bot.errors import InterlockBlocked
+
+ec2_sim = pytest.importorskip("bot.sim.ec2")
+CREDS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+
+
+class Sim:
+    def __init__(self, sim: Any) -> None:
+        self.sim = sim
+        self.raw = boto3_client(region="us-east-1", endpoint_url=sim.endpoint, credentials=CREDS)
+
+        def no_kube() -> Any:
+            raise AssertionError("EC2 actions must not build a Kubernetes client")
+
+        clients = ClusterClients(make_kube=no_kube, make_ec2=lambda: Ec2Client(client=self.raw))
+        self.catalog = build_catalog(Settings(database_url="sqlite://", clusters={
+            "c": ClusterConfig(name="c")}), clients_factory=lambda _c: clients)
+
+    def instance(self) -> str:
+        return str(self.raw.run_instances(ImageId="ami-12c6146b", MinCount=1, MaxCount=1, Placement={
+            "AvailabilityZone": "us-east-1a"})["Instances"][0]["InstanceId"])
+
+    def step(self, action: str, **params: Any) -> tuple[Any, Any]:
+        ctx = StepContext(run_id="r", step_id="s", requester="alice", clock=ManualClock())
+        return self.catalog.plan(action, params, ctx), ctx
+
+    def apply(self, plan: Any) -> tuple[Any, list[Any]]:
+        ctx = StepContext(run_id="r", step_id="s", requester="alice", clock=ManualClock())
+        return self.catalog.apply(plan.action, plan, ctx), ctx.calls
+
+
+@pytest.fixture(scope="module")
+def sim() -> Iterator[Sim]:
+    server = ec2_sim.Ec2Sim(region="us-east-1")
+    server.start()
+    yield Sim(server)
+    server.stop()
+
+
+def test_a_plain_stop_of_a_hung_instance_stays_stopping_and_is_not_repeated(sim):
+    iid = sim.instance()
+    sim.sim.set_hung(iid)
+    plan, _ = sim.step("aws.ec2.instance.stop", instance_id=iid, force=False)
+    first, _ = sim.apply(plan)
+    assert not first.done and first.data["state"] == "stopping"
+    again, again_calls = sim.apply(plan)
+    assert not again.done and [c.operation for c in again_calls] == ["DescribeInstances"]
+    assert sim.step("aws.ec2.instance.stop", instance_id=iid, force=False)[0].is_noop
+
+
+def test_a_force_stop_fences_a_hung_instance_already_stopping(sim):
+    iid = sim.instance()
+    sim.sim.set_hung(iid)
+    sim.raw.stop_instances(InstanceIds=[iid])  # someone tried a plain stop: stuck "stopping"
+    plan, _ = sim.step("aws.ec2.instance.stop", instance_id=iid, force=True)
+    assert plan.changes[0].before == "stopping" and plan.changes[0].operation == "force-stop"
+    result, _ = sim.apply(plan)
+    while not result.done:
+        result, _ = sim.apply(plan)
+    assert result.data["state"] == "stopped" and sim.sim.instance_state(iid) == "stopped"
+
+
+def test_a_stuck_attachment_needs_force_and_force_needs_a_fenced_instance(sim):
+    iid = sim.instance()
+    vid = str(sim.raw.create_volume(Size=1, AvailabilityZone="us-east-1a")["VolumeId"])
+    sim.raw.attach_volume(VolumeId=vid, InstanceId=iid, Device="/dev/xvdf")
+    sim.sim.mark_stuck(vid, "busy")
+    with pytest.raises(InterlockBlocked) as e:
+        sim.step("aws.ec2.volume.detach", volume_id=vid, force=True)
+    assert e.value.rule == "force-detach"
+    plain, _ = sim.step("aws.ec2.volume.detach", volume_id=vid)
+    result, _ = sim.apply(plain)
+    assert not result.done and result.data["state"] in {"busy", "detaching"}
+    sim.raw.stop_instances(InstanceIds=[iid], Force=True)
+    forced, _ = sim.step("aws.ec2.volume.detach", volume_id=vid, force=True)
+    result, _ = sim.apply(forced)
+    while not result.done:
+        result, _ = sim.apply(forced)
+    assert result.data == {"volume_id": vid, "state": "available"}

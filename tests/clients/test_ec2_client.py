@@ -1,0 +1,61 @@
+"""Ec2Client translation of botocore errors, against moto over HTTP."""
+
+from __future__ import annotations
+
+import pytest
+from moto.server import ThreadedMotoServer
+
+from bot.clients.ec2 import Ec2Client, boto3_client
+from bot.config import ClusterConfig
+from bot.errors import PermanentError
+
+
+@pytest.fixture(scope="module")
+def ec2():
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield boto3_client(region="us-east-1", endpoint_url=f"http://{host}:{port}",
+                       credentials={"aws_access_key_id": "x", "aws_secret_access_key": "x"})
+    server.stop()
+
+
+def test_incorrect_state_errors_are_permanent_with_the_aws_code_kept(ec2):
+    calls = []
+    client = Ec2Client(client=ec2).bound(calls)
+    vid = ec2.create_volume(Size=1, AvailabilityZone="us-east-1a")["VolumeId"]
+    with pytest.raises(PermanentError) as e:
+        client.detach_volume(volume_id=vid, instance_id="i-0123456789abcdef0", force=False)
+    assert e.value.service == "ec2" and e.value.operation == "DetachVolume"
+    assert e.value.code.endswith("NotFound") and e.value.__cause__ is not None
+    assert calls[-1].outcome == e.value.code and calls[-1].targets == (vid, "i-0123456789abcdef0")
+
+
+def test_unknown_ids_in_a_batch_are_left_out_instead_of_failing_the_call(ec2):
+    calls = []
+    vid = ec2.create_volume(Size=1, AvailabilityZone="us-east-1a")["VolumeId"]
+    found = Ec2Client(client=ec2).bound(calls).describe_volumes([vid, "vol-0123456789abcdef0"])
+    assert list(found) == [vid] and len(calls) == 1 and calls[0].request_id
+
+
+def test_cluster_config_sets_region_and_retry_mode():
+    cfg = ClusterConfig(name="prod", region="eu-west-1", retry_mode="adaptive", max_attempts=7)
+    client = Ec2Client.from_cluster(cfg, endpoint_url="http://127.0.0.1:1").client
+    assert client.meta.region_name == "eu-west-1"
+    # botocore counts the first try too: max_attempts retries = 8 attempts in all
+    assert client.meta.config.retries == {"mode": "adaptive", "total_max_attempts": 8}
+
+
+def test_a_cluster_with_a_role_arn_calls_ec2_with_assumed_role_credentials(ec2, monkeypatch):
+    endpoint = ec2.meta.endpoint_url
+    monkeypatch.setenv("AWS_ENDPOINT_URL_STS", endpoint)  # botocore's own endpoint variable
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "base")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "base")
+    cfg = ClusterConfig(name="prod", region="us-east-1",
+                        role_arn="arn:aws:iam::123456789012:role/runbook-bot")
+    client = Ec2Client.from_cluster(cfg, endpoint_url=endpoint)
+    creds = client.client._request_signer._credentials.get_frozen_credentials()
+    assert creds.access_key != "base" and creds.token  # temporary credentials from STS
+    calls = []
+    client.bound(calls).describe_instances(["i-0123456789abcdef0"])
+    assert [c.outcome for c in calls] == ["ok"]
