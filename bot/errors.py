@@ -14,6 +14,7 @@ botocore, slack_sdk) are translated into this tree exactly once, at the client e
     ├── InterlockBlocked            a safety rule no runbook can switch off refused the change
     ├── NotFound                    a run, step or runbook does not exist
     ├── LeaseHeld                   another worker holds the run's lease
+    ├── RunIdTaken                  a new run id collided with an existing one
     ├── AuditError                  the audit chain does not verify
     └── ExternalError               a call to Kubernetes, EC2 or Slack failed
         ├── RetryableError          worth trying again (throttling, 409 conflict, 5xx, timeouts)
@@ -85,6 +86,10 @@ class NotFound(RunbookBotError):
 
 class LeaseHeld(RunbookBotError):
     """Another worker holds the run's lease; try again after it expires."""
+
+
+class RunIdTaken(RunbookBotError):
+    """A freshly drawn run id is already in the store; the caller draws another."""
 
 
 class AuditError(RunbookBotError):

@@ -6,7 +6,7 @@ these at wiring time (``bot/cli.py``), and tests hand it in-memory ones.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
@@ -14,7 +14,9 @@ from typing import Any, Protocol
 from pydantic import BaseModel
 
 from bot.engine.plan import ApiCall, Plan, Result
+from bot.engine.runstate import AuditDraft, RunState
 from bot.errors import InterlockBlocked
+from bot.runbook.model import Runbook
 
 
 class Clock(Protocol):
@@ -58,6 +60,7 @@ class StepContext:
     calls: list[ApiCall] = field(default_factory=list)  # every API call made, in order
     overridden: list[str] = field(default_factory=list)  # interlocks that failed but were overridden
     progress: str = ""  # set by long-running actions while they wait
+    confirmed_by: str | None = None  # who confirmed a manual.confirm item
 
     def interlock(self, *, rule: str, ok: bool, message: str) -> None:
         """Enforce a safety rule: raise InterlockBlocked unless it holds or was broken-glass."""
@@ -86,5 +89,42 @@ class ActionCatalog(Protocol):
     """Looks up actions by name and runs their plan/apply."""
 
     def spec(self, name: str) -> ActionSpecLike: ...
-    def plan(self, name: str, params: BaseModel, ctx: StepContext) -> Plan: ...
+    def plan(self, name: str, params: BaseModel | Mapping[str, Any], ctx: StepContext) -> Plan: ...
     def apply(self, name: str, plan: Plan, ctx: StepContext) -> Result: ...
+
+
+class RunStore(Protocol):
+    """Durable runs, their steps and their audit chains (``bot/store/db.py``).
+
+    ``save`` is atomic: the header, the changed step rows and the new audit events (chained onto
+    the run's stored head) are written in one transaction, and only while ``owner`` holds the
+    lease; otherwise it raises LeaseHeld and writes nothing. ``claim`` takes the lease when it is
+    free, expired, already ours, or held by ``replace`` (a dead owner the runner identified).
+    """
+
+    def create(self, state: RunState, events: Sequence[AuditDraft]) -> None: ...
+    def claim(self, run_id: str, *, owner: str, now: datetime, ttl: float,
+              replace: str | None = None) -> bool: ...
+    def lease_of(self, run_id: str) -> tuple[str | None, float | None]: ...
+    def release(self, run_id: str, *, owner: str) -> None: ...
+    def load(self, run_id: str) -> RunState: ...
+    def save(self, state: RunState, *, owner: str, steps: Iterable[str],
+             events: Sequence[AuditDraft], next_check_at: datetime | None,
+             lease_until: datetime) -> None: ...
+    def due(self, *, now: datetime, limit: int = 100) -> list[str]: ...
+    def runs(self, *, active: bool | None = None, channel: str | None = None,
+             limit: int = 50) -> list[RunState]: ...
+
+
+class Notifier(Protocol):
+    """A front-end that shows runs as they change. Failures here never break a run."""
+
+    def run_changed(self, state: RunState, *, events: Sequence[AuditDraft],
+                    messages: Sequence[str]) -> None: ...
+
+
+class RunbookSource(Protocol):
+    """Where runbooks come from: name -> (parsed runbook, its YAML text, its file)."""
+
+    def get(self, name: str) -> tuple[Runbook, str, str]: ...
+    def parse(self, text: str, *, file: str) -> Runbook: ...

@@ -54,11 +54,15 @@ STEP_TRANSITIONS: dict[StepStatus, frozenset[StepStatus]] = {
     # planning may fail (a guard, an interlock without break-glass) or be skipped (a no-op plan)
     S.PLANNING: frozenset({S.AWAITING_APPROVAL, S.APPLYING, S.WAITING, S.SUCCEEDED, S.SKIPPED,
                            S.FAILED, S.ABORTED}),
-    # back to planning: the plan changed before apply, so the approval was void
-    S.AWAITING_APPROVAL: frozenset({S.APPLYING, S.PLANNING, S.REJECTED, S.EXPIRED, S.FAILED,
-                                    S.ABORTED}),
-    # applying -> applying: a run interrupted mid-apply re-applies (idempotent) on resume
-    S.APPLYING: frozenset({S.APPLYING, S.WAITING, S.SUCCEEDED, S.FAILED, S.ABORTED}),
+    # back to planning: the plan changed before apply, so the approval was void;
+    # straight to succeeded: a manual step (no action) that a person confirmed
+    S.AWAITING_APPROVAL: frozenset({S.APPLYING, S.PLANNING, S.SUCCEEDED, S.REJECTED, S.EXPIRED,
+                                    S.FAILED, S.ABORTED}),
+    # applying -> applying: a run interrupted mid-apply re-applies (idempotent) on resume;
+    # applying -> awaiting_approval: an interlock refused at apply time; only break-glass goes on;
+    # applying -> skipped: a dry run reads, and stops short of waiting
+    S.APPLYING: frozenset({S.APPLYING, S.AWAITING_APPROVAL, S.WAITING, S.SUCCEEDED, S.SKIPPED,
+                           S.FAILED, S.ABORTED}),
     # waiting -> planning: a retry with backoff, or the next poll of a wait_until
     S.WAITING: frozenset({S.APPLYING, S.PLANNING, S.SUCCEEDED, S.FAILED, S.ABORTED}),
     # a failed or rejected step may be retried by a person; a goto may re-enter a finished step

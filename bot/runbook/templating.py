@@ -165,6 +165,8 @@ def evaluate(source: str, context: Mapping[str, Any]) -> Any:
 
 def render(source: str, context: Mapping[str, Any]) -> str:
     """Render a template string to text."""
+    if "{" not in source:  # plain text: no need to compile it
+        return source
     template = _compiled_template(source)
     try:
         return str(template.render(**context))

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from bot.engine.plan import canonical_json
@@ -48,6 +50,12 @@ class Event:
     payload: Mapping[str, Any]
     prev_hash: str
     hash: str
+    # the payload's canonical JSON exactly as stored, set only by the store when reading rows, so
+    # verifying a stored chain hashes what is on disk without re-serialising every payload
+    payload_text: str = field(default="", compare=False, repr=False)
+
+    def canonical_payload(self) -> str:
+        return self.payload_text or canonical_json(self.payload)
 
     def to_dict(self) -> dict[str, Any]:
         return {"seq": self.seq, "ts": self.ts, "actor": self.actor, "type": self.type,
@@ -76,11 +84,27 @@ class Redactor:
         return value
 
 
-def event_hash(*, run_id: str, seq: int, ts: str, actor: str, type_: str,
-               payload: Mapping[str, Any], prev_hash: str, key: bytes | None) -> str:
-    # run_id is inside the hashed body so an event cannot be transplanted into another run's chain
-    body = canonical_json({"run": run_id, "seq": seq, "ts": ts, "actor": actor, "type": type_,
-                           "payload": payload})
+_PLAIN = re.compile(r'^[^"\\\x00-\x1f\x7f\u2028\u2029]*$')
+
+
+@lru_cache(maxsize=4096)
+def _s(text: str) -> str:
+    """``json.dumps(text, ensure_ascii=False)``; plain text (the usual case) skips the encoder."""
+    if _PLAIN.match(text):
+        return f'"{text}"'
+    return json.dumps(text, ensure_ascii=False)
+
+
+def event_hash(*, run_id: str, seq: int, ts: str, actor: str, type_: str, payload_json: str,
+               prev_hash: str, key: bytes | None) -> str:
+    """The hash of one event over ``prev_hash`` and its canonical JSON body.
+
+    The body is ``canonical_json({"actor", "payload", "run", "seq", "ts", "type"})``, assembled
+    from the payload's canonical text so verifying a stored chain never re-parses payloads. The
+    run id is inside the body, so an event cannot be transplanted into another run's chain.
+    """
+    body = (f'{{"actor":{_s(actor)},"payload":{payload_json},"run":{_s(run_id)},"seq":{seq},'
+            f'"ts":{_s(ts)},"type":{_s(type_)}}}')
     data = (prev_hash + body).encode()
     if key:
         return hmac.new(key, data, hashlib.sha256).hexdigest()
@@ -91,9 +115,10 @@ def make_event(*, run_id: str, prev: Event | None, ts: str, actor: str, type_: s
                payload: Mapping[str, Any], key: bytes | None, redact: Redactor) -> Event:
     """The next event of a chain, redacted and hashed."""
     clean = redact(dict(payload))
+    text = canonical_json(clean)
     seq = prev.seq + 1 if prev else 1
     prev_hash = prev.hash if prev else GENESIS
-    h = event_hash(run_id=run_id, seq=seq, ts=ts, actor=actor, type_=type_, payload=clean,
+    h = event_hash(run_id=run_id, seq=seq, ts=ts, actor=actor, type_=type_, payload_json=text,
                    prev_hash=prev_hash, key=key)
     return Event(seq=seq, ts=ts, actor=actor, type=type_, payload=clean, prev_hash=prev_hash, hash=h)
 
@@ -116,7 +141,7 @@ def verify_events(*, run_id: str, events: Sequence[Event], head_seq: int | None,
         if ev.prev_hash != prev_hash:
             return Verdict(False, expected, "prev_hash does not match the previous event", expected - 1)
         h = event_hash(run_id=run_id, seq=ev.seq, ts=ev.ts, actor=ev.actor, type_=ev.type,
-                       payload=ev.payload, prev_hash=ev.prev_hash, key=key)
+                       payload_json=ev.canonical_payload(), prev_hash=ev.prev_hash, key=key)
         if not hmac.compare_digest(h, ev.hash):
             return Verdict(False, expected, "hash does not match the event's contents", expected - 1)
         prev_hash = ev.hash

@@ -1,1 +1,1 @@
-"""The terminal front-end: the same commands and the same policy as Slack."""
+"""The terminal front-end: the same commands and policy as Slack, for a shell or when Slack is down."""

@@ -1,0 +1,245 @@
+"""``run``, ``approve``, ``reject``, ``confirm``, ``break-glass``, ``retry``, ``abort``, ``runs``,
+``status`` and ``worker``: the terminal front-end's commands.
+
+They build the same commands Slack does and go through the same runner and policy. ``run`` drives
+the run in the foreground, printing each plan and the progress of waits; where a step needs an
+approval and an eligible approver is at the keyboard it asks, otherwise it leaves the run awaiting
+approval and says how to approve it. Any other terminal (or Slack) can then approve, and ``worker``
+(or ``slack serve``) carries the run on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+from datetime import datetime
+from typing import Any
+
+ACTOR_HELP = "act as USER (only where policy.allow_impersonation is set: demos and tests)"
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("run", help="start a runbook and follow it",
+                       description="Start a run of runbook NAME with params, then follow it: "
+                       "plans, approvals, progress. Exit 0 when it succeeded or waits for an "
+                       "approval, 1 when it failed or was aborted.")
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
+                   help="a run parameter (repeat for several)")
+    p.add_argument("--dry-run", action="store_true", help="plan every step, change nothing")
+    p.add_argument("--no-follow", action="store_true",
+                   help="start the run and return; a worker carries it on")
+    p.add_argument("--yes", action="store_true",
+                   help="approve prompts without asking (only steps you are eligible for)")
+    p.add_argument("--as", dest="as_user", metavar="USER", help=ACTOR_HELP)
+    p.set_defaults(handler=cmd_run)
+
+    for name, helptext in (("approve", "approve the step waiting for approval"),
+                           ("confirm", "confirm a manual step is done"),
+                           ("retry", "plan a blocked step again (after fixing its cause)")):
+        p = sub.add_parser(name, help=helptext, description=helptext[0].upper() + helptext[1:] + ".")
+        p.add_argument("run_id", metavar="RUN_ID")
+        p.add_argument("--step", metavar="ID", help="the step (default: the one waiting)")
+        p.add_argument("--as", dest="as_user", metavar="USER", help=ACTOR_HELP)
+        p.add_argument("--no-follow", action="store_true", help="do not carry the run on here")
+        p.set_defaults(handler=cmd_decide, command_name=name)
+
+    for name, helptext in (("reject", "reject the step waiting for approval; the run stops"),
+                           ("abort", "abort the run; nothing more is applied"),
+                           ("break-glass", "override the interlock blocking a step "
+                                           "(needs two people, each with a reason)")):
+        p = sub.add_parser(name, help=helptext, description=helptext[0].upper() + helptext[1:] + ".")
+        p.add_argument("run_id", metavar="RUN_ID")
+        p.add_argument("--reason", required=True, metavar="TEXT", help="why (recorded in the audit)")
+        if name != "abort":
+            p.add_argument("--step", metavar="ID", help="the step (default: the one waiting)")
+        p.add_argument("--as", dest="as_user", metavar="USER", help=ACTOR_HELP)
+        p.add_argument("--no-follow", action="store_true", help="do not carry the run on here")
+        p.set_defaults(handler=cmd_decide, command_name=name)
+
+    p = sub.add_parser("runs", help="a table of runs", description="List runs, newest first.")
+    p.add_argument("--all", action="store_true", help="include finished runs")
+    p.add_argument("--limit", type=int, default=50)
+    p.set_defaults(handler=cmd_runs)
+
+    p = sub.add_parser("status", help="each step of a run, who approved what, what is pending",
+                       description="Show a run step by step.")
+    p.add_argument("run_id", metavar="RUN_ID")
+    p.set_defaults(handler=cmd_status)
+
+    p = sub.add_parser("worker", help="carry on every unfinished run until interrupted",
+                       description="Resume every unfinished run and drive runs as their waits "
+                       "end and approvals arrive, until interrupted.")
+    p.add_argument("--once", action="store_true", help="drive what is due once, then exit")
+    p.add_argument("--interval", type=float, default=1.0, help="seconds between polls")
+    p.set_defaults(handler=cmd_worker)
+
+
+def _settings() -> Any:
+    from bot.config import load_settings
+
+    return load_settings()
+
+
+def _run_id(text: str) -> str:
+    from bot.engine.ids import parse_run_id
+    from bot.errors import NotFound
+
+    try:
+        return parse_run_id(text)
+    except ValueError as e:
+        raise NotFound(str(e)) from None
+
+
+def _follow(runner: Any, run_id: str, *, actor: str, interactive: bool, yes: bool) -> int:
+    """Drive the run here until it finishes or needs someone who is not at this keyboard."""
+    from bot.engine.commands import Approve, Confirm
+
+    stop = threading.Event()
+    asked: set[tuple[str, str | None]] = set()
+    while True:
+        state = runner.drive(run_id)
+        if state.status in ("succeeded", "failed", "aborted"):
+            return 0 if state.status == "succeeded" else 1
+        if state.status == "awaiting_approval":
+            s = next((x for x in state.steps.values() if x.status == "awaiting_approval"), None)
+            if s is None or (s.key, s.plan_hash) in asked:
+                continue
+            asked.add((s.key, s.plan_hash))
+            why_not = runner.eligibility(state, s.key, actor)
+            if why_not is None and (yes or interactive) and not s.blocked:
+                verb = "Confirm" if s.needs_confirmation and not s.needs_approval else "Approve"
+                if yes or _ask(f"{verb} step {s.key} as {actor}? [y/N] "):
+                    cmd = (Confirm(run_id=run_id, actor=actor, step=s.key) if verb == "Confirm"
+                           else Approve(run_id=run_id, actor=actor, step=s.key,
+                                        plan_hash=s.plan_hash))
+                    out = runner.submit(cmd)
+                    if out.ok:
+                        continue
+                    print(f"  {out.message}")
+            print(f"run {run_id} is waiting at step {s.key}"
+                  + (f" ({why_not})" if why_not and not s.blocked else "")
+                  + f": `runbook-bot status {run_id}` shows it; it carries on when someone acts")
+            return 0
+        # waiting: sleep until the next check (the run is durable; Ctrl-C leaves it for a worker)
+        if state.next_check_at:
+            delay = (datetime.fromisoformat(state.next_check_at) - runner.clock.now()).total_seconds()
+            stop.wait(max(0.05, min(delay, 5.0)))
+
+
+def _ask(prompt: str) -> bool:
+    try:
+        return input(prompt).strip().lower() in ("y", "yes")
+    except EOFError:
+        return False
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from bot.cli.wiring import build_runner, identity
+    from bot.engine.commands import StartRun
+    from bot.frontends.term.printer import TerminalPrinter
+    from bot.runbook.params import parse_assignments
+
+    settings = _settings()
+    actor = identity(settings, args.as_user)
+    runner = build_runner(settings, notifiers=[TerminalPrinter()])
+    state = runner.start(StartRun(runbook=args.name, params=parse_assignments(args.param),
+                                  requester=actor, dry_run=args.dry_run,
+                                  origin={"frontend": "terminal"}))
+    if args.no_follow:
+        print(state.run_id)
+        return 0
+    try:
+        return _follow(runner, state.run_id, actor=actor, interactive=sys.stdin.isatty(),
+                       yes=args.yes)
+    except KeyboardInterrupt:
+        print(f"\nleft run {state.run_id} as it is; `runbook-bot worker` carries it on",
+              file=sys.stderr)
+        return 130
+
+
+def cmd_decide(args: argparse.Namespace) -> int:
+    from bot.cli.wiring import build_runner, identity
+    from bot.engine import commands as c
+    from bot.frontends.term.printer import TerminalPrinter
+
+    settings = _settings()
+    actor = identity(settings, args.as_user)
+    run_id = _run_id(args.run_id)
+    runner = build_runner(settings, notifiers=[TerminalPrinter()])
+    name = args.command_name
+    step = getattr(args, "step", None)
+    cmd: Any
+    if name == "approve":
+        cmd = c.Approve(run_id=run_id, actor=actor, step=step)
+    elif name == "confirm":
+        cmd = c.Confirm(run_id=run_id, actor=actor, step=step)
+    elif name == "retry":
+        cmd = c.Retry(run_id=run_id, actor=actor, step=step)
+    elif name == "reject":
+        cmd = c.Reject(run_id=run_id, actor=actor, reason=args.reason, step=step)
+    elif name == "break-glass":
+        cmd = c.BreakGlass(run_id=run_id, actor=actor, reason=args.reason, step=step)
+    else:
+        cmd = c.Abort(run_id=run_id, actor=actor, reason=args.reason)
+    out = runner.submit(cmd)
+    print(out.message)
+    if not out.ok:
+        return 1
+    if args.no_follow or name in ("reject", "abort"):
+        if name in ("reject", "abort"):
+            runner.drive(run_id)
+        return 0
+    return _follow(runner, run_id, actor=actor, interactive=False, yes=False)
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    from bot.cli.wiring import open_store
+    from bot.present.console import runs_table
+    from bot.present.views import run_view
+
+    store = open_store(_settings())
+    headers = store.runs(active=None if args.all else True, limit=args.limit)
+    views = [run_view(store.load(h.run_id)) for h in headers]
+    print(runs_table(views))
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from bot.cli.wiring import open_store
+    from bot.present.console import status
+    from bot.present.views import run_view
+
+    store = open_store(_settings())
+    state = store.load(_run_id(args.run_id))
+    titles = _titles(state)
+    print(status(run_view(state, titles)))
+    return 0
+
+
+def _titles(state: Any) -> list[tuple[str, str]] | None:
+    from bot.errors import RunbookBotError
+    from bot.runbook.loader import load_text
+
+    try:
+        rb = load_text(state.runbook_text, file=state.runbook_file, catalog=None)
+    except RunbookBotError:
+        return None
+    return [(s.id, s.title) for s in rb.spec.steps]
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from bot.cli.wiring import build_runner
+    from bot.frontends.term.printer import TerminalPrinter
+
+    runner = build_runner(_settings(), notifiers=[TerminalPrinter()])
+    if args.once:
+        print(f"drove {runner.run_due()} run(s)")
+        return 0
+    print("worker: resuming unfinished runs; Ctrl-C stops")
+    try:
+        runner.serve(interval=args.interval)
+    except KeyboardInterrupt:
+        runner.stop()
+    return 0

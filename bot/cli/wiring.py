@@ -1,0 +1,47 @@
+"""Builds the product from settings: store, action catalog, runbook source, runner.
+
+Every command that touches runs (the terminal commands, ``slack serve``, ``demo``) gets its parts
+here, so they all share one store and one policy, and tests can build the same thing with their own
+clock or clients.
+"""
+
+from __future__ import annotations
+
+import getpass
+from collections.abc import Sequence
+from typing import Any
+
+from bot.config import Settings
+from bot.errors import ConfigError
+
+
+def open_store(settings: Settings) -> Any:
+    from bot.store.db import Database
+
+    return Database(settings.database_url, audit_key=settings.audit_key,
+                    redact_patterns=settings.redact_patterns)
+
+
+def build_runner(settings: Settings, *, store: Any = None, notifiers: Sequence[Any] = (),
+                 clock: Any = None, clients_factory: Any = None, membership: Any = None) -> Any:
+    from bot.actions.catalog import build_catalog
+    from bot.actions.registry import registry
+    from bot.engine.ports import SystemClock
+    from bot.engine.runner import Runner
+    from bot.runbook.source import DirectorySource
+
+    return Runner(store=store or open_store(settings),
+                  catalog=build_catalog(settings, clients_factory=clients_factory),
+                  runbooks=DirectorySource(settings.runbooks_dir, catalog=registry),
+                  policy=settings.policy, clock=clock or SystemClock(), membership=membership,
+                  notifiers=notifiers, lease_seconds=settings.lease_seconds)
+
+
+def identity(settings: Settings, as_user: str | None) -> str:
+    """The person at the keyboard: the OS user, or ``--as`` where the config allows it."""
+    if as_user:
+        if not settings.policy.allow_impersonation:
+            raise ConfigError("--as USER is refused: it needs policy.allow_impersonation: true in "
+                              "the config (meant for demos and tests, never production)")
+        return as_user
+    return getpass.getuser()

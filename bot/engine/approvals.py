@@ -1,0 +1,130 @@
+"""Approval policy: who may approve which step, how many must, for how long, and break-glass.
+
+Every front-end (Slack, the terminal) submits the same ``Approve`` / ``Reject`` / ``BreakGlass``
+commands and the conductor asks this module whether the person may; no front-end decides. The
+rules:
+
+- destructive actions always need approval; ``min_approvers`` defaults to 1 and a runbook can ask
+  for more, never less, than its own ``spec.approvals`` (the validator enforces the floor);
+- eligible approvers are the members of the step's groups (``policy.groups`` in the config maps a
+  group to identities; a front-end may resolve further members, e.g. Slack user groups, through
+  the ``Membership`` it hands the runner);
+- the requester may approve their own step only when both the runbook (``allow_self``) and the
+  config (``allow_self_approval``) allow it; one person never counts twice, including through an
+  alias (a terminal user and a Slack user who are the same person);
+- a rejection needs a reason; approvals expire after ``expires_after``;
+- break-glass (overriding an interlock) needs two distinct eligible people, each with a reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from bot.config import PolicyConfig
+from bot.errors import PolicyError
+from bot.runbook.model import Approval
+
+BREAK_GLASS_QUORUM = 2
+MIN_REASON = 8  # characters: "because" is not a reason
+
+# (identity, group) -> is the identity a member; the config's groups are checked first
+Membership = Callable[[str, str], bool]
+
+
+@dataclass(frozen=True)
+class ApprovalRule:
+    required: bool
+    min_approvers: int
+    groups: tuple[str, ...]
+    allow_self: bool
+    expires_after: float
+    reason: str  # why approval is needed, in words ("" when it is not)
+
+
+def effective_rule(*, runbook: Approval, step: Approval | None, destructive: bool,
+                   policy: PolicyConfig) -> ApprovalRule:
+    """Combine runbook defaults, the step's own block, the destructive floor and the config."""
+    own = step or Approval()
+    if destructive:
+        required, reason = True, "destructive action: approval is always required"
+    elif own.required:
+        required, reason = True, "the step asks for approval"
+    elif own.required is None and runbook.required:
+        required, reason = True, "the runbook asks for approval of every step"
+    else:
+        required, reason = False, ""
+    floor = runbook.min_approvers or 1
+    minimum = own.min_approvers or floor
+    if destructive:
+        minimum = max(minimum, floor)
+    groups = own.groups if own.groups is not None else (runbook.groups or ())
+    allow_self = own.allow_self if own.allow_self is not None else bool(runbook.allow_self)
+    expires = own.expires_after or runbook.expires_after or policy.default_expires_after
+    return ApprovalRule(required=required, min_approvers=minimum, groups=tuple(groups),
+                        allow_self=bool(allow_self and policy.allow_self_approval),
+                        expires_after=float(expires), reason=reason)
+
+
+def canonical(identity: str, policy: PolicyConfig) -> str:
+    """The person behind an identity: aliases map e.g. ``slack:U0ABC`` to ``alice``."""
+    seen = {identity}
+    while identity in policy.aliases:
+        identity = policy.aliases[identity]
+        if identity in seen:
+            break
+        seen.add(identity)
+    return identity
+
+
+def config_membership(policy: PolicyConfig) -> Membership:
+    """Membership from ``policy.groups`` alone, alias-aware."""
+    def is_member(identity: str, group: str) -> bool:
+        person = canonical(identity, policy)
+        return any(canonical(m, policy) == person for m in policy.groups.get(group, ()))
+    return is_member
+
+
+def eligible_groups(rule: ApprovalRule, policy: PolicyConfig) -> tuple[str, ...]:
+    """The groups whose members may approve: the step's, else every configured group."""
+    if rule.groups:
+        return rule.groups
+    return tuple(sorted(policy.groups))
+
+
+def check_approver(*, rule: ApprovalRule, approver: str, requester: str,
+                   prior: Iterable[str], policy: PolicyConfig, membership: Membership,
+                   kind: str = "approve") -> None:
+    """Raise PolicyError saying why ``approver`` may not approve; return if they may."""
+    person = canonical(approver, policy)
+    groups = eligible_groups(rule, policy)
+    if not groups:
+        raise PolicyError(
+            "no approver groups are configured: define policy.groups in the bot's config "
+            "(group -> members) before anyone can approve")
+    undefined = [g for g in groups if g not in policy.groups]
+    if person in {canonical(p, policy) for p in prior}:
+        raise PolicyError(f"{approver} has already approved this step; the same person never "
+                          "counts twice")
+    if person == canonical(requester, policy) and not (rule.allow_self and kind == "approve"):
+        why = ("break-glass always needs two people other than the requester"
+               if kind == "break_glass" else
+               "self-approval is not allowed" + ("" if rule.allow_self else
+                                                 " (it needs allow_self in the runbook and "
+                                                 "allow_self_approval in the config)"))
+        raise PolicyError(f"{approver} started this run and cannot approve its steps: {why}")
+    if not any(membership(approver, g) for g in groups):
+        hint = f" (not defined in policy.groups: {', '.join(undefined)})" if undefined else ""
+        raise PolicyError(f"{approver} is not in an approver group for this step; eligible "
+                          f"groups: {', '.join(groups)}{hint}")
+
+
+def check_reason(reason: str, *, what: str) -> str:
+    text = " ".join(reason.split())
+    if len(text) < MIN_REASON:
+        raise PolicyError(f"{what} needs a written reason of at least {MIN_REASON} characters")
+    return text
+
+
+def quorum(rule: ApprovalRule, count: int) -> bool:
+    return count >= rule.min_approvers

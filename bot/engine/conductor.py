@@ -1,0 +1,618 @@
+"""The conductor: given a run's state and what just happened, decide what happens next.
+
+It is pure: no I/O, no clock of its own (``now`` is passed in), no SDK. The runner asks it for a
+``Decision`` (plan this step, apply that plan, sleep until, wait for a person, done), performs the
+I/O, and hands the outcome back (``planned``, ``applied``). Every status change goes through the
+transition table, and every change worth auditing is appended to the ``Tick`` as an ``AuditDraft``
+that the runner stores atomically with the new state.
+
+The order for one step (docs/runbook-language.md): ``when``; ``foreach``; plan (read-only) and
+guards; approval if needed, bound to the plan's hash; just before apply, plan again and re-check
+the guards (a changed hash voids the approvals); mark *applying* durably; apply; poll while the
+action reports not done or ``wait_until`` is false; outputs. Interlocks are raised by the actions
+themselves, at plan and at apply time; a refusal blocks the step until break-glass or abort.
+
+Commands from people (approve, reject, confirm, break-glass, retry, abort) are in ``commands``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from bot.config import PolicyConfig
+from bot.engine.approvals import Membership, effective_rule
+from bot.engine.plan import Plan, Result
+from bot.engine.ports import ActionSpecLike
+from bot.engine.runstate import AuditDraft, RunState, StepState
+from bot.engine.scope import Scope
+from bot.engine.state import STEP_FINAL, RunStatus, StepStatus, advance_run, advance_step
+from bot.errors import ExpressionError, InterlockBlocked, RetryableError, RunbookBotError
+from bot.runbook.model import Runbook, Step
+from bot.runbook.templating import evaluate, render, render_value
+
+S = StepStatus
+R = RunStatus
+MAX_GOTOS = 25
+ENGINE = "runbook-bot"  # the actor of events the engine itself causes
+
+
+def iso(when: datetime) -> str:
+    return when.isoformat()
+
+
+def parse_iso(text: str) -> datetime:
+    return datetime.fromisoformat(text)
+
+
+@dataclass
+class Tick:
+    """What one decision or outcome produced: audit events, changed steps, messages to post."""
+
+    events: list[AuditDraft] = field(default_factory=list)
+    dirty: set[str] = field(default_factory=set)
+    header_dirty: bool = False
+    messages: list[str] = field(default_factory=list)
+
+    def merge(self, other: Tick) -> None:
+        self.events += other.events
+        self.dirty |= other.dirty
+        self.header_dirty |= other.header_dirty
+        self.messages += other.messages
+
+
+@dataclass(frozen=True)
+class PlanStep:
+    key: str
+    action: str
+    params: Mapping[str, Any]
+    overrides: frozenset[str]
+    recheck: bool  # the re-plan just before apply
+
+
+@dataclass(frozen=True)
+class ApplyStep:
+    key: str
+    action: str
+    plan: Plan
+    overrides: frozenset[str]
+    confirmed_by: str | None
+    poll: bool  # another poll of a step that is waiting
+
+
+@dataclass(frozen=True)
+class Sleep:
+    until: datetime
+
+
+@dataclass(frozen=True)
+class AwaitPeople:
+    key: str
+    until: datetime | None  # the approval expiry, when there is one
+
+
+@dataclass(frozen=True)
+class Finished:
+    status: RunStatus
+
+
+Decision = PlanStep | ApplyStep | Sleep | AwaitPeople | Finished
+
+
+class Conductor:
+    """Decides one run. Holds the parsed runbook and the policy; keeps no state between calls."""
+
+    def __init__(self, *, runbook: Runbook, specs: Mapping[str, ActionSpecLike],
+                 policy: PolicyConfig, membership: Membership, state: RunState) -> None:
+        self.runbook = runbook
+        self.specs = specs
+        self.policy = policy
+        self.membership = membership
+        self.state = state
+        self._index = {s.id: i for i, s in enumerate(runbook.spec.steps)}
+        self.scope = Scope(state, frozenset(s.id for s in runbook.spec.steps if s.foreach))
+        self._gotos = 0
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def event(self, tick: Tick, type_: str, now: datetime, *, actor: str = ENGINE,
+              step: StepState | None = None, **payload: Any) -> None:
+        if step is not None:
+            payload = {"step": step.key, **payload}
+        tick.events.append(AuditDraft(type=type_, actor=actor, ts=iso(now), payload=payload))
+
+    def set_step(self, tick: Tick, s: StepState, status: StepStatus) -> None:
+        s.status = advance_step(s.status, status)
+        tick.dirty.add(s.key)
+        self.scope.touch(s.step_id)
+
+    def set_run(self, tick: Tick, status: RunStatus) -> None:
+        if self.state.status != status:
+            self.state.status = advance_run(self.state.status, status)
+        tick.header_dirty = True
+
+    def step_of(self, s: StepState) -> Step:
+        return self.runbook.spec.steps[self._index[s.step_id]]
+
+    def spec_of(self, step: Step) -> ActionSpecLike | None:
+        return self.specs[step.action] if step.action else None
+
+    def _local(self, s: StepState) -> dict[str, Any]:
+        return {"item": s.item} if s.index is not None else {}
+
+    # -- deciding -----------------------------------------------------------------------------
+
+    def decide(self, now: datetime, tick: Tick) -> Decision:
+        """The next thing to do. Pure transitions (skips, manual steps) are made on the way."""
+        st = self.state
+        while True:
+            if st.status in (R.SUCCEEDED, R.FAILED, R.ABORTED):
+                return Finished(st.status)
+            if st.status == R.PENDING:
+                st.started_at = iso(now)
+                self.scope.run["started_at"] = st.started_at
+                self.set_run(tick, R.RUNNING)
+            s = self.current()
+            if s is None:
+                if st.cursor >= len(self.runbook.spec.steps):
+                    return self.finish(now, tick, R.SUCCEEDED, "every step finished")
+                self._enter(st.cursor, now, tick)
+                continue
+            decision = self._decide_step(s, now, tick)
+            if decision is not None:
+                return decision
+
+    def _enter(self, index: int, now: datetime, tick: Tick) -> None:
+        """Create the instances of the step at ``index``, skipping it if ``when`` is false."""
+        step = self.runbook.spec.steps[index]
+        position = index * 10_000
+        base = StepState(key=step.id, step_id=step.id, position=position)
+        self.state.steps[base.key] = base
+        tick.dirty.add(base.key)
+        self.scope.touch(step.id)
+        try:
+            ctx = self.scope.context()
+            if step.when is not None and not evaluate(step.when, ctx):
+                base.title = self._title(step, ctx)
+                self._skip(base, now, tick, f"when is false: {step.when}")
+                return
+            items: list[Any] | None = None
+            if step.foreach is not None:
+                value = evaluate(step.foreach, ctx)
+                if value is None:
+                    value = []
+                if not isinstance(value, list | tuple):
+                    raise ExpressionError(f"foreach must give a list, got {type(value).__name__}: "
+                                          f"{step.foreach}")
+                items = list(value)
+        except RunbookBotError as e:
+            base.title = step.title
+            self._fail(base, now, tick, f"step {step.id!r}: {e}")
+            return
+        if items is None:
+            base.title = self._title(step, ctx)
+            return
+        if not items:
+            base.title = step.title
+            self._skip(base, now, tick, "foreach gave an empty list: nothing to do")
+            return
+        del self.state.steps[base.key]
+        for i, item in enumerate(items):
+            s = StepState(key=f"{step.id}[{i}]", step_id=step.id, position=position + 1 + i,
+                          index=i, item=item)
+            try:
+                s.title = self._title(step, self.scope.context(item=item))
+            except RunbookBotError:
+                s.title = f"{step.title} [{i}]"
+            self.state.steps[s.key] = s
+            tick.dirty.add(s.key)
+        tick.dirty.add(base.key)  # the placeholder row is removed
+
+    def _title(self, step: Step, ctx: Mapping[str, Any]) -> str:
+        try:
+            return render(step.title, ctx)[:150]
+        except RunbookBotError:
+            return step.title
+
+    def _decide_step(self, s: StepState, now: datetime, tick: Tick) -> Decision | None:
+        step = self.step_of(s)
+        if s.status == S.PENDING:
+            if s.started_at is None:
+                s.started_at = iso(now)
+            if step.manual is not None:
+                return self._manual(s, step, now, tick)
+            return self._plan_decision(s, step, now, tick, recheck=False)
+        if s.status == S.PLANNING:  # after break-glass or a retry: plan again
+            return self._plan_decision(s, step, now, tick, recheck=False)
+        if self._timed_out(s, step, now, tick):
+            return None
+        if s.status == S.AWAITING_APPROVAL:
+            if s.approved:
+                if s.needs_confirmation and step.manual is not None:
+                    self._succeed(s, step, now, tick, Result(data={"confirmed": True,
+                                                                   "by": self._confirmer(s)}))
+                    return None
+                return self._plan_decision(s, step, now, tick, recheck=True)
+            until = parse_iso(s.expires_at) if s.expires_at else None
+            if until is not None and now >= until:
+                self._expire(s, now, tick)
+                return None
+            self.set_run(tick, R.AWAITING_APPROVAL)
+            return AwaitPeople(s.key, until)
+        if s.status == S.APPLYING:  # interrupted mid-apply: apply again, idempotently
+            return self._apply_decision(s, step, poll=False)
+        if s.status == S.WAITING:
+            due = parse_iso(s.next_check_at) if s.next_check_at else now
+            if now < due:
+                self.set_run(tick, R.WAITING)
+                return Sleep(due)
+            self.set_run(tick, R.RUNNING)
+            if s.plan is None:  # a retry of a failed plan
+                self.set_step(tick, s, S.PLANNING)
+                return self._plan_decision(s, step, now, tick, recheck=False)
+            self.set_step(tick, s, S.APPLYING)
+            return self._apply_decision(s, step, poll=True)
+        raise AssertionError(f"no decision for step {s.key} in {s.status}")  # pragma: no cover
+
+    def _timed_out(self, s: StepState, step: Step, now: datetime, tick: Tick) -> bool:
+        if step.timeout is None or s.started_at is None or s.status == S.AWAITING_APPROVAL:
+            return False
+        if now - parse_iso(s.started_at) < timedelta(seconds=step.timeout):
+            return False
+        self._fail(s, now, tick, f"timed out after {step.timeout:.0f}s (the step's timeout)")
+        return True
+
+    def _confirmer(self, s: StepState) -> str:
+        return next((v.by for v in reversed(s.votes) if v.kind == "confirm"), self.state.requester)
+
+    def _manual(self, s: StepState, step: Step, now: datetime, tick: Tick) -> Decision | None:
+        try:
+            text = render(step.manual or "", self.scope.context(**self._local(s)))
+        except RunbookBotError as e:
+            self._fail(s, now, tick, f"step {s.step_id!r}: {e}")
+            return None
+        self.set_step(tick, s, S.PLANNING)
+        s.message = text
+        if self.state.dry_run:
+            self._skip(s, now, tick, "dry run: a person would be asked to do this and confirm")
+            return None
+        s.needs_confirmation = True
+        s.requested_at = iso(now)
+        self.set_step(tick, s, S.AWAITING_APPROVAL)
+        self.event(tick, "confirmation.requested", now, step=s, text=text)
+        self.set_run(tick, R.AWAITING_APPROVAL)
+        return AwaitPeople(s.key, None)
+
+    def _plan_decision(self, s: StepState, step: Step, now: datetime, tick: Tick, *,
+                       recheck: bool) -> Decision | None:
+        assert step.action is not None
+        try:
+            params = render_value(step.with_, self.scope.context(**self._local(s)))
+        except RunbookBotError as e:
+            self._fail(s, now, tick, f"step {s.step_id!r}: cannot render 'with': {e}")
+            return None
+        if s.status == S.PENDING:
+            self.set_step(tick, s, S.PLANNING)
+        self.set_run(tick, R.RUNNING)
+        return PlanStep(key=s.key, action=step.action, params=params,
+                        overrides=frozenset(s.overrides), recheck=recheck)
+
+    def _apply_decision(self, s: StepState, step: Step, *, poll: bool) -> Decision:
+        assert step.action is not None and s.plan is not None
+        confirmed = self._confirmer(s) if s.needs_confirmation else None
+        return ApplyStep(key=s.key, action=step.action, plan=Plan.from_dict(s.plan),
+                         overrides=frozenset(s.overrides), confirmed_by=confirmed, poll=poll)
+
+    # -- outcomes of I/O ----------------------------------------------------------------------
+
+    def planned(self, key: str, outcome: Plan | BaseException, now: datetime, tick: Tick, *,
+                recheck: bool) -> None:
+        """Fold the result of ``plan()`` into the step: guards, approval, or ready to apply."""
+        s = self.state.steps[key]
+        step = self.step_of(s)
+        spec = self.spec_of(step)
+        assert spec is not None
+        if isinstance(outcome, InterlockBlocked):
+            self._blocked(s, now, tick, outcome, phase="plan")
+            return
+        if isinstance(outcome, BaseException):
+            self._error(s, step, now, tick, outcome, phase="plan")
+            return
+        plan = outcome
+        new_hash = plan.hash()
+        old_hash = s.plan_hash
+        s.plan, s.plan_hash = plan.to_dict(), new_hash
+        tick.dirty.add(key)
+        if not recheck or new_hash != old_hash:
+            self.event(tick, "step.planned", now, step=s, plan=s.plan, plan_hash=new_hash,
+                       summary=plan.summary)
+        if not self._guards(s, step, plan, now, tick):
+            return
+        if self.state.dry_run:
+            if spec.destructive:
+                rule = self._rule(step, spec)
+                who = f"{rule.min_approvers} approver(s) from {', '.join(rule.groups) or 'any group'}"
+                self._skip(s, now, tick, f"dry run: planned only; applying would need {who}")
+                return
+            self._to_applying(s, now, tick)
+            return
+        if recheck:
+            if new_hash != old_hash:
+                voided = [v.by for v in s.approvals() if v.plan_hash == old_hash]
+                s.approved = False
+                self.event(tick, "approval.invalidated", now, step=s, old_hash=old_hash,
+                           new_hash=new_hash, voided=voided,
+                           reason="the plan changed between approval and apply")
+                self._request_approval(s, step, spec, now, tick)
+                return
+            self._to_applying(s, now, tick)
+            return
+        rule = self._rule(step, spec)
+        confirm = step.action == "manual.confirm"
+        if rule.required or confirm:
+            # break-glass voters saw this step's change and the interlock; they approve this plan
+            for v in s.votes:
+                if v.kind == "break_glass" and v.plan_hash is None:
+                    v.plan_hash = new_hash
+            self._request_approval(s, step, spec, now, tick, confirm=confirm)
+            return
+        self._to_applying(s, now, tick)
+
+    def _rule(self, step: Step, spec: ActionSpecLike) -> Any:
+        return effective_rule(runbook=self.runbook.spec.approvals, step=step.approval,
+                              destructive=spec.destructive, policy=self.policy)
+
+    def _guards(self, s: StepState, step: Step, plan: Plan, now: datetime, tick: Tick) -> bool:
+        if not step.guards:
+            return True
+        ctx = self.scope.context(plan=plan.to_dict(), **self._local(s))
+        s.guards = []
+        for guard in step.guards:
+            try:
+                ok = bool(evaluate(guard.expr, ctx))
+                message = "" if ok else " ".join(render(guard.message, ctx).split())
+            except RunbookBotError as e:
+                ok, message = False, f"the guard could not be evaluated: {e}"
+            s.guards.append({"expr": guard.expr, "ok": ok, "message": message})
+            self.event(tick, "guard.passed" if ok else "guard.failed", now, step=s,
+                       expr=guard.expr, **({"message": message} if not ok else {}))
+            if not ok:
+                if self.state.dry_run:
+                    self._skip(s, now, tick, f"dry run: a guard would block this step: {message}")
+                else:
+                    self._fail(s, now, tick, f"guard failed: {message}")
+                return False
+        return True
+
+    def _request_approval(self, s: StepState, step: Step, spec: ActionSpecLike, now: datetime,
+                          tick: Tick, *, confirm: bool = False) -> None:
+        rule = self._rule(step, spec)
+        s.needs_approval = rule.required
+        s.needs_confirmation = confirm and not rule.required
+        s.approval_reason = rule.reason or "a person confirms this checklist item"
+        s.min_approvers, s.groups, s.allow_self = rule.min_approvers, list(rule.groups), rule.allow_self
+        s.requested_at = iso(now)
+        s.expires_at = iso(now + timedelta(seconds=rule.expires_after)) if rule.required else None
+        desc = step.approval.description if step.approval else None
+        if desc:
+            try:
+                s.approval_text = " ".join(render(desc, self.scope.context(**self._local(s))).split())
+            except RunbookBotError:
+                s.approval_text = " ".join(desc.split())
+        if s.status != S.AWAITING_APPROVAL:
+            self.set_step(tick, s, S.AWAITING_APPROVAL)
+        tick.dirty.add(s.key)
+        valid = [v for v in s.approvals() if v.plan_hash == s.plan_hash]
+        self.event(tick, "confirmation.requested" if s.needs_confirmation else "approval.requested",
+                   now, step=s, plan_hash=s.plan_hash, min_approvers=rule.min_approvers,
+                   groups=list(rule.groups), expires_at=s.expires_at, reason=s.approval_reason,
+                   already=[v.by for v in valid])
+        if rule.required and len({v.by for v in valid}) >= rule.min_approvers:
+            s.approved = True
+            return
+        self.set_run(tick, R.AWAITING_APPROVAL)
+
+    def _to_applying(self, s: StepState, now: datetime, tick: Tick) -> None:
+        self.set_step(tick, s, S.APPLYING)
+        self.set_run(tick, R.RUNNING)
+        self.event(tick, "step.applying", now, step=s, attempt=s.attempt + 1, plan_hash=s.plan_hash,
+                   approvers=[v.by for v in s.approvals() if v.plan_hash == s.plan_hash])
+
+    def applied(self, key: str, outcome: Result | BaseException, now: datetime, tick: Tick, *,
+                overridden: list[str], poll: bool) -> None:
+        """Fold the result of ``apply()``: done, not done yet, wait_until false, or an error."""
+        s = self.state.steps[key]
+        step = self.step_of(s)
+        tick.dirty.add(key)
+        for rule in overridden:
+            self.event(tick, "interlock.overridden", now, step=s, rule=rule,
+                       approvers=[v.by for v in s.votes if v.kind == "break_glass"],
+                       reasons=[v.reason for v in s.votes if v.kind == "break_glass"])
+        if isinstance(outcome, InterlockBlocked):
+            self._blocked(s, now, tick, outcome, phase="apply")
+            return
+        if isinstance(outcome, BaseException):
+            self._error(s, step, now, tick, outcome, phase="apply")
+            return
+        result = outcome
+        calls = [c.__dict__ for c in result.calls]
+        s.polls += 1 if poll else 0
+        s.progress = result.progress or s.progress
+        if poll:
+            self.event(tick, "step.polled", now, step=s, calls=calls, progress=result.progress,
+                       done=result.done)
+        else:
+            self.event(tick, "step.applied", now, step=s, calls=calls, message=result.message,
+                       already_done=result.already_done, done=result.done)
+        if not result.done:
+            if self.state.dry_run:
+                self._skip(s, now, tick, "dry run: the step would wait here")
+                return
+            self._wait(s, now, tick, result.retry_after)
+            return
+        if step.wait_until is not None:
+            try:
+                ok = bool(evaluate(step.wait_until.expr,
+                                   self.scope.context(result=dict(result.data), **self._local(s))))
+            except RunbookBotError as e:
+                self._fail(s, now, tick, f"wait_until could not be evaluated: {e}")
+                return
+            if not ok:
+                if self.state.dry_run:
+                    self._skip(s, now, tick, "dry run: the step would wait until its condition holds")
+                    return
+                s.poll_started_at = s.poll_started_at or iso(now)
+                waited = (now - parse_iso(s.poll_started_at)).total_seconds()
+                if waited >= step.wait_until.timeout:
+                    self._fail(s, now, tick, f"timed out after {step.wait_until.timeout:.0f}s "
+                                             f"waiting until {step.wait_until.expr}")
+                    return
+                s.result = dict(result.data)
+                s.progress = result.progress or (f"waiting until {step.wait_until.expr} "
+                                                 f"({waited:.0f}s of {step.wait_until.timeout:.0f}s)")
+                self._wait(s, now, tick, step.wait_until.interval)
+                return
+        self._succeed(s, step, now, tick, result)
+
+    def _wait(self, s: StepState, now: datetime, tick: Tick, seconds: float) -> None:
+        s.next_check_at = iso(now + timedelta(seconds=max(0.0, seconds)))
+        self.set_step(tick, s, S.WAITING)
+        self.set_run(tick, R.WAITING)
+
+    def _succeed(self, s: StepState, step: Step, now: datetime, tick: Tick, result: Result) -> None:
+        data = dict(result.data)
+        outputs: dict[str, Any] = {}
+        try:
+            ctx = self.scope.context(result=data, **self._local(s))
+            for name, expr in step.outputs.items():
+                outputs[name] = evaluate(expr, ctx)
+        except RunbookBotError as e:
+            self._fail(s, now, tick, f"outputs could not be evaluated: {e}")
+            return
+        s.result, s.outputs, s.message = data, outputs, result.message
+        s.finished_at, s.next_check_at, s.error = iso(now), None, ""
+        if step.action == "notify" and result.message:
+            tick.messages.append(("[dry run] " if self.state.dry_run else "") + result.message)
+        compensation = data.get("compensation")
+        if isinstance(compensation, str) and compensation not in self.state.compensations:
+            self.state.compensations.append(compensation)
+            tick.header_dirty = True
+        self.set_step(tick, s, S.SUCCEEDED)
+        self.event(tick, "step.succeeded", now, step=s, result=data, outputs=outputs,
+                   message=result.message)
+        self._advance_cursor(s)
+
+    def current(self) -> StepState | None:
+        """The first instance of the cursor's step that is not final; None when all are."""
+        if self.state.cursor >= len(self.runbook.spec.steps):
+            return None
+        for s in self.state.instances(self.runbook.spec.steps[self.state.cursor].id):
+            if s.status not in STEP_FINAL:
+                return s
+        return None
+
+    def _advance_cursor(self, s: StepState) -> None:
+        if all(i.status in STEP_FINAL for i in self.state.instances(s.step_id)):
+            self.state.cursor = self._index[s.step_id] + 1
+
+    def _skip(self, s: StepState, now: datetime, tick: Tick, reason: str) -> None:
+        s.message, s.finished_at = reason, iso(now)
+        self.set_step(tick, s, S.SKIPPED)
+        self.event(tick, "step.skipped", now, step=s, reason=reason)
+        self._advance_cursor(s)
+
+    def _blocked(self, s: StepState, now: datetime, tick: Tick, e: InterlockBlocked, *,
+                 phase: str) -> None:
+        self.event(tick, "interlock.blocked", now, step=s, rule=e.rule, message=e.message, phase=phase)
+        if self.state.dry_run:
+            self._skip(s, now, tick, f"dry run: interlock {e.rule} would refuse: {e.message}")
+            return
+        s.blocked = {"rule": e.rule, "message": e.message}
+        s.approved = False
+        s.votes = [v for v in s.votes if v.kind != "break_glass"]
+        step = self.step_of(s)
+        spec = self.spec_of(step)
+        assert spec is not None
+        self._request_approval(s, step, spec, now, tick)
+        s.approved = False
+        self.set_run(tick, R.AWAITING_APPROVAL)
+
+    def _error(self, s: StepState, step: Step, now: datetime, tick: Tick, e: BaseException, *,
+               phase: str) -> None:
+        text = str(e) if isinstance(e, RunbookBotError) else f"{type(e).__name__}: {e}"
+        retries = step.retries
+        s.attempt += 1  # failed tries so far
+        if isinstance(e, RetryableError) and retries is not None and s.attempt <= retries.count \
+                and not self.state.dry_run:
+            delay = min(retries.backoff * retries.factor ** (s.attempt - 1), retries.max_backoff)
+            if e.retry_after:
+                delay = max(delay, e.retry_after)
+            s.error = text
+            if phase == "plan":
+                s.plan = None
+            self.event(tick, "step.retrying", now, step=s, phase=phase, error=text,
+                       attempt=s.attempt, delay=delay)
+            self._wait(s, now, tick, delay)
+            return
+        self._fail(s, now, tick, f"{phase} failed: {text}")
+
+    def _fail(self, s: StepState, now: datetime, tick: Tick, error: str) -> None:
+        s.error, s.finished_at, s.next_check_at = error, iso(now), None
+        self.set_step(tick, s, S.FAILED)
+        self.event(tick, "step.failed", now, step=s, error=error)
+        self._after_failure(s, now, tick, f"step {s.key} failed: {error}")
+
+    def _expire(self, s: StepState, now: datetime, tick: Tick) -> None:
+        s.finished_at = iso(now)
+        self.set_step(tick, s, S.EXPIRED)
+        self.event(tick, "approval.expired", now, step=s, expires_at=s.expires_at)
+        self.finish(now, tick, R.FAILED,
+                     f"approval for {s.key} expired at {s.expires_at}; nothing was applied")
+
+    def _after_failure(self, s: StepState, now: datetime, tick: Tick, outcome: str) -> None:
+        step = self.step_of(s)
+        policy = step.on_failure
+        if policy == "continue":
+            self._advance_cursor(s)
+            return
+        if policy == "abort" or self._gotos >= MAX_GOTOS:
+            if policy != "abort":
+                outcome += f" (goto limit of {MAX_GOTOS} reached)"
+            self.finish(now, tick, R.FAILED, outcome)
+            return
+        assert not isinstance(policy, str)
+        target = policy.goto
+        self._gotos += 1
+        start = self._index[target]
+        for key in [k for k, v in self.state.steps.items() if self._index[v.step_id] >= start]:
+            del self.state.steps[key]
+            tick.dirty.add(key)
+        self.state.cursor = start
+        self.scope.reset()
+        self.event(tick, "step.goto", now, step=s, target=target)
+
+    def finish(self, now: datetime, tick: Tick, status: RunStatus, outcome: str) -> Finished:
+        st = self.state
+        self.set_run(tick, status)
+        st.finished_at, st.next_check_at, st.outcome = iso(now), None, outcome
+        started = parse_iso(st.started_at or st.created_at)
+        self.event(tick, "run.finished", now, status=str(status), outcome=outcome,
+                   compensations=list(st.compensations),
+                   duration_seconds=round((now - started).total_seconds(), 3))
+        return Finished(status)
+
+    def next_check(self) -> datetime | None:
+        """When the run needs attention without anyone acting: a wait, or an approval expiry."""
+        s = self.current()
+        if s is None or self.state.status in (R.SUCCEEDED, R.FAILED, R.ABORTED):
+            return None
+        if s.status == S.WAITING and s.next_check_at:
+            return parse_iso(s.next_check_at)
+        if s.status == S.AWAITING_APPROVAL:
+            return parse_iso(s.expires_at) if s.expires_at and not s.approved else None
+        return None
+
+    def final(self, s: StepState) -> bool:
+        return s.status in STEP_FINAL

@@ -1,0 +1,215 @@
+"""People's commands applied to a run: approve, reject, confirm, break-glass, retry, abort.
+
+Like the conductor, this is pure: it changes the run's state through the transition table, checks
+policy (``approvals.py``), and appends audit events to the tick. Every command is audited with its
+actor, including the ones that are refused (a click by someone not in the approver group), so the
+record shows who tried what. A refusal is returned as an ``Outcome`` with the reason, never raised,
+so the refused attempt is stored like any other event.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from bot.engine.approvals import (
+    BREAK_GLASS_QUORUM,
+    canonical,
+    check_approver,
+    check_reason,
+    effective_rule,
+)
+from bot.engine.commands import Abort, Approve, BreakGlass, Command, Confirm, Outcome, Reject, Retry
+from bot.engine.conductor import Conductor, Tick, iso
+from bot.engine.runstate import StepState, Vote
+from bot.engine.state import STEP_FINAL, RunStatus, StepStatus
+from bot.errors import PolicyError
+
+S = StepStatus
+R = RunStatus
+_NAMES = {Approve: "approve", Reject: "reject", Confirm: "confirm", BreakGlass: "break_glass",
+          Retry: "retry", Abort: "abort"}
+
+
+def handle(c: Conductor, cmd: Command, now: datetime, tick: Tick) -> Outcome:
+    """Apply one command; the outcome says what happened, or why nothing did."""
+    name = _NAMES[type(cmd)]
+    args = {k: v for k, v in vars(cmd).items() if k not in ("run_id", "actor") and v not in (None, "")}
+    c.event(tick, f"command.{name}", now, actor=cmd.actor, **args)
+    try:
+        if c.state.status in (R.SUCCEEDED, R.FAILED, R.ABORTED):
+            raise PolicyError(f"run {c.state.run_id} has already finished ({c.state.status})")
+        if isinstance(cmd, Abort):
+            return _abort(c, cmd, now, tick)
+        s = _target(c, cmd.step)
+        if isinstance(cmd, Approve):
+            if s.needs_confirmation and not s.needs_approval:
+                return _confirm(c, s, Confirm(cmd.run_id, cmd.actor, cmd.step), now, tick)
+            return _approve(c, s, cmd, now, tick)
+        if isinstance(cmd, Confirm):
+            return _confirm(c, s, cmd, now, tick)
+        if isinstance(cmd, Reject):
+            return _reject(c, s, cmd, now, tick)
+        if isinstance(cmd, BreakGlass):
+            return _break_glass(c, s, cmd, now, tick)
+        return _retry(c, s, cmd, now, tick)
+    except PolicyError as e:
+        c.event(tick, "command.refused", now, actor=cmd.actor, command=name, reason=str(e))
+        return Outcome(False, str(e), c.state.run_id, getattr(cmd, "step", None))
+
+
+def _target(c: Conductor, key: str | None) -> StepState:
+    waiting = [s for s in c.state.steps.values() if s.status == S.AWAITING_APPROVAL]
+    if key is None:
+        if not waiting:
+            raise PolicyError(f"run {c.state.run_id} has no step waiting for a decision "
+                              f"(it is {c.state.status})")
+        return waiting[0]
+    matches = [s for s in c.state.steps.values() if key in (s.key, s.step_id)]
+    pending = [s for s in matches if s.status == S.AWAITING_APPROVAL]
+    if pending:
+        return pending[0]
+    if not matches:
+        known = ", ".join(dict.fromkeys(s.step_id for s in c.state.steps.values())) or "none yet"
+        raise PolicyError(f"run {c.state.run_id} has no step {key!r} (steps so far: {known})")
+    s = matches[0]
+    raise PolicyError(f"step {s.key} is {s.status}, not waiting for a decision")
+
+
+def _rule_of(c: Conductor, s: StepState):  # type: ignore[no-untyped-def]
+    step = c.step_of(s)
+    spec = c.spec_of(step)
+    return effective_rule(runbook=c.runbook.spec.approvals, step=step.approval,
+                          destructive=bool(spec and spec.destructive), policy=c.policy)
+
+
+def _approve(c: Conductor, s: StepState, cmd: Approve, now: datetime, tick: Tick) -> Outcome:
+    if s.blocked:
+        raise PolicyError(
+            f"step {s.key} is blocked by interlock {s.blocked['rule']}: {s.blocked['message']}. "
+            "An approval cannot override it; fix the cause and retry the step, abort the run, or "
+            "break glass (two people other than the requester, each with a written reason)")
+    if s.approved:
+        return Outcome(True, f"step {s.key} is already approved", c.state.run_id, s.key)
+    if cmd.plan_hash is not None and cmd.plan_hash != s.plan_hash:
+        raise PolicyError(f"the plan of step {s.key} changed since that message was shown; "
+                          "review the new plan and approve that one")
+    rule = _rule_of(c, s)
+    valid = [v for v in s.approvals() if v.plan_hash == s.plan_hash]
+    check_approver(rule=rule, approver=cmd.actor, requester=c.state.requester,
+                   prior=[v.by for v in valid], policy=c.policy, membership=c.membership)
+    s.votes.append(Vote(by=cmd.actor, at=iso(now), kind="approve", plan_hash=s.plan_hash))
+    count = len({canonical(v.by, c.policy) for v in valid}) + 1
+    c.event(tick, "approval.granted", now, actor=cmd.actor, step=s, plan_hash=s.plan_hash,
+            count=count, needed=rule.min_approvers)
+    tick.dirty.add(s.key)
+    if count >= rule.min_approvers:
+        s.approved = True
+        c.set_run(tick, R.RUNNING)
+        return Outcome(True, f"approved step {s.key}; it applies next", c.state.run_id, s.key)
+    return Outcome(True, f"approval {count} of {rule.min_approvers} for step {s.key} recorded",
+                   c.state.run_id, s.key)
+
+
+def _confirm(c: Conductor, s: StepState, cmd: Confirm, now: datetime, tick: Tick) -> Outcome:
+    if not s.needs_confirmation:
+        raise PolicyError(f"step {s.key} needs an approval, not a confirmation")
+    s.votes.append(Vote(by=cmd.actor, at=iso(now), kind="confirm", plan_hash=s.plan_hash,
+                        reason=cmd.note))
+    s.approved = True
+    tick.dirty.add(s.key)
+    c.event(tick, "step.confirmed", now, actor=cmd.actor, step=s, note=cmd.note)
+    c.set_run(tick, R.RUNNING)
+    return Outcome(True, f"{cmd.actor} confirmed step {s.key}", c.state.run_id, s.key)
+
+
+def _may_decide(c: Conductor, s: StepState, actor: str) -> None:
+    """Rejecting or aborting: the requester, or anyone who could approve the step."""
+    if canonical(actor, c.policy) == canonical(c.state.requester, c.policy):
+        return
+    rule = _rule_of(c, s)
+    try:
+        check_approver(rule=rule, approver=actor, requester=c.state.requester, prior=(),
+                       policy=c.policy, membership=c.membership)
+    except PolicyError as e:
+        raise PolicyError(f"only the requester or an eligible approver may do that: {e}") from None
+
+
+def _reject(c: Conductor, s: StepState, cmd: Reject, now: datetime, tick: Tick) -> Outcome:
+    reason = check_reason(cmd.reason, what="a rejection")
+    _may_decide(c, s, cmd.actor)
+    s.votes.append(Vote(by=cmd.actor, at=iso(now), kind="reject", plan_hash=s.plan_hash,
+                        reason=reason))
+    s.finished_at = iso(now)
+    c.set_step(tick, s, S.REJECTED)
+    c.event(tick, "approval.rejected", now, actor=cmd.actor, step=s, plan_hash=s.plan_hash,
+            reason=reason)
+    c.finish(now, tick, R.FAILED, f"step {s.key} was rejected by {cmd.actor}: {reason}; "
+                                   "nothing was applied")
+    return Outcome(True, f"rejected step {s.key}; the run has stopped", c.state.run_id, s.key)
+
+
+def _break_glass(c: Conductor, s: StepState, cmd: BreakGlass, now: datetime, tick: Tick) -> Outcome:
+    if not s.blocked:
+        raise PolicyError(f"step {s.key} is not blocked by an interlock; break-glass only "
+                          "overrides an interlock")
+    reason = check_reason(cmd.reason, what="break-glass")
+    rule = _rule_of(c, s)
+    prior = [v.by for v in s.votes if v.kind == "break_glass"]
+    check_approver(rule=rule, approver=cmd.actor, requester=c.state.requester, prior=prior,
+                   policy=c.policy, membership=c.membership, kind="break_glass")
+    interlock = s.blocked["rule"]
+    s.votes.append(Vote(by=cmd.actor, at=iso(now), kind="break_glass", reason=reason,
+                        rule=interlock))
+    count = len(prior) + 1
+    tick.dirty.add(s.key)
+    c.event(tick, "interlock.override_requested", now, actor=cmd.actor, step=s, rule=interlock,
+            reason=reason, count=count, needed=BREAK_GLASS_QUORUM)
+    if count < BREAK_GLASS_QUORUM:
+        return Outcome(True, f"break-glass {count} of {BREAK_GLASS_QUORUM} for interlock "
+                             f"{interlock} on step {s.key} recorded", c.state.run_id, s.key)
+    s.overrides = sorted({*s.overrides, interlock})
+    s.blocked = None
+    c.set_step(tick, s, S.PLANNING)
+    c.set_run(tick, R.RUNNING)
+    c.event(tick, "interlock.override_granted", now, step=s, rule=interlock,
+            approvers=[v.by for v in s.votes if v.kind == "break_glass"])
+    return Outcome(True, f"break-glass granted: interlock {interlock} is overridden for step "
+                         f"{s.key}, which is planned again", c.state.run_id, s.key)
+
+
+def _retry(c: Conductor, s: StepState, cmd: Retry, now: datetime, tick: Tick) -> Outcome:
+    _may_decide(c, s, cmd.actor)
+    s.blocked = None
+    s.approved = False
+    c.set_step(tick, s, S.PLANNING)
+    c.set_run(tick, R.RUNNING)
+    return Outcome(True, f"step {s.key} is planned again", c.state.run_id, s.key)
+
+
+def _abort(c: Conductor, cmd: Abort, now: datetime, tick: Tick) -> Outcome:
+    reason = check_reason(cmd.reason, what="an abort")
+    current = next((s for s in c.state.steps.values() if s.status not in STEP_FINAL), None)
+    if current is not None:
+        _may_decide(c, current, cmd.actor)
+    elif canonical(cmd.actor, c.policy) != canonical(c.state.requester, c.policy):
+        raise PolicyError("only the requester may abort a run that has no step in progress")
+    for s in c.state.steps.values():
+        if s.status not in STEP_FINAL:
+            s.finished_at = iso(now)
+            c.set_step(tick, s, S.ABORTED)
+    c.event(tick, "run.aborted", now, actor=cmd.actor, reason=reason)
+    c.finish(now, tick, R.ABORTED, f"aborted by {cmd.actor}: {reason}")
+    return Outcome(True, f"run {c.state.run_id} aborted", c.state.run_id)
+
+
+def eligibility(c: Conductor, s: StepState, actor: str) -> str | None:
+    """Why ``actor`` could not approve (or confirm) ``s`` right now; None when they could."""
+    if s.needs_confirmation and not s.needs_approval:
+        return None
+    valid = [v.by for v in s.approvals() if v.plan_hash == s.plan_hash]
+    try:
+        check_approver(rule=_rule_of(c, s), approver=actor, requester=c.state.requester,
+                       prior=valid, policy=c.policy, membership=c.membership)
+    except PolicyError as e:
+        return str(e)
+    return None

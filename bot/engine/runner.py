@@ -1,0 +1,291 @@
+"""The runner: drives runs in durable ticks, and applies people's commands to them.
+
+One tick: claim the run's lease, ask the conductor what is next, do that one piece of I/O (plan a
+step, apply it, or poll it), hand the outcome back, and save the new state and audit events in one
+transaction before anything else happens. A step is recorded as *applying* before ``apply()`` is
+called, so a process killed mid-apply resumes by applying again (actions are idempotent: already
+done is success) and never re-applies a step recorded as done. Waiting is a stored
+``next_check_at`` that any worker picks up (``run_due``), never a sleeping thread.
+
+Several workers (threads, processes, replicas on a shared PostgreSQL) can serve the same store: the
+lease makes sure one of them at a time touches a run. A lease whose owner process on this host has
+died is taken over at once, so a restarted bot resumes without waiting for the lease to expire.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import Any
+
+from bot.config import PolicyConfig
+from bot.engine.approvals import Membership, config_membership
+from bot.engine.commands import Command, Outcome, StartRun
+from bot.engine.conductor import ApplyStep, AwaitPeople, Conductor, Finished, PlanStep, Sleep, Tick, iso
+from bot.engine.human import eligibility, handle
+from bot.engine.ids import new_run_id
+from bot.engine.ports import (
+    ActionCatalog,
+    ActionSpecLike,
+    Clock,
+    Notifier,
+    RunbookSource,
+    RunStore,
+    StepContext,
+)
+from bot.engine.runstate import AuditDraft, RunState
+from bot.engine.state import RUN_TERMINAL, StepStatus
+from bot.errors import LeaseHeld, RunbookBotError, RunIdTaken
+from bot.runbook.model import Runbook
+from bot.runbook.params import coerce_params
+
+log = logging.getLogger(__name__)
+HOST = socket.gethostname()
+
+
+def _owner_alive(owner: str) -> bool:
+    """False only when ``owner`` names a process on this host that no longer exists."""
+    parts = owner.split(":")
+    if len(parts) < 3 or parts[0] != HOST:
+        return True
+    try:
+        os.kill(int(parts[1]), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, ValueError):
+        return True
+    return True
+
+
+class Runner:
+    def __init__(self, *, store: RunStore, catalog: ActionCatalog, runbooks: RunbookSource,
+                 policy: PolicyConfig, clock: Clock, membership: Membership | None = None,
+                 notifiers: Sequence[Notifier] = (), lease_seconds: float = 60.0,
+                 lease_wait: float = 15.0) -> None:
+        self.store = store
+        self.catalog = catalog
+        self.runbooks = runbooks
+        self.policy = policy
+        self.clock = clock
+        self.membership = membership or config_membership(policy)
+        self.notifiers = list(notifiers)
+        self.lease_seconds = lease_seconds
+        self.lease_wait = lease_wait
+        self._parsed: dict[tuple[str, str], Runbook] = {}
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+        self._stop = threading.Event()
+
+    # -- starting -------------------------------------------------------------------------------
+
+    def start(self, cmd: StartRun) -> RunState:
+        """Create a run (params checked first: a bad param starts nothing) and return it."""
+        runbook, text, file = self.runbooks.get(cmd.runbook)
+        params = coerce_params(runbook, cmd.params)
+        now = self.clock.now()
+        for _ in range(20):
+            state = RunState(run_id=new_run_id(), runbook=runbook.name, runbook_text=text,
+                             runbook_file=file, title=runbook.metadata.title, params=params,
+                             requester=cmd.requester, created_at=iso(now), dry_run=cmd.dry_run,
+                             origin=dict(cmd.origin))
+            created = AuditDraft(type="run.created", actor=cmd.requester, ts=iso(now), payload={
+                "runbook": runbook.name, "file": file, "params": params, "dry_run": cmd.dry_run,
+                "origin": dict(cmd.origin), "title": runbook.metadata.title})
+            try:
+                self.store.create(state, [created])
+            except RunIdTaken:
+                continue
+            self._parsed[(runbook.name, text)] = runbook
+            self._notify(state, [created], [])
+            return state
+        raise RunbookBotError("could not allocate a run id")  # pragma: no cover
+
+    # -- people's commands ----------------------------------------------------------------------
+
+    def submit(self, cmd: Command) -> Outcome:
+        """Apply a command under the run's lease; the outcome says what happened or why not."""
+        with self._claimed(cmd.run_id) as owner:
+            state = self.store.load(cmd.run_id)
+            conductor = self._conductor(state)
+            tick = Tick()
+            outcome = handle(conductor, cmd, self.clock.now(), tick)
+            self._save(conductor, tick, owner)
+        return outcome
+
+    def eligibility(self, state: RunState, key: str, actor: str) -> str | None:
+        """Why ``actor`` could not approve step ``key`` now (None: they could), changing nothing."""
+        return eligibility(self._conductor(state), state.steps[key], actor)
+
+    # -- driving --------------------------------------------------------------------------------
+
+    def drive(self, run_id: str, *, max_ticks: int | None = None) -> RunState:
+        """Advance a run until it waits, needs a person, or finishes; return its state."""
+        try:
+            with self._claimed(run_id, wait=False) as owner:
+                state = self.store.load(run_id)
+                conductor = self._conductor(state)
+                ticks = 0
+                tick = Tick()
+                while not self._stop.is_set() and (max_ticks is None or ticks < max_ticks):
+                    ticks += 1
+                    now = self.clock.now()
+                    decision = conductor.decide(now, tick)
+                    if isinstance(decision, PlanStep):
+                        outcome = self._plan(state, decision)
+                        conductor.planned(decision.key, outcome, self.clock.now(), tick,
+                                          recheck=decision.recheck)
+                        s = state.steps.get(decision.key)
+                        if (s is not None and s.status == StepStatus.APPLYING
+                                and not self.catalog.spec(decision.action).destructive):
+                            # a read-only step needs no durable "applying" mark: re-reading after
+                            # a crash is harmless, so its plan is saved with its result
+                            continue
+                    elif isinstance(decision, ApplyStep):
+                        outcome, overridden = self._apply(state, decision)
+                        conductor.applied(decision.key, outcome, self.clock.now(), tick,
+                                          overridden=overridden, poll=decision.poll)
+                    self._save(conductor, tick, owner)
+                    tick = Tick()
+                    if isinstance(decision, Sleep | AwaitPeople | Finished):
+                        break
+                if tick.events or tick.dirty or tick.header_dirty:
+                    self._save(conductor, tick, owner)
+                return state
+        except LeaseHeld:
+            return self.store.load(run_id)
+
+    def run_due(self, *, limit: int = 100) -> int:
+        """Drive every run that is due (waits over, expiries, runs left by a dead worker)."""
+        count = 0
+        for run_id in self.store.due(now=self.clock.now(), limit=limit):
+            try:
+                self.drive(run_id)
+            except Exception:  # one broken run must not stop the others
+                log.exception("driving run %s failed", run_id)
+            count += 1
+        return count
+
+    def serve(self, *, interval: float = 1.0, stop: threading.Event | None = None) -> None:
+        """Drive due runs until stopped: the worker loop of ``slack serve`` and ``worker``."""
+        stop = stop or self._stop
+        while not stop.is_set():
+            self.run_due()
+            stop.wait(interval)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _runbook(self, state: RunState) -> Runbook:
+        key = (state.runbook, state.runbook_text)
+        if key not in self._parsed:
+            self._parsed[key] = self.runbooks.parse(state.runbook_text, file=state.runbook_file)
+        return self._parsed[key]
+
+    def _conductor(self, state: RunState) -> Conductor:
+        runbook = self._runbook(state)
+        specs: dict[str, ActionSpecLike] = {s.action: self.catalog.spec(s.action)
+                                            for s in runbook.spec.steps if s.action}
+        return Conductor(runbook=runbook, specs=specs, policy=self.policy,
+                         membership=self.membership, state=state)
+
+    def _ctx(self, state: RunState, key: str, overrides: frozenset[str],
+             confirmed_by: str | None = None) -> StepContext:
+        return StepContext(run_id=state.run_id, step_id=key, requester=state.requester,
+                           clock=self.clock, dry_run=state.dry_run, params=state.params,
+                           overrides=overrides, confirmed_by=confirmed_by)
+
+    def _plan(self, state: RunState, d: PlanStep) -> Any:
+        try:
+            return self.catalog.plan(d.action, d.params, self._ctx(state, d.key, d.overrides))
+        except Exception as e:
+            return e
+
+    def _apply(self, state: RunState, d: ApplyStep) -> tuple[Any, list[str]]:
+        ctx = self._ctx(state, d.key, d.overrides, d.confirmed_by)
+        try:
+            return self.catalog.apply(d.action, d.plan, ctx), ctx.overridden
+        except Exception as e:
+            return e, ctx.overridden
+
+    def _save(self, conductor: Conductor, tick: Tick, owner: str) -> None:
+        state = conductor.state
+        nxt = conductor.next_check()
+        state.next_check_at = iso(nxt) if nxt else None
+        now = self.clock.now()
+        self.store.save(state, owner=owner, steps=tick.dirty, events=tick.events,
+                        next_check_at=nxt if state.status not in RUN_TERMINAL else None,
+                        lease_until=now + timedelta(seconds=self.lease_seconds))
+        if tick.events or tick.messages or tick.dirty:
+            self._notify(state, tick.events, tick.messages)
+
+    def _notify(self, state: RunState, events: Sequence[AuditDraft], messages: Sequence[str]) -> None:
+        for n in self.notifiers:
+            try:
+                n.run_changed(state, events=events, messages=messages)
+            except Exception:  # a front-end that cannot post never breaks the run
+                log.exception("notifier %s failed for run %s", type(n).__name__, state.run_id)
+
+    def _lock(self, run_id: str) -> threading.Lock:
+        with self._locks_guard:
+            return self._locks.setdefault(run_id, threading.Lock())
+
+    @contextmanager
+    def _claimed(self, run_id: str, *, wait: bool = True) -> Iterator[str]:
+        """Hold the run's lease (and this process's lock for it) for the duration."""
+        lock = self._lock(run_id)
+        if not lock.acquire(timeout=self.lease_wait if wait else 0):
+            raise LeaseHeld(f"run {run_id} is busy in this process; try again in a moment")
+        try:
+            owner = f"{HOST}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+            waited = threading.Event()
+            deadline = self.lease_wait if wait else 0.0
+            spent = 0.0
+            while not self._try_claim(run_id, owner):
+                if spent >= deadline:
+                    raise LeaseHeld(f"run {run_id} is being worked on by another worker; "
+                                    "try again in a moment")
+                waited.wait(0.05)
+                spent += 0.05
+            try:
+                yield owner
+            finally:
+                self.store.release(run_id, owner=owner)
+        finally:
+            lock.release()
+
+    def _try_claim(self, run_id: str, owner: str) -> bool:
+        now = self.clock.now()
+        if self.store.claim(run_id, owner=owner, now=now, ttl=self.lease_seconds):
+            return True
+        holder, _until = self.store.lease_of(run_id)
+        if holder and not _owner_alive(holder):
+            return self.store.claim(run_id, owner=owner, now=now, ttl=self.lease_seconds,
+                                    replace=holder)
+        return False
+
+
+def membership_from(policy: PolicyConfig, extra: Mapping[str, Membership] | None = None) -> Membership:
+    """Config groups first, then any front-end resolvers (e.g. Slack user groups) by prefix."""
+    base = config_membership(policy)
+    if not extra:
+        return base
+
+    def is_member(identity: str, group: str) -> bool:
+        if base(identity, group):
+            return True
+        for member in policy.groups.get(group, ()):
+            prefix = member.split(":", 1)[0]
+            resolver = extra.get(prefix)
+            if resolver is not None and resolver(identity, member):
+                return True
+        return False
+
+    return is_member

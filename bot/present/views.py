@@ -1,0 +1,131 @@
+"""View models of a run, free of any platform: what every front-end and transcript shows.
+
+The terminal, Slack's Block Kit and the transcripts render these same objects, so a step reads the
+same everywhere: its title, state, who approved it, the plan it applied, and what is pending.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.engine.runstate import RunState, StepState
+from bot.engine.state import StepStatus
+
+S = StepStatus
+ICONS = {
+    "pending": "·", "skipped": "⤼", "planning": "…", "awaiting_approval": "?", "applying": "▶",
+    "waiting": "⏳", "succeeded": "✓", "failed": "✗", "rejected": "⊘", "expired": "⌛",
+    "aborted": "■",
+}
+
+
+@dataclass(frozen=True)
+class FactView:
+    subject: str
+    name: str
+    value: Any
+    read_at: str
+
+
+@dataclass(frozen=True)
+class StepView:
+    key: str
+    title: str
+    status: str
+    icon: str
+    approvers: tuple[str, ...]
+    summary: str  # the plan's one line
+    changes: tuple[str, ...]  # one line per intended change
+    facts: tuple[FactView, ...]
+    guards: tuple[dict[str, Any], ...]
+    progress: str
+    message: str
+    error: str
+    pending: str  # what this step waits for, in words ("" when nothing)
+    plan_hash: str | None
+    blocked: dict[str, str] | None
+    approval_text: str
+    needs_approval: bool
+    needs_confirmation: bool
+    min_approvers: int
+    groups: tuple[str, ...]
+    expires_at: str | None
+    result: dict[str, Any] | None
+    votes: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class RunView:
+    run_id: str
+    runbook: str
+    title: str
+    status: str
+    requester: str
+    params: dict[str, Any]
+    dry_run: bool
+    created_at: str
+    started_at: str | None
+    finished_at: str | None
+    outcome: str
+    compensations: tuple[str, ...]
+    steps: tuple[StepView, ...]
+    pending_steps: tuple[str, ...] = field(default_factory=tuple)  # titles not reached yet
+
+    @property
+    def waiting_on(self) -> StepView | None:
+        return next((s for s in self.steps if s.pending), None)
+
+
+def _pending(s: StepState) -> str:
+    if s.status == S.AWAITING_APPROVAL:
+        if s.blocked:
+            return (f"blocked by interlock {s.blocked['rule']}: {s.blocked['message']} "
+                    "(fix and retry, abort, or break glass: two people with reasons)")
+        if s.needs_confirmation and not s.needs_approval:
+            return "a person to confirm it is done"
+        if s.approved:
+            return "approved; applies next"
+        got = len({v.by for v in s.approvals() if v.plan_hash == s.plan_hash})
+        groups = ", ".join(s.groups) or "any approver group"
+        return f"approval {got} of {s.min_approvers} from {groups}, until {s.expires_at}"
+    if s.status == S.WAITING:
+        return f"next check at {s.next_check_at}" + (f" ({s.progress})" if s.progress else "")
+    return ""
+
+
+def step_view(s: StepState) -> StepView:
+    plan = s.plan or {}
+    return StepView(
+        key=s.key, title=s.title, status=str(s.status), icon=ICONS.get(str(s.status), "?"),
+        approvers=tuple(dict.fromkeys(v.by for v in s.approvals() if v.plan_hash == s.plan_hash)),
+        summary=str(plan.get("summary") or ""),
+        changes=tuple(_change_line(c) for c in plan.get("changes") or ()),
+        facts=tuple(FactView(f.get("subject", ""), f.get("name", ""), f.get("value"),
+                             f.get("read_at", "")) for f in plan.get("facts") or ()),
+        guards=tuple(s.guards), progress=s.progress, message=s.message, error=s.error,
+        pending=_pending(s), plan_hash=s.plan_hash, blocked=s.blocked,
+        approval_text=s.approval_text, needs_approval=s.needs_approval,
+        needs_confirmation=s.needs_confirmation, min_approvers=s.min_approvers,
+        groups=tuple(s.groups), expires_at=s.expires_at, result=s.result,
+        votes=tuple(v.__dict__ for v in s.votes))
+
+
+def _change_line(c: dict[str, Any]) -> str:
+    arrow = f": {c.get('before')} -> {c.get('after')}" if (c.get("before") or c.get("after")) else ""
+    return f"{c.get('operation')} {c.get('target_kind')} {c.get('target')}{arrow}"
+
+
+def run_view(state: RunState, step_titles: list[tuple[str, str]] | None = None) -> RunView:
+    """The view of a run; ``step_titles`` are the runbook's (id, title), to list steps not reached."""
+    steps = tuple(step_view(s) for s in state.steps.values())
+    reached = {s.step_id for s in state.steps.values()}
+    pending: tuple[str, ...] = ()
+    if step_titles is not None:
+        pending = tuple(t for sid, t in step_titles if sid not in reached)
+    return RunView(
+        run_id=state.run_id, runbook=state.runbook, title=state.title, status=str(state.status),
+        requester=state.requester, params=dict(state.params), dry_run=state.dry_run,
+        created_at=state.created_at, started_at=state.started_at, finished_at=state.finished_at,
+        outcome=state.outcome, compensations=tuple(state.compensations), steps=steps,
+        pending_steps=pending)

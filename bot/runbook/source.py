@@ -1,0 +1,73 @@
+"""Runbooks by name, from a directory: what the runner starts runs from.
+
+A run keeps the text it started with, so ``parse`` re-reads that text (not the file, which may have
+changed since) when a run resumes after a restart.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bot.errors import NotFound, RunbookError
+from bot.runbook.loader import load_text, runbook_files
+from bot.runbook.model import Runbook
+from bot.runbook.validate import Catalog
+
+
+class DirectorySource:
+    def __init__(self, directory: str | Path, *, catalog: Catalog | None) -> None:
+        self.directory = Path(directory)
+        self.catalog = catalog
+
+    def _files(self) -> list[Path]:
+        if not self.directory.is_dir():
+            raise NotFound(f"runbooks directory {self.directory} does not exist "
+                           "(set runbooks_dir or RUNBOOK_BOT_RUNBOOKS_DIR)")
+        return runbook_files(self.directory)
+
+    def names(self) -> list[str]:
+        out = []
+        for path in self._files():
+            try:
+                out.append(self.parse(path.read_text(encoding="utf-8"), file=str(path)).name)
+            except RunbookError:
+                continue
+        return sorted(out)
+
+    def get(self, name: str) -> tuple[Runbook, str, str]:
+        for path in self._files():
+            if path.stem == name:
+                text = path.read_text(encoding="utf-8")
+                runbook = self.parse(text, file=str(path))
+                if runbook.name == name:
+                    return runbook, text, str(path)
+        for path in self._files():  # a file whose name differs from metadata.name
+            text = path.read_text(encoding="utf-8")
+            try:
+                runbook = self.parse(text, file=str(path))
+            except RunbookError:
+                continue
+            if runbook.name == name:
+                return runbook, text, str(path)
+        known = ", ".join(self.names()) or "none"
+        raise NotFound(f"no runbook named {name!r} in {self.directory}; known: {known}")
+
+    def parse(self, text: str, *, file: str) -> Runbook:
+        return load_text(text, file=file, catalog=self.catalog)
+
+
+class TextSource:
+    """Runbooks given as text (tests, the demo): name -> YAML."""
+
+    def __init__(self, texts: dict[str, str], *, catalog: Catalog | None) -> None:
+        self.catalog = catalog
+        self._texts = dict(texts)
+
+    def get(self, name: str) -> tuple[Runbook, str, str]:
+        if name not in self._texts:
+            raise NotFound(f"no runbook named {name!r}; known: {', '.join(sorted(self._texts))}")
+        text = self._texts[name]
+        return self.parse(text, file=f"{name}.yaml"), text, f"{name}.yaml"
+
+    def parse(self, text: str, *, file: str) -> Runbook:
+        return load_text(text, file=file, catalog=self.catalog)

@@ -1,0 +1,353 @@
+"""Durable state: runs, their steps and their audit chains, in SQLite or PostgreSQL.
+
+SQLAlchemy Core with a portable schema (text, integers, floats; JSON stored as text), so the same
+code runs on the default SQLite file and on a shared PostgreSQL for several replicas:
+
+- ``runs``: one row per run: the header as JSON, the status, the lease (owner and expiry as epoch
+  seconds), ``next_check_at`` (epoch seconds; what the workers poll for), and the audit head (last
+  seq and hash), which is what lets ``audit verify`` detect a truncated chain;
+- ``steps``: one row per step instance, so a tick writes only the rows it changed;
+- ``events``: the append-only audit chain, primary key (run_id, seq).
+
+A save is one transaction guarded by the lease (``UPDATE runs ... WHERE lease_owner = :me``): a
+worker that lost its lease writes nothing. Claiming is one conditional UPDATE, which is atomic on
+both databases. SQLite runs in WAL mode with ``synchronous=NORMAL``: a commit survives the process
+being killed (what crash-resume needs) without an fsync per tick.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import (
+    Boolean,
+    Column,
+    Float,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    and_,
+    bindparam,
+    create_engine,
+    delete,
+    event,
+    insert,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.pool import StaticPool
+
+from bot.engine.plan import canonical_json
+from bot.engine.runstate import AuditDraft, RunState, StepState
+from bot.engine.state import RUN_TERMINAL, RunStatus
+from bot.errors import ConfigError, LeaseHeld, NotFound, RunIdTaken
+from bot.store.audit import Event, Redactor, make_event
+
+metadata = MetaData()
+
+runs = Table(
+    "runs", metadata,
+    Column("id", String(16), primary_key=True),
+    Column("runbook", String(63), nullable=False),
+    Column("status", String(20), nullable=False, index=True),
+    Column("requester", String(200), nullable=False),
+    Column("channel", String(100), nullable=True, index=True),
+    Column("dry_run", Boolean, nullable=False, default=False),
+    Column("created_at", String(40), nullable=False),
+    Column("header", Text, nullable=False),
+    Column("runbook_text", Text, nullable=False),  # written once: a run keeps its runbook
+    Column("version", Integer, nullable=False, default=0),
+    Column("next_check_at", Float, nullable=True, index=True),
+    Column("lease_owner", String(200), nullable=True),
+    Column("lease_until", Float, nullable=True),
+    Column("audit_seq", Integer, nullable=False, default=0),
+    Column("audit_hash", String(64), nullable=True),
+)
+
+steps_t = Table(
+    "steps", metadata,
+    Column("run_id", String(16), primary_key=True),
+    Column("key", String(100), primary_key=True),
+    Column("position", Integer, nullable=False),
+    Column("state", Text, nullable=False),
+)
+
+events_t = Table(
+    "events", metadata,
+    Column("run_id", String(16), primary_key=True),
+    Column("seq", Integer, primary_key=True),
+    Column("ts", String(40), nullable=False),
+    Column("actor", String(200), nullable=False),
+    Column("type", String(60), nullable=False),
+    Column("payload", Text, nullable=False),
+    Column("prev_hash", String(64), nullable=False),
+    Column("hash", String(64), nullable=False),
+)
+
+_HEAD = select(runs.c.audit_seq, runs.c.audit_hash).where(runs.c.id == bindparam("rid"))
+_OWNED = and_(runs.c.id == bindparam("rid"), runs.c.lease_owner == bindparam("owner"))
+_SAVE = update(runs).where(_OWNED).values(
+    status=bindparam("status"), header=bindparam("header"), version=runs.c.version + 1,
+    next_check_at=bindparam("next_check_at"), lease_until=bindparam("lease_until"))
+_SAVE_WITH_HEAD = _SAVE.values(audit_seq=bindparam("audit_seq"), audit_hash=bindparam("audit_hash"))
+_STEP = and_(steps_t.c.run_id == bindparam("rid"), steps_t.c.key == bindparam("k"))
+_UPDATE_STEP = update(steps_t).where(_STEP).values(position=bindparam("position"),
+                                                  state=bindparam("state"))
+_DELETE_STEP = delete(steps_t).where(_STEP)
+_INSERT_EVENT = insert(events_t)
+_EVENTS = (select(events_t.c.seq, events_t.c.ts, events_t.c.actor, events_t.c.type,
+                  events_t.c.payload, events_t.c.prev_hash, events_t.c.hash)
+           .where(events_t.c.run_id == bindparam("rid")).order_by(events_t.c.seq))
+
+ACTIVE = tuple(str(s) for s in RunStatus if s not in RUN_TERMINAL)
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def _header(state: RunState) -> str:
+    head = state.header()
+    head.pop("runbook_text", None)
+    return _dumps(head)
+
+
+def _epoch(when: datetime | None) -> float | None:
+    return when.timestamp() if when is not None else None
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for ``url``; SQLite gets WAL, a busy timeout and its directory created."""
+    if url.startswith("sqlite"):
+        memory = url in ("sqlite://", "sqlite:///:memory:")
+        if not memory:
+            path = Path(url.split("///", 1)[1]) if "///" in url else None
+            if path is not None:
+                path.parent.mkdir(parents=True, exist_ok=True)
+        kwargs: dict[str, Any] = {"connect_args": {"check_same_thread": False, "timeout": 30}}
+        if memory:
+            kwargs["poolclass"] = StaticPool
+        engine = create_engine(url, **kwargs)
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi: Any, _record: Any) -> None:
+            cur = dbapi.cursor()
+            if not memory:
+                cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.close()
+
+        return engine
+    if url.startswith("postgresql://"):
+        url = "postgresql+psycopg://" + url[len("postgresql://"):]
+    try:
+        return create_engine(url, pool_pre_ping=True)
+    except ModuleNotFoundError as e:
+        raise ConfigError(f"the database URL {url!r} needs a driver that is not installed ({e.name}); "
+                          "for PostgreSQL install runbook-bot[postgres]") from e
+
+
+class Database:
+    """Implements ``bot.engine.ports.RunStore`` and reads the audit chain back."""
+
+    def __init__(self, url: str, *, audit_key: str | None = None,
+                 redact_patterns: Iterable[str] = (), engine: Engine | None = None) -> None:
+        self.url = url
+        self.engine = engine or make_engine(url)
+        self.key = audit_key.encode() if audit_key else None
+        self.redact = Redactor(redact_patterns)
+        self._sqlite_lock = threading.Lock() if self.engine.dialect.name == "sqlite" else None
+        try:
+            metadata.create_all(self.engine)
+        except OperationalError as e:
+            raise ConfigError(f"cannot open the state database {url}: {e.orig}") from e
+
+    @contextmanager
+    def _tx(self) -> Iterator[Connection]:
+        # SQLite allows one writer; serialising in-process writers avoids busy-waiting on its lock
+        if self._sqlite_lock is None:
+            with self.engine.begin() as conn:
+                yield conn
+            return
+        with self._sqlite_lock, self.engine.begin() as conn:
+            yield conn
+
+    # -- writing --------------------------------------------------------------------------------
+
+    def create(self, state: RunState, events_: Sequence[AuditDraft]) -> None:
+        try:
+            with self._tx() as conn:
+                conn.execute(insert(runs).values(
+                    id=state.run_id, runbook=state.runbook, status=str(state.status),
+                    requester=state.requester, channel=state.origin.get("channel"),
+                    dry_run=state.dry_run, created_at=state.created_at,
+                    header=_header(state), runbook_text=state.runbook_text, version=1,
+                    next_check_at=None,
+                    audit_seq=0, audit_hash=None))
+                self._append(conn, state.run_id, None, events_)
+                for s in state.steps.values():
+                    conn.execute(insert(steps_t).values(run_id=state.run_id, key=s.key,
+                                                      position=s.position, state=_dumps(s.to_dict())))
+        except IntegrityError as e:
+            raise RunIdTaken(state.run_id) from e
+        state.version = 1
+
+    def claim(self, run_id: str, *, owner: str, now: datetime, ttl: float,
+              replace: str | None = None) -> bool:
+        """Take the run's lease if it is free, expired, ours, or held by ``replace``."""
+        t = now.timestamp()
+        free = or_(runs.c.lease_owner.is_(None), runs.c.lease_until < t, runs.c.lease_owner == owner)
+        if replace is not None:
+            free = or_(free, runs.c.lease_owner == replace)
+        with self._tx() as conn:
+            res = conn.execute(update(runs).where(and_(runs.c.id == run_id, free))
+                               .values(lease_owner=owner, lease_until=t + ttl))
+            return bool(res.rowcount)
+
+    def lease_of(self, run_id: str) -> tuple[str | None, float | None]:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(runs.c.lease_owner, runs.c.lease_until)
+                               .where(runs.c.id == run_id)).first()
+        if row is None:
+            raise NotFound(f"no run {run_id}")
+        return row[0], row[1]
+
+    def release(self, run_id: str, *, owner: str) -> None:
+        with self._tx() as conn:
+            conn.execute(update(runs).where(and_(runs.c.id == run_id, runs.c.lease_owner == owner))
+                         .values(lease_owner=None, lease_until=None))
+
+    def save(self, state: RunState, *, owner: str, steps: Iterable[str],
+             events: Sequence[AuditDraft], next_check_at: datetime | None,
+             lease_until: datetime) -> None:
+        """Write the header, the changed step rows and new events, if ``owner`` holds the lease."""
+        rid = state.run_id
+        with self._tx() as conn:
+            values: dict[str, Any] = {
+                "rid": rid, "owner": owner, "status": str(state.status), "header": _header(state),
+                "next_check_at": _epoch(next_check_at), "lease_until": lease_until.timestamp()}
+            rows: list[dict[str, Any]] = []
+            if events:
+                head = conn.execute(_HEAD, {"rid": rid}).one()
+                prev = (Event(seq=head[0], ts="", actor="", type="", payload={}, prev_hash="",
+                              hash=head[1]) if head[0] else None)
+                rows = self._chain(rid, prev, events)
+                values["audit_seq"], values["audit_hash"] = rows[-1]["seq"], rows[-1]["hash"]
+                res = conn.execute(_SAVE_WITH_HEAD, values)
+            else:
+                res = conn.execute(_SAVE, values)
+            if not res.rowcount:
+                raise LeaseHeld(f"run {rid}: this worker no longer holds its lease")
+            for key in set(steps):
+                self._write_step(conn, rid, state.steps.get(key), key)
+            if rows:
+                conn.execute(_INSERT_EVENT, rows)
+        state.version += 1
+
+    def _write_step(self, conn: Connection, run_id: str, s: StepState | None, key: str) -> None:
+        if s is None:
+            conn.execute(_DELETE_STEP, {"rid": run_id, "k": key})
+            return
+        params = {"rid": run_id, "k": key, "position": s.position, "state": _dumps(s.to_dict())}
+        if not conn.execute(_UPDATE_STEP, params).rowcount:
+            conn.execute(insert(steps_t).values(run_id=run_id, key=key, position=s.position,
+                                                state=params["state"]))
+
+    def _chain(self, run_id: str, prev: Event | None,
+               drafts: Sequence[AuditDraft]) -> list[dict[str, Any]]:
+        rows = []
+        for d in drafts:
+            ev = make_event(run_id=run_id, prev=prev, ts=d.ts, actor=d.actor, type_=d.type,
+                            payload=d.payload, key=self.key, redact=self.redact)
+            rows.append({"run_id": run_id, "seq": ev.seq, "ts": ev.ts, "actor": ev.actor,
+                         "type": ev.type, "payload": canonical_json(ev.payload),
+                         "prev_hash": ev.prev_hash, "hash": ev.hash})
+            prev = ev
+        return rows
+
+    def _append(self, conn: Connection, run_id: str, prev: Event | None,
+                drafts: Sequence[AuditDraft]) -> None:
+        rows = self._chain(run_id, prev, drafts)
+        if rows:
+            conn.execute(_INSERT_EVENT, rows)
+            conn.execute(update(runs).where(runs.c.id == run_id)
+                         .values(audit_seq=rows[-1]["seq"], audit_hash=rows[-1]["hash"]))
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def load(self, run_id: str) -> RunState:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(runs.c.header, runs.c.version, runs.c.runbook_text)
+                               .where(runs.c.id == run_id)).first()
+            if row is None:
+                raise NotFound(f"no run {run_id}; `runbook-bot runs` lists the runs")
+            rows = conn.execute(select(steps_t.c.state).where(steps_t.c.run_id == run_id)
+                                .order_by(steps_t.c.position)).all()
+        header = json.loads(row[0])
+        header["runbook_text"] = row[2]
+        state = RunState.from_dict(header, [StepState.from_dict(json.loads(r[0])) for r in rows])
+        state.version = row[1]
+        return state
+
+    def due(self, *, now: datetime, limit: int = 100) -> list[str]:
+        """Active runs whose next check is due, or that no worker holds (e.g. after a crash)."""
+        t = now.timestamp()
+        unleased = or_(runs.c.lease_owner.is_(None), runs.c.lease_until < t)
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(runs.c.id).where(and_(
+                    runs.c.status.in_(ACTIVE), unleased,
+                    or_(runs.c.next_check_at.is_(None), runs.c.next_check_at <= t)))
+                .order_by(runs.c.next_check_at).limit(limit)).all()
+        return [r[0] for r in rows]
+
+    def runs(self, *, active: bool | None = None, channel: str | None = None,
+             limit: int = 50) -> list[RunState]:
+        """Run headers (without steps), newest first."""
+        q = select(runs.c.header, runs.c.version).order_by(runs.c.created_at.desc()).limit(limit)
+        if active is True:
+            q = q.where(runs.c.status.in_(ACTIVE))
+        elif active is False:
+            q = q.where(runs.c.status.notin_(ACTIVE))
+        if channel is not None:
+            q = q.where(runs.c.channel == channel)
+        with self.engine.connect() as conn:
+            rows = conn.execute(q).all()
+        out = []
+        for header, version in rows:
+            st = RunState.from_dict(json.loads(header) | {"runbook_text": ""}, [])
+            st.version = version
+            out.append(st)
+        return out
+
+    def events(self, run_id: str, *, payloads: bool = True) -> list[Event]:
+        """The run's chain in seq order; ``payloads=False`` skips parsing them (for verify)."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(_EVENTS, {"rid": run_id}).all()
+        loads = json.loads
+        return [Event(seq=r[0], ts=r[1], actor=r[2], type=r[3],
+                      payload=loads(r[4]) if payloads else {}, prev_hash=r[5], hash=r[6],
+                      payload_text=r[4]) for r in rows]
+
+    def head(self, run_id: str) -> tuple[int, str | None]:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(runs.c.audit_seq, runs.c.audit_hash)
+                               .where(runs.c.id == run_id)).first()
+        if row is None:
+            raise NotFound(f"no run {run_id}; `runbook-bot runs` lists the runs")
+        return int(row[0]), row[1]
+
+    def close(self) -> None:
+        self.engine.dispose()
