@@ -18,10 +18,10 @@ $(VENV)/.stamp-demo: pyproject.toml | $(PY)
 	$(PIP) install -e '.[sim]'
 	touch $@
 
-# Until the full sandbox demo lands, the demo validates and lists the shipped runbooks.
+# The main job, against the built-in sandbox: a dead node recovered by node-dead-ngns.
 demo: $(VENV)/.stamp-demo
 	$(VENV)/bin/runbook-bot validate
-	$(VENV)/bin/runbook-bot list
+	$(VENV)/bin/runbook-bot demo
 
 test: $(VENV)/.stamp-dev
 	$(PY) -m pytest

@@ -138,6 +138,8 @@ def settings_from_mapping(data: Mapping[str, Any], env: Mapping[str, str]) -> Se
     for name, raw in (data.get("clusters") or {}).items():
         if not isinstance(raw, dict):
             raise ConfigError(f"clusters.{name} must be a mapping")
+        if isinstance(raw.get("kubeconfig"), str):
+            raw = {**raw, "kubeconfig": os.path.expanduser(raw["kubeconfig"])}
         try:
             clusters[name] = ClusterConfig(name=name, **raw)
         except TypeError as e:

@@ -6,7 +6,10 @@
 - picks the cluster (``params.cluster``, else the run's ``cluster`` param) and reuses that cluster's
   clients, bound to the step's ``ctx.calls`` so every request lands in the audit event;
 - renders the approval summary with the sandboxed templating;
-- refuses ``apply`` in a dry run, so a dry run can never change anything whatever the caller does.
+- refuses ``apply`` in a dry run for a destructive action, or any plan that lists a change (a
+  cordon is not destructive but still a change), and hands a dry run read-only clients that refuse
+  every write: a dry run can never change anything whatever the caller does. Read-only actions
+  still read, so later steps have results to plan on.
 
 Implementations take ``(params, env)`` / ``(plan, params, env)`` where ``env`` (``Env``) carries the
 step context, settings and clients; the registry stores them untyped, so this module is the one
@@ -18,9 +21,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, cast
+from typing import Annotated, Any, cast, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
 
 from bot.actions import ec2 as _ec2_actions  # noqa: F401  (registers implementations)
 from bot.actions import flow as _flow_actions  # noqa: F401
@@ -87,11 +91,11 @@ class Env:
 
     @property
     def kube(self) -> KubeClient:
-        return self.clients.kube.bound(self.ctx.calls)
+        return self.clients.kube.bound(self.ctx.calls, read_only=self.ctx.dry_run)
 
     @property
     def ec2(self) -> Ec2Client:
-        return self.clients.ec2.bound(self.ctx.calls)
+        return self.clients.ec2.bound(self.ctx.calls, read_only=self.ctx.dry_run)
 
     def now_iso(self) -> str:
         return self.ctx.clock.now().isoformat()
@@ -104,13 +108,33 @@ PlanImpl = Callable[[Any, Env], Plan]
 ApplyImpl = Callable[[Plan, Any, Env], Result]
 
 
+def _described(tp: Any) -> str | None:
+    """The description of the first ``Annotated`` type in ``tp`` (``X | None``, ``tuple[X, ...]``)."""
+    if get_origin(tp) is Annotated:
+        args = get_args(tp)
+        found = next((m.description for m in args[1:]
+                      if isinstance(m, FieldInfo) and m.description), None)
+        return found or _described(args[0])
+    return next((d for a in get_args(tp) if (d := _described(a))), None)
+
+
+def _expected(model: type[BaseModel], loc: tuple[int | str, ...]) -> str | None:
+    info = model.model_fields.get(str(loc[0])) if loc else None
+    if info is None:
+        return None
+    inner = _described(info.annotation)
+    # an element of a list names the element's form; a plain field its own description first
+    return (inner or info.description) if len(loc) > 1 else (info.description or inner)
+
+
 def _explain(e: ValidationError, model: type[BaseModel]) -> str:
     parts = []
     for err in e.errors():
-        loc = ".".join(str(x) for x in err["loc"]) or "params"
-        info = model.model_fields.get(str(err["loc"][0])) if err["loc"] else None
-        hint = f" (expected {info.description})" if info is not None and info.description else ""
-        parts.append(f"{loc}: {err['msg']}{hint}")
+        loc = tuple(err["loc"])
+        where = ".".join(str(x) for x in loc) or "params"
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        form = _expected(model, loc)
+        parts.append(f"{where}: {msg}" + (f" (expected {form[0].lower()}{form[1:]})" if form else ""))
     return "; ".join(parts)
 
 
@@ -182,7 +206,7 @@ class RegistryCatalog:
 
     def apply(self, name: str, plan: Plan, ctx: StepContext) -> Result:
         spec = self.spec(name)
-        if ctx.dry_run:
+        if ctx.dry_run and (spec.destructive or not plan.is_noop):
             raise PolicyError(f"{name}: apply refused in a dry run; a dry run shows plans only")
         if spec.apply_fn is None:
             raise PolicyError(f"action {name!r} is declared but has no implementation")

@@ -7,9 +7,9 @@ here, before any API is called: node names, instance ids and volume ids must hav
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from bot.actions.registry import registry
 from bot.runbook.model import Duration
@@ -20,12 +20,34 @@ NodeName = Annotated[
     Field(pattern=DNS1123_SUBDOMAIN, max_length=253,
           description="A node name in DNS-1123 form, e.g. ip-10-0-12-34.ec2.internal"),
 ]
-ObjectName = NodeName
+ObjectName = Annotated[
+    str,
+    Field(pattern=DNS1123_SUBDOMAIN, max_length=253,
+          description="A Kubernetes object name in DNS-1123 form: lowercase letters, digits, '-' "
+                      "and '.', e.g. data-es-0"),
+]
 InstanceId = Annotated[
     str, Field(pattern=r"^i-[0-9a-f]{8,17}$", description="An EC2 instance id, e.g. i-0abc12345678")
 ]
 VolumeId = Annotated[
     str, Field(pattern=r"^vol-[0-9a-f]{8,17}$", description="An EBS volume id, e.g. vol-0abc1234")
+]
+_QUALIFIED = (r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+              r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+TaintKey = Annotated[
+    str, Field(pattern=_QUALIFIED, max_length=317,
+               description="A taint key: an optional DNS-1123 prefix and '/', then a name of at "
+                           "most 63 letters, digits, '-', '_' or '.', e.g. "
+                           "node.kubernetes.io/out-of-service")
+]
+TaintValue = Annotated[
+    str, Field(pattern=r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$", max_length=63,
+               description="A taint value: at most 63 letters, digits, '-', '_' or '.', e.g. "
+                           "nodeshutdown")
+]
+Finalizer = Annotated[
+    str, Field(pattern=_QUALIFIED, max_length=317,
+               description="A finalizer name, e.g. kubernetes.io/pv-protection")
 ]
 OUT_OF_SERVICE_TAINT = "node.kubernetes.io/out-of-service"
 
@@ -43,14 +65,14 @@ class NodeParams(_Params):
 
 class TaintParams(_Params):
     node: NodeName
-    key: Annotated[str, Field(min_length=1, max_length=316)] = OUT_OF_SERVICE_TAINT
-    value: Annotated[str, Field(max_length=63)] = "nodeshutdown"
+    key: TaintKey = OUT_OF_SERVICE_TAINT
+    value: TaintValue = "nodeshutdown"
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = "NoExecute"
 
 
 class UntaintParams(_Params):
     node: NodeName
-    key: Annotated[str, Field(min_length=1, max_length=316)] = OUT_OF_SERVICE_TAINT
+    key: TaintKey = OUT_OF_SERVICE_TAINT
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
 
 
@@ -58,6 +80,8 @@ class PodsListParams(_Params):
     node: NodeName | None = None
     namespace: ObjectName | None = None
     selector: str | None = Field(default=None, description="A label selector, e.g. app=es")
+    claims: tuple[str, ...] | None = Field(
+        default=None, description="Only pods using one of these claims, as namespace/name")
 
 
 class PodParams(_Params):
@@ -97,9 +121,15 @@ class FinalizersRemoveParams(_Params):
     kind: Literal["PersistentVolume", "PersistentVolumeClaim", "VolumeAttachment"]
     name: ObjectName
     namespace: ObjectName | None = Field(default=None, description="For PersistentVolumeClaim.")
-    finalizers: tuple[str, ...] | None = Field(
+    finalizers: tuple[Finalizer, ...] | None = Field(
         default=None, description="Which finalizers to remove; all when omitted."
     )
+
+    @model_validator(mode="after")
+    def _claims_are_namespaced(self) -> Self:
+        if self.kind == "PersistentVolumeClaim" and self.namespace is None:
+            raise ValueError("namespace is required for a PersistentVolumeClaim")
+        return self
 
 
 class InstanceParams(_Params):
@@ -202,3 +232,6 @@ _D("notify", params=NotifyParams, destructive=False,
    summary="Notify: {{ message }}", description="A message to the run's channel or terminal.")
 _D("wait", params=WaitParams, destructive=False,
    summary="Wait", description="Wait for a duration.")
+
+# Diagnosis actions declare themselves next to their implementation.
+from bot.actions import reports as _reports  # noqa: E402,F401

@@ -109,7 +109,14 @@ def apply_stop(plan: Plan, p: InstanceStopParams, env: Env) -> Result:
                       message=f"instance {p.instance_id} is {state}")
     # a plain stop already under way is not repeated; a force stop of a hung 'stopping' is
     if state in {"pending", "running"} or (state == "stopping" and p.force):
-        resp = env.ec2.stop_instances([p.instance_id], force=p.force)
+        try:
+            resp = env.ec2.stop_instances([p.instance_id], force=p.force)
+        except PermanentError as e:
+            if e.code != "IncorrectInstanceState":
+                raise
+            # EC2 will not stop an instance still booting (or one that moved on meanwhile):
+            # read it again at the next poll and stop it then
+            resp = {}
         now = next((i.get("CurrentState", {}).get("Name") for i in resp.get("StoppingInstances") or ()
                     if i.get("InstanceId") == p.instance_id), None)
         state = str(now or state)
@@ -193,6 +200,15 @@ def plan_detach(p: VolumeDetachParams, env: Env) -> Plan:
 @registry.applier("aws.ec2.volume.detach")
 def apply_detach(plan: Plan, p: VolumeDetachParams, env: Env) -> Result:
     vol = _read_volume(env, p.volume_id)
+    elsewhere = [a.get("InstanceId") for a in vol.get("Attachments") or ()
+                 if a.get("State") != "detached" and a.get("InstanceId") != p.instance_id]
+    if p.instance_id and elsewhere and not any(
+            a.get("InstanceId") == p.instance_id for a in vol.get("Attachments") or ()):
+        # detached from the instance asked for, and already attached to its next consumer (the
+        # attach/detach controller was waiting for exactly this): the post-condition holds
+        return Result(data={"volume_id": p.volume_id, "state": str(vol.get("State"))},
+                      message=f"volume {p.volume_id} is off {p.instance_id} (now attached to "
+                              f"{', '.join(str(x) for x in elsewhere)})")
     att = _attachment(vol, p)
     if att is None and vol.get("State") == "available":
         return Result(data={"volume_id": p.volume_id, "state": "available"},
@@ -207,6 +223,11 @@ def apply_detach(plan: Plan, p: VolumeDetachParams, env: Env) -> Result:
         if vol.get("State") == "available":
             return Result(data={"volume_id": p.volume_id, "state": "available"},
                           message=f"volume {p.volume_id} detached")
+        if p.instance_id and not any(a.get("InstanceId") == p.instance_id
+                                     for a in vol.get("Attachments") or ()):
+            return Result(data={"volume_id": p.volume_id, "state": str(vol.get("State"))},
+                          message=f"volume {p.volume_id} detached from {p.instance_id} and "
+                                  "already attached to its next consumer")
     state = str((_attachment(vol, p) or {}).get("State") or vol.get("State"))
     progress = f"volume {p.volume_id} is {state}"
     env.ctx.progress = progress
@@ -247,5 +268,9 @@ def apply_delete(plan: Plan, p: VolumeParams, env: Env) -> Result:
     except PermanentError as e:
         if e.code != "InvalidVolume.NotFound":
             raise  # someone else deleted it in between: that is success
+    after = env.ec2.describe_volumes([p.volume_id]).get(p.volume_id)
+    if after is not None and after.get("State") not in {"deleting", "deleted"}:
+        raise PermanentError(f"volume {p.volume_id} is {after.get('State')} after DeleteVolume",
+                             service="ec2", operation="DeleteVolume", code="PostCondition")
     return Result(data={"volume_id": p.volume_id, "deleted": True},
                   message=f"volume {p.volume_id} deleted")

@@ -30,7 +30,7 @@ def plan_confirm(p: ConfirmParams, env: Env) -> Plan:
 
 @registry.applier("manual.confirm")
 def apply_confirm(plan: Plan, p: ConfirmParams, env: Env) -> Result:
-    by = str(getattr(env.ctx, "confirmed_by", None) or env.ctx.requester)
+    by = env.ctx.confirmed_by or env.ctx.requester
     return Result(data={"confirmed": True, "by": by}, message=f"{by} confirmed: {p.item}")
 
 

@@ -12,6 +12,7 @@ ones the actions use too, so the interlocks and the results a runbook sees can n
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
@@ -36,6 +37,8 @@ ZONE_KEYS = ("topology.ebs.csi.aws.com/zone", "topology.kubernetes.io/zone",
              "failure-domain.beta.kubernetes.io/zone")
 _PROVIDER_ID = re.compile(r"^(?:aws://(?:/(?P<zone>[a-z0-9-]*))?/)?(?P<id>i-[0-9a-f]{8,17})$")
 _VOLUME_ID = re.compile(r"(vol-[0-9a-f]{8,17})$")
+CSI_NODE_ID = "csi.volume.kubernetes.io/nodeid"
+EBS_DRIVER = "ebs.csi.aws.com"
 
 
 # -- parsers shared with the actions ----------------------------------------------------------
@@ -46,6 +49,17 @@ def instance_id_of(node: Obj) -> str | None:
     pid = str((node.get("spec") or {}).get("providerID") or "")
     m = _PROVIDER_ID.match(pid)
     return m.group("id") if m else None
+
+
+def csi_instance_id_of(node: Obj) -> str | None:
+    """The instance id the EBS CSI driver registered for the node (annotation
+    ``csi.volume.kubernetes.io/nodeid``, JSON ``{"ebs.csi.aws.com": "i-.."}``), if any."""
+    raw = ((node.get("metadata") or {}).get("annotations") or {}).get(CSI_NODE_ID)
+    try:
+        value = json.loads(raw)[EBS_DRIVER] if raw else None
+    except (ValueError, TypeError, KeyError):
+        return None
+    return str(value) if value else None
 
 
 def zone_of_node(node: Obj) -> str | None:
@@ -100,7 +114,10 @@ def instance_state(inst: Obj | None) -> str:
 # -- the interlocks ---------------------------------------------------------------------------
 
 def check_out_of_service_taint(env: Env, *, node: Obj, facts: list[Fact]) -> None:
-    """1: the node is NotReady and its EC2 instance is stopped/terminated, as read right now."""
+    """1: the node is NotReady and its EC2 instance is stopped/terminated, as read right now.
+
+    The instance is the one in ``spec.providerID``; when the EBS CSI driver registered the node
+    under a different instance id, which machine the node is cannot be confirmed: refused."""
     name = node["metadata"]["name"]
     status, _ = ready_condition(node)
     facts.append(env.fact(f"node {name}", "ready", status))
@@ -111,6 +128,15 @@ def check_out_of_service_taint(env: Env, *, node: Obj, facts: list[Fact]) -> Non
             rule=RULE_OOS_TAINT, ok=False,
             message=f"node {name} has no EC2 instance in its providerID, so the bot cannot confirm "
                     "it is shut down; power it off out of band and use break-glass if certain")
+        return
+    csi = csi_instance_id_of(node)
+    if csi is not None and csi != iid:
+        facts.append(env.fact(f"node {name}", "csi_instance_id", csi))
+        env.ctx.interlock(
+            rule=RULE_OOS_TAINT, ok=False,
+            message=f"node {name} names instance {iid} in its providerID but {csi} in "
+                    f"{CSI_NODE_ID}; the bot cannot tell which machine to confirm is shut down. "
+                    "Find out which instance the node runs on before tainting it")
         return
     state = instance_state(env.ec2.describe_instances([iid]).get(iid))
     facts.append(env.fact(f"instance {iid}", "state", state))

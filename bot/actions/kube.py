@@ -10,6 +10,7 @@ the contract in docs/actions.md.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -85,7 +86,10 @@ def pod_view(pod: Obj) -> Obj:
             "phase": (pod.get("status") or {}).get("phase"), "reason": _pod_reason(pod),
             "terminating": il.terminating(pod),
             "pvcs": [v["persistentVolumeClaim"]["claimName"] for v in vols
-                     if v.get("persistentVolumeClaim")]}
+                     if v.get("persistentVolumeClaim")],
+            # "namespace/claim", the form k8s.pv.get gives as ``claim``, to match the two
+            "claims": [f"{_meta(pod).get('namespace')}/{v['persistentVolumeClaim']['claimName']}"
+                       for v in vols if v.get("persistentVolumeClaim")]}
 
 
 def _error_message(err: Obj | None) -> str | None:
@@ -153,6 +157,27 @@ def apply_node_get(plan: Plan, p: NodeParams, env: Env) -> Result:
     return Result(data=node_view(k.find(lambda: k.get_node(p.node)), p.node))
 
 
+class _Rechecked:
+    """Runs an action's interlocks again for every newer version of the object it writes.
+
+    ``KubeClient.update`` re-reads the object after a 409 Conflict; the write that caused the
+    conflict may be the very change an interlock is about (the kubelet marking the node Ready
+    again), so a re-read object is checked again before the change is re-applied to it.
+    """
+
+    def __init__(self, env: Env, checked: Obj | None, check: Callable[[Obj], None]) -> None:
+        self.env, self.check = env, check
+        self.version = _meta(checked or {}).get("resourceVersion")
+
+    def __call__(self, live: Obj) -> None:
+        version = _meta(live).get("resourceVersion")
+        if version != self.version:
+            self.check(live)
+            self.version = version
+            # one override is one audit event, however many versions it was checked against
+            self.env.ctx.overridden[:] = list(dict.fromkeys(self.env.ctx.overridden))
+
+
 def _taint_str(t: Obj) -> str:
     return f"{t['key']}={t.get('value') or ''}:{t['effect']}"
 
@@ -189,10 +214,12 @@ def apply_taint(plan: Plan, p: TaintParams, env: Env) -> Result:
     if _taint_change(node, p) is not None:
         # live reads, never the plan's facts: the instance may have been started since approval
         _taint_interlocks(env, node=node, p=p, facts=[])
+    recheck = _Rechecked(env, node, lambda live: _taint_interlocks(env, node=live, p=p, facts=[]))
 
     def mutate(obj: Obj) -> Obj | None:
         if _taint_change(obj, p) is None:
             return None
+        recheck(obj)
         spec = obj.setdefault("spec", {})
         kept = [t for t in spec.get("taints") or ()
                 if not (t.get("key") == p.key and t.get("effect") == p.effect)]
@@ -203,7 +230,12 @@ def apply_taint(plan: Plan, p: TaintParams, env: Env) -> Result:
     if _taint_change(written, p) is not None:
         raise PermanentError(f"taint {p.key} is not on node {p.node} after the write",
                              service="kubernetes", operation="replace_node", code="PostCondition")
-    return Result(data={"node": p.node, "taints": il.taints_of(written)}, already_done=not changed,
+    data: Obj = {"node": p.node, "taints": il.taints_of(written)}
+    if p.key == OUT_OF_SERVICE_TAINT:
+        # what the run leaves in place on purpose; the run summary and its card name it
+        data["compensation"] = (f"out-of-service taint still on {p.node}: run node-recovered "
+                                "when it is repaired and Ready")
+    return Result(data=data, already_done=not changed,
                   message=f"node {p.node} {'tainted' if changed else 'already tainted'} "
                           f"{p.key}={p.value}:{p.effect}")
 
@@ -234,12 +266,16 @@ def plan_untaint(p: UntaintParams, env: Env) -> Plan:
 def apply_untaint(plan: Plan, p: UntaintParams, env: Env) -> Result:
     k = env.kube
     node = k.get_node(p.node)
-    if _untaint_change(node, p) is not None and p.key == OUT_OF_SERVICE_TAINT:
+    oos = p.key == OUT_OF_SERVICE_TAINT
+    if _untaint_change(node, p) is not None and oos:
         il.check_out_of_service_untaint(env, node=node, facts=[])
+    recheck = _Rechecked(env, node, lambda live: il.check_out_of_service_untaint(
+        env, node=live, facts=[]) if oos else None)
 
     def mutate(obj: Obj) -> Obj | None:
         if _untaint_change(obj, p) is None:
             return None
+        recheck(obj)
         spec = obj.setdefault("spec", {})
         spec["taints"] = [t for t in spec.get("taints") or () if not _untaint_matches(t, p)]
         return obj
@@ -275,8 +311,14 @@ def _cordon(action: str, unschedulable: bool) -> None:
             return obj
 
         written, changed = env.kube.update(kind="Node", name=p.node, mutate=mutate)
-        return Result(data={"node": p.node, "unschedulable": bool(
-            (written.get("spec") or {}).get("unschedulable"))}, already_done=not changed)
+        if change(written, p.node) is not None:
+            raise PermanentError(f"node {p.node} is not unschedulable={unschedulable} after the "
+                                 "write", service="kubernetes", operation="replace_node",
+                                 code="PostCondition")
+        return Result(data={"node": p.node, "unschedulable": unschedulable},
+                      already_done=not changed,
+                      message=f"node {p.node} {'' if changed else 'already '}"
+                              f"{'cordoned' if unschedulable else 'uncordoned'}")
 
 
 _cordon("k8s.node.cordon", True)
@@ -294,6 +336,9 @@ def plan_pods(p: PodsListParams, env: Env) -> Plan:
 def apply_pods(plan: Plan, p: PodsListParams, env: Env) -> Result:
     items = [pod_view(x) for x in env.kube.list_pods(node=p.node, namespace=p.namespace,
                                                       label_selector=p.selector)]
+    if p.claims is not None:
+        wanted = set(p.claims)
+        items = [i for i in items if wanted & set(i["claims"])]
     return Result(data={"items": items, "count": len(items)})
 
 
@@ -493,21 +538,30 @@ def apply_finalizers(plan: Plan, p: FinalizersRemoveParams, env: Env) -> Result:
                             "remaining": _finalizer_split(obj, p)[1]}, already_done=True,
                       message=f"{p.kind} {p.name}: nothing to remove")
     il.check_finalizer_removal(env, kind=p.kind, obj=obj, facts=[])
+    recheck = _Rechecked(env, obj, lambda live: il.check_finalizer_removal(
+        env, kind=p.kind, obj=live, facts=[]))
 
     def mutate(live: Obj) -> Obj | None:
         gone, keep = _finalizer_split(live, p)
         if not gone:
             return None
+        recheck(live)
         live["metadata"]["finalizers"] = keep
         return live
 
     try:
-        written, _changed = env.kube.update(kind=p.kind, name=p.name, namespace=p.namespace,
+        written, changed = env.kube.update(kind=p.kind, name=p.name, namespace=p.namespace,
                                            mutate=mutate, current=obj)
     except PermanentError as e:
         if e.code != "NotFound":
             raise
-        written = {}  # clearing the last finalizer of a terminating object deletes it
-    _, keep = _finalizer_split(written or None, p)
+        written, changed = {}, True  # clearing the last finalizer of a terminating object deletes it
+    left, keep = _finalizer_split(written or None, p)
+    if left:
+        raise PermanentError(f"{p.kind} {p.name} still has {', '.join(left)} after the write",
+                             service="kubernetes", operation="replace", code="PostCondition")
+    if not changed:  # someone else removed them between our read and our write
+        return Result(data={"kind": p.kind, "name": p.name, "removed": [], "remaining": keep},
+                      already_done=True, message=f"{p.kind} {p.name}: nothing to remove")
     return Result(data={"kind": p.kind, "name": p.name, "removed": removed, "remaining": keep},
                   message=f"removed {', '.join(removed)} from {p.kind} {p.name}")

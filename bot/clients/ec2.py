@@ -10,11 +10,17 @@ reached the same way. ``Ec2Client`` wraps it for the actions:
   ``InvalidInstanceID.NotFound`` while a filter simply leaves it out ("exists: false");
 - errors translated once: throttling and server faults are ``RetryableError`` (after botocore's
   own ``standard`` retries gave up), everything else ``PermanentError`` with the AWS code kept;
-- every request (each page) recorded as an ``ApiCall`` with its AWS request id.
+- every request recorded as an ``ApiCall`` with its AWS request id: each page of a Describe, and
+  each attempt botocore's retries made (a throttled attempt is recorded with its error code, then
+  the attempt that succeeded), so the audit shows the throttling an action went through;
+- secrets redacted (``redact``) from every error message and record;
+- a read-only view (``bound(calls, read_only=True)``, what a dry run gets) refuses every write
+  before it is sent, EC2's own ``DryRun`` checks excepted.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,9 +32,10 @@ from botocore.credentials import RefreshableCredentials
 from botocore.exceptions import BotoCoreError, ClientError, ConnectTimeoutError, ReadTimeoutError
 from botocore.session import get_session
 
+from bot.clients.redact import redact
 from bot.config import ClusterConfig
 from bot.engine.plan import ApiCall
-from bot.errors import PermanentError, RetryableError
+from bot.errors import PermanentError, PolicyError, RetryableError
 
 SERVICE = "ec2"
 RETRYABLE_CODES = frozenset({
@@ -36,6 +43,7 @@ RETRYABLE_CODES = frozenset({
     "InternalError", "InternalFailure", "ServiceUnavailable", "Unavailable",
 })
 DRY_RUN_OK = "DryRunOperation"
+ATTEMPTS_HANDLER = "runbook-bot-record-attempts"
 
 
 def boto3_client(
@@ -86,16 +94,16 @@ def translate(e: Exception, *, operation: str) -> Exception:
     if isinstance(e, ClientError):
         err = e.response.get("Error", {})
         code = str(err.get("Code", "Unknown"))
-        text = f"{operation}: {code}: {err.get('Message', '')}"
+        text = redact(f"{operation}: {code}: {err.get('Message', '')}")
         status = int(e.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
         if code in RETRYABLE_CODES or status >= 500:
             return RetryableError(text, service=SERVICE, operation=operation, code=code)
         return PermanentError(text, service=SERVICE, operation=operation, code=code)
     if isinstance(e, ConnectTimeoutError | ReadTimeoutError):
-        return RetryableError(f"{operation}: timed out: {e}", service=SERVICE, operation=operation,
-                              code="Timeout")
+        return RetryableError(redact(f"{operation}: timed out: {e}"), service=SERVICE,
+                              operation=operation, code="Timeout")
     if isinstance(e, BotoCoreError):
-        return RetryableError(f"{operation}: {e}", service=SERVICE, operation=operation,
+        return RetryableError(redact(f"{operation}: {e}"), service=SERVICE, operation=operation,
                               code=type(e).__name__)
     return e
 
@@ -105,12 +113,44 @@ def _request_id(resp: Any) -> str:
     return str(meta.get("RequestId", ""))
 
 
+# botocore retries inside one client call; this thread's list of the attempts it made so far, so
+# ``_call`` can record each one (calls are synchronous, so the attempts of one call are all made on
+# the thread that makes it)
+_attempts = threading.local()
+
+
+def _on_attempt(response: Any = None, caught_exception: Any = None, **_: Any) -> None:
+    """botocore ``needs-retry`` handler: note one attempt's outcome; never decides the retry."""
+    log: list[tuple[str, str]] | None = getattr(_attempts, "log", None)
+    if log is None:
+        return
+    if caught_exception is not None:
+        log.append((type(caught_exception).__name__, ""))
+    elif response is not None:
+        http, parsed = response
+        code = "ok" if http.status_code < 300 else str(
+            (parsed.get("Error") or {}).get("Code") or http.status_code)
+        log.append((code, _request_id(parsed)))
+
+
+def _take_attempts() -> list[tuple[str, str]]:
+    log: list[tuple[str, str]] = getattr(_attempts, "log", None) or []
+    _attempts.log = None
+    return log
+
+
 @dataclass
 class Ec2Client:
     """One account and region's EC2 API for the actions; ``bound(calls)`` records into ``calls``."""
 
     client: Any  # a botocore EC2 client
     recorder: list[ApiCall] | None = None
+    read_only: bool = False
+
+    def __post_init__(self) -> None:
+        events = getattr(getattr(self.client, "meta", None), "events", None)
+        if events is not None:  # unique_id: registering again for another view is a no-op
+            events.register_first("needs-retry.ec2", _on_attempt, unique_id=ATTEMPTS_HANDLER)
 
     @classmethod
     def from_cluster(cls, cfg: ClusterConfig, *, endpoint_url: str | None = None) -> Ec2Client:
@@ -123,30 +163,46 @@ class Ec2Client:
                                timeout=cfg.request_timeout)
         return cls(client=raw)
 
-    def bound(self, calls: list[ApiCall]) -> Ec2Client:
-        return Ec2Client(client=self.client, recorder=calls)
+    def bound(self, calls: list[ApiCall], *, read_only: bool = False) -> Ec2Client:
+        return Ec2Client(client=self.client, recorder=calls, read_only=read_only)
 
     # -- plumbing -----------------------------------------------------------------------------
 
     def _record(self, operation: str, targets: Sequence[str], outcome: str, request_id: str) -> None:
         if self.recorder is not None:
             self.recorder.append(ApiCall(service=SERVICE, operation=operation,
-                                         targets=tuple(targets), outcome=outcome,
-                                         request_id=request_id))
+                                         targets=tuple(redact(t) for t in targets),
+                                         outcome=redact(outcome), request_id=request_id))
 
     def _call(self, operation: str, targets: Sequence[str], fn: Callable[[], Any]) -> Any:
+        _attempts.log = []
         try:
             resp = fn()
         except ClientError as e:
+            self._record_retries(operation, targets, _take_attempts())
             code = str(e.response.get("Error", {}).get("Code", "Unknown"))
             self._record(operation, targets, code, _request_id(e.response))
             raise translate(e, operation=operation) from e
         except BotoCoreError as e:
+            self._record_retries(operation, targets, _take_attempts())
             self._record(operation, targets, type(e).__name__, "")
             raise translate(e, operation=operation) from e
+        retried = _take_attempts()
         if resp is not None:  # None: a paginator ran out of pages, no request was made
+            self._record_retries(operation, targets, retried)
             self._record(operation, targets, "ok", _request_id(resp))
         return resp
+
+    def _record_retries(self, operation: str, targets: Sequence[str],
+                        attempts: list[tuple[str, str]]) -> None:
+        """One record per attempt botocore retried; the final attempt is recorded by ``_call``."""
+        for outcome, request_id in attempts[:-1]:
+            self._record(operation, targets, outcome, request_id)
+
+    def _write(self, operation: str, targets: Sequence[str], *, dry_run: bool) -> None:
+        if self.read_only and not dry_run:
+            raise PolicyError(f"{operation} {', '.join(targets)}: refused, this is a read-only "
+                              "(dry-run) client")
 
     def _paginate(self, operation: str, method: str, targets: Sequence[str],
                   **kwargs: Any) -> Iterator[dict[str, Any]]:
@@ -213,6 +269,7 @@ class Ec2Client:
     def stop_instances(self, instance_ids: Sequence[str], *, force: bool,
                        dry_run: bool = False) -> dict[str, Any]:
         ids = list(instance_ids)
+        self._write("StopInstances", ids, dry_run=dry_run)
         fn = lambda: self.client.stop_instances(InstanceIds=ids, Force=force, DryRun=dry_run)  # noqa: E731
         if dry_run:
             return {"DryRun": self._dry_run("StopInstances", ids, fn)}
@@ -224,12 +281,14 @@ class Ec2Client:
         if instance_id:
             kw["InstanceId"] = instance_id
         targets = [volume_id] + ([instance_id] if instance_id else [])
+        self._write("DetachVolume", targets, dry_run=dry_run)
         fn = lambda: self.client.detach_volume(**kw)  # noqa: E731
         if dry_run:
             return {"DryRun": self._dry_run("DetachVolume", targets, fn)}
         return dict(self._call("DetachVolume", targets, fn))
 
     def delete_volume(self, *, volume_id: str, dry_run: bool = False) -> dict[str, Any]:
+        self._write("DeleteVolume", [volume_id], dry_run=dry_run)
         fn = lambda: self.client.delete_volume(VolumeId=volume_id, DryRun=dry_run)  # noqa: E731
         if dry_run:
             return {"DryRun": self._dry_run("DeleteVolume", [volume_id], fn)}

@@ -8,7 +8,13 @@ Three things the SDK leaves to its callers are done here, once:
 - **Error translation.** ``ApiException`` and urllib3 errors become ``bot.errors``: 409, 429, 5xx and
   timeouts are ``RetryableError``; other 4xx are ``PermanentError`` (404 with ``code="NotFound"``).
 - **Audit records.** Every request, including each page of a list and each attempt of a
-  read-modify-write, is appended as an ``ApiCall`` to the recorder the action passed (``bound``).
+  read-modify-write, is appended as an ``ApiCall`` to the recorder the action passed (``bound``),
+  with the API server's ``Audit-Id`` as its request id, so a record can be matched against the
+  cluster's own audit log. Error texts and records are passed through ``redact()``.
+- **Pagination.** Lists are read in pages of ``page_size`` with ``continue`` tokens; when a token
+  expires (410 Gone, the server compacted past it) the list starts again from the first page, once.
+- **Dry runs.** A read-only view (``bound(calls, read_only=True)``) refuses every write before it
+  is sent.
 - **Optimistic concurrency.** ``update()`` reads, applies a pure mutation, and writes back with the
   read ``resourceVersion`` (a full PUT), retrying on 409 Conflict. Taints have no merge key, so a
   patch without a version would silently drop a taint another controller added in between.
@@ -28,8 +34,9 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
+from bot.clients.redact import redact
 from bot.engine.plan import ApiCall
-from bot.errors import ConfigError, PermanentError, RetryableError
+from bot.errors import ConfigError, PermanentError, PolicyError, RetryableError
 
 SERVICE = "kubernetes"
 Obj = dict[str, Any]
@@ -41,8 +48,10 @@ def _status_reason(e: ApiException) -> tuple[str, str]:
     try:
         body = json.loads(e.body or b"{}")
     except (ValueError, TypeError):
-        return e.reason or "", str(e.body or "")[:300]
-    return str(body.get("reason") or e.reason or ""), str(body.get("message") or "")
+        return e.reason or "", redact(str(e.body or "")[:300])
+    if not isinstance(body, dict):
+        return e.reason or "", redact(str(body)[:300])
+    return str(body.get("reason") or e.reason or ""), redact(str(body.get("message") or ""))
 
 
 def _retry_after(e: ApiException) -> float | None:
@@ -78,7 +87,7 @@ def translate(e: Exception, *, operation: str) -> Exception:
     if isinstance(e, urllib3.exceptions.HTTPError | OSError):
         cause = e.reason if isinstance(e, urllib3.exceptions.MaxRetryError) else e
         timeout = isinstance(cause, urllib3.exceptions.TimeoutError | TimeoutError)
-        return RetryableError(f"{operation}: cannot reach the API server: {e}", service=SERVICE,
+        return RetryableError(redact(f"{operation}: cannot reach the API server: {e}"), service=SERVICE,
                               operation=operation, code="Timeout" if timeout else "ConnectionError")
     return e
 
@@ -98,6 +107,7 @@ class KubeClient:
     read_retries: int = 2  # extra attempts for reads on 429/5xx/timeouts; writes are not retried here
     sleep: Callable[[float], None] = time.sleep
     recorder: list[ApiCall] | None = None
+    read_only: bool = False
     _apis: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -127,10 +137,11 @@ class KubeClient:
         api = k8s.ApiClient(configuration=cfg)
         return cls(api=api, request_timeout=request_timeout, **options)
 
-    def bound(self, calls: list[ApiCall]) -> KubeClient:
+    def bound(self, calls: list[ApiCall], *, read_only: bool = False) -> KubeClient:
         view = KubeClient(api=self.api, request_timeout=self.request_timeout,
                           page_size=self.page_size, conflict_retries=self.conflict_retries,
-                          read_retries=self.read_retries, sleep=self.sleep, recorder=calls)
+                          read_retries=self.read_retries, sleep=self.sleep, recorder=calls,
+                          read_only=read_only)
         view._apis = self._apis
         return view
 
@@ -144,13 +155,19 @@ class KubeClient:
             self._apis[name] = {"core": k8s.CoreV1Api, "storage": k8s.StorageV1Api}[name](self.api)
         return self._apis[name]
 
-    def _record(self, operation: str, targets: tuple[str, ...], outcome: str) -> None:
+    def _record(self, operation: str, targets: tuple[str, ...], outcome: str,
+                headers: Any = None) -> None:
         if self.recorder is not None:
-            self.recorder.append(ApiCall(service=SERVICE, operation=operation, targets=targets,
-                                         outcome=outcome))
+            audit_id = headers.get("Audit-Id") if hasattr(headers, "get") else None
+            self.recorder.append(ApiCall(service=SERVICE, operation=operation,
+                                         targets=tuple(redact(t) for t in targets),
+                                         outcome=redact(outcome), request_id=str(audit_id or "")))
 
     def _request(self, group: str, operation: str, targets: tuple[str, ...], *args: Any,
                  read: bool = True, **kwargs: Any) -> Obj:
+        if not read and self.read_only:
+            raise PolicyError(f"{operation} {', '.join(targets)}: refused, this is a read-only "
+                              "(dry-run) client")
         fn = getattr(self._group(group), operation)
         attempts = 1 + (self.read_retries if read else 0)
         for attempt in range(attempts):
@@ -158,12 +175,15 @@ class KubeClient:
                 resp = fn(*args, _preload_content=False, _request_timeout=self.request_timeout,
                           **kwargs)
                 body = resp.data
-                self._record(operation, targets, "ok")
+                self._record(operation, targets, "ok", getattr(resp, "headers", None))
                 return json.loads(body) if body else {}
             except (ApiException, urllib3.exceptions.HTTPError, OSError) as e:
                 err = translate(e, operation=operation)
-                self._record(operation, targets, getattr(err, "code", "") or type(e).__name__)
-                retry = (isinstance(err, RetryableError) and getattr(err, "code", "") != "Conflict"
+                self._record(operation, targets, getattr(err, "code", "") or type(e).__name__,
+                             getattr(e, "headers", None))
+                # a conflict needs a fresh read, an expired list token a fresh list: not this call
+                retry = (isinstance(err, RetryableError)
+                         and getattr(err, "code", "") not in {"Conflict", "Expired"}
                          and attempt + 1 < attempts)
                 if not retry:
                     raise err from e
@@ -173,15 +193,23 @@ class KubeClient:
         raise AssertionError("unreachable")
 
     def _list(self, group: str, operation: str, *args: Any, **kwargs: Any) -> list[Obj]:
-        return list(self._pages(group, operation, *args, **kwargs))
+        try:
+            return list(self._pages(group, operation, *args, **kwargs))
+        except RetryableError as e:
+            if e.code != "Expired":
+                raise
+            return list(self._pages(group, operation, *args, **kwargs))
 
     def _pages(self, group: str, operation: str, *args: Any, **kwargs: Any) -> Iterator[Obj]:
+        # what was listed: the namespace and the selectors; none means the whole cluster
+        targets = tuple(str(a) for a in args) + tuple(
+            str(kwargs[k]) for k in ("field_selector", "label_selector") if kwargs.get(k))
         token: str | None = None
         while True:
             page_args = dict(kwargs, limit=self.page_size)
             if token:
                 page_args["_continue"] = token
-            page = self._request(group, operation, tuple(str(a) for a in args), *args, **page_args)
+            page = self._request(group, operation, targets, *args, **page_args)
             yield from page.get("items") or ()
             token = (page.get("metadata") or {}).get("continue") or None
             if not token:

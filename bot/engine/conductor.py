@@ -17,14 +17,14 @@ Commands from people (approve, reject, confirm, break-glass, retry, abort) are i
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from bot.config import PolicyConfig
 from bot.engine.approvals import Membership, effective_rule
-from bot.engine.plan import Plan, Result
+from bot.engine.plan import ApiCall, Plan, Result
 from bot.engine.ports import ActionSpecLike
 from bot.engine.runstate import AuditDraft, RunState, StepState
 from bot.engine.scope import Scope
@@ -113,14 +113,14 @@ class Conductor:
         self.state = state
         self._index = {s.id: i for i, s in enumerate(runbook.spec.steps)}
         self.scope = Scope(state, frozenset(s.id for s in runbook.spec.steps if s.foreach))
-        self._gotos = 0
+        self._failed_calls: list[dict[str, Any]] = []
 
     # -- helpers ------------------------------------------------------------------------------
 
     def event(self, tick: Tick, type_: str, now: datetime, *, actor: str = ENGINE,
-              step: StepState | None = None, **payload: Any) -> None:
-        if step is not None:
-            payload = {"step": step.key, **payload}
+              about: StepState | None = None, **payload: Any) -> None:
+        if about is not None:
+            payload = {"step": about.key, **payload}
         tick.events.append(AuditDraft(type=type_, actor=actor, ts=iso(now), payload=payload))
 
     def set_step(self, tick: Tick, s: StepState, status: StepStatus) -> None:
@@ -131,7 +131,7 @@ class Conductor:
     def set_run(self, tick: Tick, status: RunStatus) -> None:
         if self.state.status != status:
             self.state.status = advance_run(self.state.status, status)
-        tick.header_dirty = True
+            tick.header_dirty = True
 
     def step_of(self, s: StepState) -> Step:
         return self.runbook.spec.steps[self._index[s.step_id]]
@@ -257,9 +257,10 @@ class Conductor:
         raise AssertionError(f"no decision for step {s.key} in {s.status}")  # pragma: no cover
 
     def _timed_out(self, s: StepState, step: Step, now: datetime, tick: Tick) -> bool:
-        if step.timeout is None or s.started_at is None or s.status == S.AWAITING_APPROVAL:
+        since = s.applying_since
+        if step.timeout is None or since is None or s.status == S.AWAITING_APPROVAL:
             return False
-        if now - parse_iso(s.started_at) < timedelta(seconds=step.timeout):
+        if now - parse_iso(since) < timedelta(seconds=step.timeout):
             return False
         self._fail(s, now, tick, f"timed out after {step.timeout:.0f}s (the step's timeout)")
         return True
@@ -281,7 +282,7 @@ class Conductor:
         s.needs_confirmation = True
         s.requested_at = iso(now)
         self.set_step(tick, s, S.AWAITING_APPROVAL)
-        self.event(tick, "confirmation.requested", now, step=s, text=text)
+        self.event(tick, "confirmation.requested", now, about=s, text=text)
         self.set_run(tick, R.AWAITING_APPROVAL)
         return AwaitPeople(s.key, None)
 
@@ -308,8 +309,12 @@ class Conductor:
     # -- outcomes of I/O ----------------------------------------------------------------------
 
     def planned(self, key: str, outcome: Plan | BaseException, now: datetime, tick: Tick, *,
-                recheck: bool) -> None:
-        """Fold the result of ``plan()`` into the step: guards, approval, or ready to apply."""
+                recheck: bool, calls: Sequence[ApiCall] = ()) -> None:
+        """Fold the result of ``plan()`` into the step: guards, approval, or ready to apply.
+
+        ``calls`` are the API calls the plan made; they are audited with a failure or refusal.
+        """
+        self._failed_calls = [asdict(c) for c in calls]
         s = self.state.steps[key]
         step = self.step_of(s)
         spec = self.spec_of(step)
@@ -326,23 +331,27 @@ class Conductor:
         s.plan, s.plan_hash = plan.to_dict(), new_hash
         tick.dirty.add(key)
         if not recheck or new_hash != old_hash:
-            self.event(tick, "step.planned", now, step=s, plan=s.plan, plan_hash=new_hash,
+            self.event(tick, "step.planned", now, about=s, plan=s.plan, plan_hash=new_hash,
                        summary=plan.summary)
         if not self._guards(s, step, plan, now, tick):
             return
         if self.state.dry_run:
-            if spec.destructive:
+            if spec.destructive or not plan.is_noop:
                 rule = self._rule(step, spec)
-                who = f"{rule.min_approvers} approver(s) from {', '.join(rule.groups) or 'any group'}"
-                self._skip(s, now, tick, f"dry run: planned only; applying would need {who}")
+                who = (f"; applying would need {rule.min_approvers} approver(s) from "
+                       f"{', '.join(rule.groups) or 'any group'}" if rule.required else "")
+                self._skip(s, now, tick, f"dry run: planned only{who}")
                 return
-            self._to_applying(s, now, tick)
+            if step.action == "manual.confirm":
+                self._skip(s, now, tick, "dry run: a person would be asked to confirm this")
+                return
+            self._to_applying(s, now, tick)  # a read: later steps plan on what it finds
             return
         if recheck:
             if new_hash != old_hash:
                 voided = [v.by for v in s.approvals() if v.plan_hash == old_hash]
                 s.approved = False
-                self.event(tick, "approval.invalidated", now, step=s, old_hash=old_hash,
+                self.event(tick, "approval.invalidated", now, about=s, old_hash=old_hash,
                            new_hash=new_hash, voided=voided,
                            reason="the plan changed between approval and apply")
                 self._request_approval(s, step, spec, now, tick)
@@ -376,7 +385,7 @@ class Conductor:
             except RunbookBotError as e:
                 ok, message = False, f"the guard could not be evaluated: {e}"
             s.guards.append({"expr": guard.expr, "ok": ok, "message": message})
-            self.event(tick, "guard.passed" if ok else "guard.failed", now, step=s,
+            self.event(tick, "guard.passed" if ok else "guard.failed", now, about=s,
                        expr=guard.expr, **({"message": message} if not ok else {}))
             if not ok:
                 if self.state.dry_run:
@@ -406,7 +415,7 @@ class Conductor:
         tick.dirty.add(s.key)
         valid = [v for v in s.approvals() if v.plan_hash == s.plan_hash]
         self.event(tick, "confirmation.requested" if s.needs_confirmation else "approval.requested",
-                   now, step=s, plan_hash=s.plan_hash, min_approvers=rule.min_approvers,
+                   now, about=s, plan_hash=s.plan_hash, min_approvers=rule.min_approvers,
                    groups=list(rule.groups), expires_at=s.expires_at, reason=s.approval_reason,
                    already=[v.by for v in valid])
         if rule.required and len({v.by for v in valid}) >= rule.min_approvers:
@@ -415,19 +424,21 @@ class Conductor:
         self.set_run(tick, R.AWAITING_APPROVAL)
 
     def _to_applying(self, s: StepState, now: datetime, tick: Tick) -> None:
+        s.applying_since = s.applying_since or iso(now)
         self.set_step(tick, s, S.APPLYING)
         self.set_run(tick, R.RUNNING)
-        self.event(tick, "step.applying", now, step=s, attempt=s.attempt + 1, plan_hash=s.plan_hash,
+        self.event(tick, "step.applying", now, about=s, attempt=s.attempt + 1, plan_hash=s.plan_hash,
                    approvers=[v.by for v in s.approvals() if v.plan_hash == s.plan_hash])
 
     def applied(self, key: str, outcome: Result | BaseException, now: datetime, tick: Tick, *,
-                overridden: list[str], poll: bool) -> None:
+                overridden: list[str], poll: bool, calls: Sequence[ApiCall] = ()) -> None:
         """Fold the result of ``apply()``: done, not done yet, wait_until false, or an error."""
+        self._failed_calls = [asdict(c) for c in calls]
         s = self.state.steps[key]
         step = self.step_of(s)
         tick.dirty.add(key)
         for rule in overridden:
-            self.event(tick, "interlock.overridden", now, step=s, rule=rule,
+            self.event(tick, "interlock.overridden", now, about=s, rule=rule,
                        approvers=[v.by for v in s.votes if v.kind == "break_glass"],
                        reasons=[v.reason for v in s.votes if v.kind == "break_glass"])
         if isinstance(outcome, InterlockBlocked):
@@ -437,14 +448,14 @@ class Conductor:
             self._error(s, step, now, tick, outcome, phase="apply")
             return
         result = outcome
-        calls = [c.__dict__ for c in result.calls]
+        done_calls = [asdict(c) for c in result.calls]
         s.polls += 1 if poll else 0
         s.progress = result.progress or s.progress
         if poll:
-            self.event(tick, "step.polled", now, step=s, calls=calls, progress=result.progress,
+            self.event(tick, "step.polled", now, about=s, calls=done_calls, progress=result.progress,
                        done=result.done)
         else:
-            self.event(tick, "step.applied", now, step=s, calls=calls, message=result.message,
+            self.event(tick, "step.applied", now, about=s, calls=done_calls, message=result.message,
                        already_done=result.already_done, done=result.done)
         if not result.done:
             if self.state.dry_run:
@@ -500,7 +511,7 @@ class Conductor:
             self.state.compensations.append(compensation)
             tick.header_dirty = True
         self.set_step(tick, s, S.SUCCEEDED)
-        self.event(tick, "step.succeeded", now, step=s, result=data, outputs=outputs,
+        self.event(tick, "step.succeeded", now, about=s, result=data, outputs=outputs,
                    message=result.message)
         self._advance_cursor(s)
 
@@ -520,12 +531,13 @@ class Conductor:
     def _skip(self, s: StepState, now: datetime, tick: Tick, reason: str) -> None:
         s.message, s.finished_at = reason, iso(now)
         self.set_step(tick, s, S.SKIPPED)
-        self.event(tick, "step.skipped", now, step=s, reason=reason)
+        self.event(tick, "step.skipped", now, about=s, reason=reason)
         self._advance_cursor(s)
 
     def _blocked(self, s: StepState, now: datetime, tick: Tick, e: InterlockBlocked, *,
                  phase: str) -> None:
-        self.event(tick, "interlock.blocked", now, step=s, rule=e.rule, message=e.message, phase=phase)
+        self.event(tick, "interlock.blocked", now, about=s, rule=e.rule, message=e.message, phase=phase,
+                   calls=self._failed_calls)
         if self.state.dry_run:
             self._skip(s, now, tick, f"dry run: interlock {e.rule} would refuse: {e.message}")
             return
@@ -552,22 +564,24 @@ class Conductor:
             s.error = text
             if phase == "plan":
                 s.plan = None
-            self.event(tick, "step.retrying", now, step=s, phase=phase, error=text,
-                       attempt=s.attempt, delay=delay)
+            self.event(tick, "step.retrying", now, about=s, phase=phase, error=text,
+                       attempt=s.attempt, delay=delay, calls=self._failed_calls)
             self._wait(s, now, tick, delay)
             return
-        self._fail(s, now, tick, f"{phase} failed: {text}")
+        self._fail(s, now, tick, f"{phase} failed: {text}", calls=self._failed_calls)
 
-    def _fail(self, s: StepState, now: datetime, tick: Tick, error: str) -> None:
+    def _fail(self, s: StepState, now: datetime, tick: Tick, error: str, *,
+              calls: list[dict[str, Any]] | None = None) -> None:
         s.error, s.finished_at, s.next_check_at = error, iso(now), None
         self.set_step(tick, s, S.FAILED)
-        self.event(tick, "step.failed", now, step=s, error=error)
+        extra: dict[str, Any] = {"calls": calls} if calls else {}
+        self.event(tick, "step.failed", now, about=s, error=error, **extra)
         self._after_failure(s, now, tick, f"step {s.key} failed: {error}")
 
     def _expire(self, s: StepState, now: datetime, tick: Tick) -> None:
         s.finished_at = iso(now)
         self.set_step(tick, s, S.EXPIRED)
-        self.event(tick, "approval.expired", now, step=s, expires_at=s.expires_at)
+        self.event(tick, "approval.expired", now, about=s, expires_at=s.expires_at)
         self.finish(now, tick, R.FAILED,
                      f"approval for {s.key} expired at {s.expires_at}; nothing was applied")
 
@@ -577,21 +591,21 @@ class Conductor:
         if policy == "continue":
             self._advance_cursor(s)
             return
-        if policy == "abort" or self._gotos >= MAX_GOTOS:
+        if policy == "abort" or self.state.gotos >= MAX_GOTOS:
             if policy != "abort":
                 outcome += f" (goto limit of {MAX_GOTOS} reached)"
             self.finish(now, tick, R.FAILED, outcome)
             return
         assert not isinstance(policy, str)
         target = policy.goto
-        self._gotos += 1
+        self.state.gotos += 1
         start = self._index[target]
         for key in [k for k, v in self.state.steps.items() if self._index[v.step_id] >= start]:
             del self.state.steps[key]
             tick.dirty.add(key)
         self.state.cursor = start
         self.scope.reset()
-        self.event(tick, "step.goto", now, step=s, target=target)
+        self.event(tick, "step.goto", now, about=s, target=target)
 
     def finish(self, now: datetime, tick: Tick, status: RunStatus, outcome: str) -> Finished:
         st = self.state

@@ -10,6 +10,7 @@ so the refused attempt is stored like any other event.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from bot.engine.approvals import (
     BREAK_GLASS_QUORUM,
@@ -35,12 +36,14 @@ def handle(c: Conductor, cmd: Command, now: datetime, tick: Tick) -> Outcome:
     name = _NAMES[type(cmd)]
     args = {k: v for k, v in vars(cmd).items() if k not in ("run_id", "actor") and v not in (None, "")}
     c.event(tick, f"command.{name}", now, actor=cmd.actor, **args)
+    target: str | None = getattr(cmd, "step", None)
     try:
         if c.state.status in (R.SUCCEEDED, R.FAILED, R.ABORTED):
             raise PolicyError(f"run {c.state.run_id} has already finished ({c.state.status})")
         if isinstance(cmd, Abort):
             return _abort(c, cmd, now, tick)
         s = _target(c, cmd.step)
+        target = s.key
         if isinstance(cmd, Approve):
             if s.needs_confirmation and not s.needs_approval:
                 return _confirm(c, s, Confirm(cmd.run_id, cmd.actor, cmd.step), now, tick)
@@ -53,7 +56,8 @@ def handle(c: Conductor, cmd: Command, now: datetime, tick: Tick) -> Outcome:
             return _break_glass(c, s, cmd, now, tick)
         return _retry(c, s, cmd, now, tick)
     except PolicyError as e:
-        c.event(tick, "command.refused", now, actor=cmd.actor, command=name, reason=str(e))
+        where: dict[str, Any] = {"step": target} if target else {}
+        c.event(tick, "command.refused", now, actor=cmd.actor, command=name, reason=str(e), **where)
         return Outcome(False, str(e), c.state.run_id, getattr(cmd, "step", None))
 
 
@@ -99,7 +103,7 @@ def _approve(c: Conductor, s: StepState, cmd: Approve, now: datetime, tick: Tick
                    prior=[v.by for v in valid], policy=c.policy, membership=c.membership)
     s.votes.append(Vote(by=cmd.actor, at=iso(now), kind="approve", plan_hash=s.plan_hash))
     count = len({canonical(v.by, c.policy) for v in valid}) + 1
-    c.event(tick, "approval.granted", now, actor=cmd.actor, step=s, plan_hash=s.plan_hash,
+    c.event(tick, "approval.granted", now, actor=cmd.actor, about=s, plan_hash=s.plan_hash,
             count=count, needed=rule.min_approvers)
     tick.dirty.add(s.key)
     if count >= rule.min_approvers:
@@ -117,7 +121,7 @@ def _confirm(c: Conductor, s: StepState, cmd: Confirm, now: datetime, tick: Tick
                         reason=cmd.note))
     s.approved = True
     tick.dirty.add(s.key)
-    c.event(tick, "step.confirmed", now, actor=cmd.actor, step=s, note=cmd.note)
+    c.event(tick, "step.confirmed", now, actor=cmd.actor, about=s, note=cmd.note)
     c.set_run(tick, R.RUNNING)
     return Outcome(True, f"{cmd.actor} confirmed step {s.key}", c.state.run_id, s.key)
 
@@ -141,7 +145,7 @@ def _reject(c: Conductor, s: StepState, cmd: Reject, now: datetime, tick: Tick) 
                         reason=reason))
     s.finished_at = iso(now)
     c.set_step(tick, s, S.REJECTED)
-    c.event(tick, "approval.rejected", now, actor=cmd.actor, step=s, plan_hash=s.plan_hash,
+    c.event(tick, "approval.rejected", now, actor=cmd.actor, about=s, plan_hash=s.plan_hash,
             reason=reason)
     c.finish(now, tick, R.FAILED, f"step {s.key} was rejected by {cmd.actor}: {reason}; "
                                    "nothing was applied")
@@ -162,7 +166,7 @@ def _break_glass(c: Conductor, s: StepState, cmd: BreakGlass, now: datetime, tic
                         rule=interlock))
     count = len(prior) + 1
     tick.dirty.add(s.key)
-    c.event(tick, "interlock.override_requested", now, actor=cmd.actor, step=s, rule=interlock,
+    c.event(tick, "interlock.override_requested", now, actor=cmd.actor, about=s, rule=interlock,
             reason=reason, count=count, needed=BREAK_GLASS_QUORUM)
     if count < BREAK_GLASS_QUORUM:
         return Outcome(True, f"break-glass {count} of {BREAK_GLASS_QUORUM} for interlock "
@@ -171,7 +175,7 @@ def _break_glass(c: Conductor, s: StepState, cmd: BreakGlass, now: datetime, tic
     s.blocked = None
     c.set_step(tick, s, S.PLANNING)
     c.set_run(tick, R.RUNNING)
-    c.event(tick, "interlock.override_granted", now, step=s, rule=interlock,
+    c.event(tick, "interlock.override_granted", now, about=s, rule=interlock,
             approvers=[v.by for v in s.votes if v.kind == "break_glass"])
     return Outcome(True, f"break-glass granted: interlock {interlock} is overridden for step "
                          f"{s.key}, which is planned again", c.state.run_id, s.key)

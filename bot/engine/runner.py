@@ -30,6 +30,7 @@ from bot.engine.commands import Command, Outcome, StartRun
 from bot.engine.conductor import ApplyStep, AwaitPeople, Conductor, Finished, PlanStep, Sleep, Tick, iso
 from bot.engine.human import eligibility, handle
 from bot.engine.ids import new_run_id
+from bot.engine.plan import ApiCall
 from bot.engine.ports import (
     ActionCatalog,
     ActionSpecLike,
@@ -137,9 +138,9 @@ class Runner:
                     now = self.clock.now()
                     decision = conductor.decide(now, tick)
                     if isinstance(decision, PlanStep):
-                        outcome = self._plan(state, decision)
+                        outcome, calls = self._plan(state, decision)
                         conductor.planned(decision.key, outcome, self.clock.now(), tick,
-                                          recheck=decision.recheck)
+                                          recheck=decision.recheck, calls=calls)
                         s = state.steps.get(decision.key)
                         if (s is not None and s.status == StepStatus.APPLYING
                                 and not self.catalog.spec(decision.action).destructive):
@@ -147,12 +148,14 @@ class Runner:
                             # a crash is harmless, so its plan is saved with its result
                             continue
                     elif isinstance(decision, ApplyStep):
-                        outcome, overridden = self._apply(state, decision)
+                        outcome, overridden, calls = self._apply(state, decision)
                         conductor.applied(decision.key, outcome, self.clock.now(), tick,
-                                          overridden=overridden, poll=decision.poll)
-                    self._save(conductor, tick, owner)
+                                          overridden=overridden, poll=decision.poll, calls=calls)
+                    idle = isinstance(decision, Sleep | AwaitPeople | Finished)
+                    if not idle or tick.events or tick.dirty or tick.header_dirty:
+                        self._save(conductor, tick, owner)
                     tick = Tick()
-                    if isinstance(decision, Sleep | AwaitPeople | Finished):
+                    if idle:
                         break
                 if tick.events or tick.dirty or tick.header_dirty:
                     self._save(conductor, tick, owner)
@@ -202,18 +205,19 @@ class Runner:
                            clock=self.clock, dry_run=state.dry_run, params=state.params,
                            overrides=overrides, confirmed_by=confirmed_by)
 
-    def _plan(self, state: RunState, d: PlanStep) -> Any:
+    def _plan(self, state: RunState, d: PlanStep) -> tuple[Any, list[ApiCall]]:
+        ctx = self._ctx(state, d.key, d.overrides)
         try:
-            return self.catalog.plan(d.action, d.params, self._ctx(state, d.key, d.overrides))
+            return self.catalog.plan(d.action, d.params, ctx), ctx.calls
         except Exception as e:
-            return e
+            return e, ctx.calls
 
-    def _apply(self, state: RunState, d: ApplyStep) -> tuple[Any, list[str]]:
+    def _apply(self, state: RunState, d: ApplyStep) -> tuple[Any, list[str], list[ApiCall]]:
         ctx = self._ctx(state, d.key, d.overrides, d.confirmed_by)
         try:
-            return self.catalog.apply(d.action, d.plan, ctx), ctx.overridden
+            return self.catalog.apply(d.action, d.plan, ctx), ctx.overridden, ctx.calls
         except Exception as e:
-            return e, ctx.overridden
+            return e, ctx.overridden, ctx.calls
 
     def _save(self, conductor: Conductor, tick: Tick, owner: str) -> None:
         state = conductor.state

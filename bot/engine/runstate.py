@@ -72,6 +72,7 @@ class StepState:
     error: str = ""
     progress: str = ""
     started_at: str | None = None
+    applying_since: str | None = None  # the step's timeout counts from here, not from approval
     poll_started_at: str | None = None
     finished_at: str | None = None
     next_check_at: str | None = None
@@ -115,6 +116,7 @@ class RunState:
     next_check_at: str | None = None
     outcome: str = ""  # one line: why the run ended as it did
     compensations: list[str] = field(default_factory=list)  # what stays in place, in words
+    gotos: int = 0  # on_failure jumps taken, bounded so a loop cannot run forever
     version: int = 0  # bumped by the store on every save
 
     def header(self) -> dict[str, Any]:

@@ -55,9 +55,10 @@ STEP_TRANSITIONS: dict[StepStatus, frozenset[StepStatus]] = {
     S.PLANNING: frozenset({S.AWAITING_APPROVAL, S.APPLYING, S.WAITING, S.SUCCEEDED, S.SKIPPED,
                            S.FAILED, S.ABORTED}),
     # back to planning: the plan changed before apply, so the approval was void;
-    # straight to succeeded: a manual step (no action) that a person confirmed
-    S.AWAITING_APPROVAL: frozenset({S.APPLYING, S.PLANNING, S.SUCCEEDED, S.REJECTED, S.EXPIRED,
-                                    S.FAILED, S.ABORTED}),
+    # straight to succeeded: a manual step (no action) that a person confirmed;
+    # to waiting: the plan just before apply failed temporarily and is retried after a backoff
+    S.AWAITING_APPROVAL: frozenset({S.APPLYING, S.PLANNING, S.WAITING, S.SUCCEEDED, S.REJECTED,
+                                    S.EXPIRED, S.FAILED, S.ABORTED}),
     # applying -> applying: a run interrupted mid-apply re-applies (idempotent) on resume;
     # applying -> awaiting_approval: an interlock refused at apply time; only break-glass goes on;
     # applying -> skipped: a dry run reads, and stops short of waiting

@@ -19,7 +19,8 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from bot.sim import discovery
-from bot.sim.errors import ApiError
+from bot.sim.errors import ApiError, conflict, not_found
+from bot.sim.net import POLL, no_delay
 from bot.sim.patch import apply_patch
 from bot.sim.resources import BY_PATH, Resource
 from bot.sim.selectors import field_selector, label_selector
@@ -90,7 +91,7 @@ class ApiServer:
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="sim-apiserver",
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(POLL,), name="sim-apiserver",
                                         daemon=True)
         self._thread.start()
 
@@ -116,7 +117,10 @@ class ApiServer:
                 raise ApiError(405, "MethodNotAllowed", "watch is not served by the sandbox; poll")
             if r.name is None:
                 return 200, self._list(r, query, accept)
-            obj = self.store.get(r.res, r.namespace, r.name)
+            # Stored objects are never changed in place, so the snapshot can be serialised as is.
+            obj = self.store.peek(r.res, r.namespace, r.name)
+            if obj is None:
+                raise not_found(r.res.plural, r.res.group, r.name)
             return 200, (self._table(r.res, [obj]) if "as=Table" in accept else obj)
         result = self._write(method, r, query, body, content_type)
         self.on_write()
@@ -145,7 +149,7 @@ class ApiServer:
 
     def _list(self, r: Route, query: dict[str, str], accept: str) -> dict[str, Any]:
         with self.store.lock:
-            items = self.store.list(r.res, r.namespace)
+            items = self.store.scan(r.res, r.namespace)
             rv = self.store.resource_version
         by_label = label_selector(query.get("labelSelector"))
         by_field = field_selector(query.get("fieldSelector"), r.res)
@@ -203,7 +207,6 @@ class ApiServer:
                     raise ApiError(422, "Invalid", "a patch must produce an object")
                 sent_rv = self._patch_rv(body, content_type)
                 if sent_rv and sent_rv != current["metadata"]["resourceVersion"]:
-                    from bot.sim.errors import conflict
                     raise conflict(r.res.plural, r.res.group, r.name)
                 patched.setdefault("metadata", {})["resourceVersion"] = current["metadata"][
                     "resourceVersion"]
@@ -247,6 +250,10 @@ class ApiServer:
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_api: ApiServer
+
+    def setup(self) -> None:
+        super().setup()
+        no_delay(self.connection)
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("apiserver: " + format, *args)

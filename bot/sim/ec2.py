@@ -10,11 +10,14 @@ botocore parses them, before or instead of forwarding to moto (DOMAIN.md §4):
 - AttachVolume on an attached volume -> ``VolumeInUse`` (moto silently overwrites).
 - StartInstances on a terminated instance -> ``IncorrectInstanceState``.
 - StopInstances on a hung instance without ``Force`` stays ``stopping``; ``Force=true`` stops it.
-- DescribeInstanceStatus reports ``impaired`` reachability for hung or stopping instances.
+- DescribeInstanceStatus reports the instance check ``impaired`` for hung or stopping instances.
 - Optional ``RequestLimitExceeded`` throttling at a configured rate (seeded, so reproducible).
 
-The sandbox seeds and inspects state through moto's backend objects directly (fast, and the truth
-the invariants check); everything the product does goes through the proxy endpoint.
+The sandbox inspects state through moto's backend objects directly (fast, and the truth the
+invariants check) and arranges a scenario's instances with plain Query calls straight to moto
+(``MotoQuery``); while a scenario builds, the controllers' calls are answered in-process by the same
+rules (``SeedClient``). Everything the product does, and every controller call once the sandbox is
+ready, goes through the proxy endpoint. All three servers send with TCP_NODELAY (see ``net``).
 """
 
 from __future__ import annotations
@@ -33,7 +36,14 @@ from xml.sax.saxutils import escape
 from moto.core.models import DEFAULT_ACCOUNT_ID
 from moto.ec2.models import ec2_backends
 from moto.moto_api._internal import mock_random
-from moto.moto_server.threaded_moto_server import ThreadedMotoServer
+from moto.moto_server.werkzeug_app import (
+    DomainDispatcherApplication,
+    MotoRequestHandler,
+    create_backend_app,
+)
+from werkzeug.serving import BaseWSGIServer, make_server
+
+from bot.sim.net import POLL, no_delay
 
 log = logging.getLogger(__name__)
 NS = "http://ec2.amazonaws.com/doc/2016-11-15/"
@@ -45,6 +55,38 @@ def error_xml(code: str, message: str) -> bytes:
     return (f'<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error><Code>{escape(code)}'
             f"</Code><Message>{escape(message)}</Message></Error></Errors>"
             f"<RequestID>{rid}</RequestID></Response>").encode()
+
+
+class _MotoHandler(MotoRequestHandler):
+    def setup(self) -> None:
+        super().setup()
+        no_delay(self.connection)
+
+
+class MotoServer:
+    """moto's WSGI application on a werkzeug server in a thread (ThreadedMotoServer, minus Nagle)."""
+
+    def __init__(self) -> None:
+        self._server: BaseWSGIServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> tuple[str, int]:
+        app = DomainDispatcherApplication(create_backend_app)
+        self._server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=_MotoHandler)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(POLL,), name="sim-moto",
+                                        daemon=True)
+        self._thread.start()
+        host, port = self._server.server_address[:2]
+        return str(host), int(port)
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
 
 
 class Ec2Error(Exception):
@@ -72,7 +114,7 @@ class Ec2Sim:
         self.throttled = 0
         self._rng = random.Random(f"ec2-throttle-{seed}")
         self._lock = threading.RLock()
-        self._moto: ThreadedMotoServer | None = None
+        self._moto: MotoServer | None = None
         self._moto_addr: tuple[str, int] = ("127.0.0.1", 0)
         self._httpd: ThreadingHTTPServer | None = None
 
@@ -95,11 +137,14 @@ class Ec2Sim:
     def start(self) -> None:
         # moto keeps its state in process-wide backends: start each sandbox from a clean region.
         self.backend.reset()
-        mock_random.seed(f"ec2-{self.seed}")  # moto draws ids from this: same seed, same ids
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
-        self._moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-        self._moto.start()
-        self._moto_addr = self._moto.get_host_and_port()
+        self._moto = MotoServer()
+        self._moto_addr = self._moto.start()
+        # One request first, so whatever moto builds lazily (the region's default VPC, the app for
+        # the service) exists before seeding: then the ids it draws for the scenario's objects
+        # depend on the seed alone, not on what this process did before.
+        MotoQuery(self).call("DescribeVpcs", {})
+        mock_random.seed(f"ec2-{self.seed}")  # moto draws ids from this: same seed, same ids
         sim = self
 
         class Handler(_ProxyHandler):
@@ -107,7 +152,8 @@ class Ec2Sim:
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
-        threading.Thread(target=self._httpd.serve_forever, name="sim-ec2", daemon=True).start()
+        threading.Thread(target=self._httpd.serve_forever, args=(POLL,), name="sim-ec2",
+                         daemon=True).start()
 
     def stop(self) -> None:
         if self._httpd is not None:
@@ -283,19 +329,22 @@ class Ec2Sim:
                 f"</{tag}>").encode()
 
     def rewrite(self, action: str, body: bytes) -> bytes:
-        """Adjust moto's answer where its model is too simple (instance status checks)."""
+        """Adjust moto's answer where its model is too simple (instance status checks).
+
+        A hung guest fails the *instance* reachability check; the system check (AWS's side) stays
+        ok, as on EC2 when a kernel panics.
+        """
         if action != "DescribeInstanceStatus" or not (self.hung or self._stopping()):
             return body
         text = body.decode()
-        for iid in self.hung | self._stopping():
-            start = text.find(f"<instanceId>{iid}</instanceId>")
-            if start < 0:
+        for iid in sorted(self.hung | self._stopping()):
+            at = text.find(f"<instanceId>{iid}</instanceId>")
+            start = text.find("<instanceStatus>", at) if at >= 0 else -1
+            end = text.find("</instanceStatus>", start) if start >= 0 else -1
+            if end < 0:
                 continue
-            end = text.find("</item>", start)
-            end = text.find("</item>", end + 1) if "<details>" in text[start:end] else end
-            segment = text[start:end]
-            fixed = segment.replace("<status>ok</status>", "<status>impaired</status>", 2).replace(
-                "<status>passed</status>", "<status>failed</status>", 2)
+            fixed = text[start:end].replace("<status>ok</status>", "<status>impaired</status>").replace(
+                "<status>passed</status>", "<status>failed</status>")
             text = text[:start] + fixed + text[end:]
         return text.encode()
 
@@ -315,6 +364,108 @@ class Ec2Sim:
             conn.close()
 
 
+class MotoQuery:
+    """Arranging calls straight to moto in the EC2 Query API, without botocore.
+
+    A scenario arranges its instances and spare volumes before anyone connects; building a botocore
+    client for that costs a third of a second per sandbox. moto reads the region and service from
+    the credential scope of the Authorization header and does not check the signature.
+    """
+
+    def __init__(self, sim: Ec2Sim) -> None:
+        self.sim = sim
+
+    def call(self, action: str, params: dict[str, Any]) -> Any:
+        from urllib.parse import urlencode
+        from xml.etree import ElementTree
+
+        body = urlencode({"Action": action, "Version": "2016-11-15", **params}).encode()
+        auth = (f"AWS4-HMAC-SHA256 Credential=testing/20260101/{self.sim.region}/ec2/aws4_request, "
+                "SignedHeaders=host, Signature=0")
+        status, _, data = self.sim.forward("POST", "/", {
+            "Content-Type": "application/x-www-form-urlencoded; charset=utf-8",
+            "Authorization": auth, "Host": f"ec2.{self.sim.region}.amazonaws.com"}, body)
+        root = ElementTree.fromstring(data)
+        for el in root.iter():
+            el.tag = el.tag.rsplit("}", 1)[-1]
+        if status >= 300:
+            code = root.findtext(".//Code") or "InternalError"
+            raise SeedError(code, root.findtext(".//Message") or "")
+        return root
+
+    def run_instances(self, *, ImageId: str, MinCount: int, MaxCount: int, InstanceType: str,
+                      Placement: dict[str, str]) -> dict[str, Any]:
+        root = self.call("RunInstances", {"ImageId": ImageId, "MinCount": MinCount, "MaxCount": MaxCount,
+                                          "InstanceType": InstanceType,
+                                          "Placement.AvailabilityZone": Placement["AvailabilityZone"]})
+        items = root.find("instancesSet")
+        assert items is not None
+        return {"Instances": [{"InstanceId": i.findtext("instanceId"),
+                               "AmiLaunchIndex": int(i.findtext("amiLaunchIndex") or 0)}
+                              for i in items.findall("item")]}
+
+    def create_volume(self, *, AvailabilityZone: str, Size: int) -> dict[str, Any]:
+        root = self.call("CreateVolume", {"AvailabilityZone": AvailabilityZone, "Size": Size})
+        return {"VolumeId": root.findtext("volumeId")}
+
+    def attach_volume(self, *, VolumeId: str, InstanceId: str, Device: str) -> dict[str, Any]:
+        self.call("AttachVolume", {"VolumeId": VolumeId, "InstanceId": InstanceId, "Device": Device})
+        return {"VolumeId": VolumeId, "InstanceId": InstanceId, "State": "attached"}
+
+    def delete_volume(self, *, VolumeId: str) -> dict[str, Any]:
+        self.call("DeleteVolume", {"VolumeId": VolumeId})
+        return {}
+
+
+class SeedError(Exception):
+    """An EC2 refusal in the shape botocore's ClientError has (``response["Error"]``)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"An error occurred ({code}): {message}")
+        self.response = {"Error": {"Code": code, "Message": message}}
+
+
+class SeedClient:
+    """The three calls the provisioner and attacher make, answered in-process by the same rules.
+
+    A scenario builds its healthy cluster before anyone connects: hundreds of CreateVolume and
+    AttachVolume calls over HTTP would take seconds each hundred, so the build talks to moto's
+    backend directly, through the proxy's behaviour checks. ``Sandbox.start`` swaps in the boto3
+    client once the scenario is built; from then on every EC2 call crosses the endpoint.
+    """
+
+    def __init__(self, sim: Ec2Sim) -> None:
+        self.sim = sim
+
+    def _check(self, params: dict[str, str]) -> bytes | None:
+        fn = getattr(self.sim, f"_do_{params['Action']}")
+        try:
+            with self.sim._lock:
+                return fn(params)
+        except Ec2Error as e:
+            raise SeedError(e.code, e.message) from e
+
+    def create_volume(self, *, AvailabilityZone: str, Size: int, VolumeType: str = "gp3",
+                      **_: Any) -> dict[str, Any]:
+        vol = self.sim.backend.create_volume(size=Size, zone_name=AvailabilityZone,
+                                             volume_type=VolumeType)
+        return {"VolumeId": vol.id, "AvailabilityZone": AvailabilityZone, "Size": Size,
+                "State": "available"}
+
+    def attach_volume(self, *, VolumeId: str, InstanceId: str, Device: str) -> dict[str, Any]:
+        self._check({"Action": "AttachVolume", "VolumeId": VolumeId, "InstanceId": InstanceId})
+        self.sim.backend.attach_volume(VolumeId, InstanceId, Device)
+        return {"VolumeId": VolumeId, "InstanceId": InstanceId, "Device": Device, "State": "attached"}
+
+    def detach_volume(self, *, VolumeId: str, InstanceId: str = "", Force: bool = False) -> dict[str, Any]:
+        params = {"Action": "DetachVolume", "VolumeId": VolumeId, "InstanceId": InstanceId,
+                  "Force": "true" if Force else "false"}
+        if self._check(params) is not None:
+            return {"VolumeId": VolumeId, "InstanceId": params["InstanceId"], "State": "detaching"}
+        self.sim.backend.detach_volume(VolumeId, params["InstanceId"], "")
+        return {"VolumeId": VolumeId, "InstanceId": params["InstanceId"], "State": "detached"}
+
+
 def _code(state: str) -> int:
     return {"pending": 0, "running": 16, "shutting-down": 32, "terminated": 48, "stopping": 64,
             "stopped": 80}.get(state, 0)
@@ -327,6 +478,10 @@ WRITES = {"DetachVolume", "AttachVolume", "StartInstances", "StopInstances", "Te
 class _ProxyHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     ec2: Ec2Sim
+
+    def setup(self) -> None:
+        super().setup()
+        no_delay(self.connection)
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("ec2: " + format, *args)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
+# No "watch": the sandbox does not serve it, and discovery says so (clients poll instead).
+VERBS = ["create", "delete", "get", "list", "patch", "update"]
 
 
 @dataclass(frozen=True)

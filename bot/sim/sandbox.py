@@ -10,10 +10,14 @@ moto keeps state in process-wide backends, so one Sandbox per process runs at a 
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 import tempfile
 import threading
 import time
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +26,7 @@ from bot.engine.ports import Clock, ManualClock
 from bot.sim.apiserver import ApiServer
 from bot.sim.controllers import Context, run_all
 from bot.sim.controllers.context import SimEvent
-from bot.sim.ec2 import Ec2Sim
+from bot.sim.ec2 import Ec2Sim, MotoQuery, SeedClient
 from bot.sim.invariants import InvariantLog, Violation
 from bot.sim.resources import BY_KIND, Resource
 from bot.sim.scenarios import REGION, SCENARIOS
@@ -30,9 +34,25 @@ from bot.sim.store import Store, ts
 
 CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
 MAX_PASSES = 60
+STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
+
+
+class _Lazy:
+    """A client built on first use: a botocore client costs ~0.3 s, and many sandboxes never call."""
+
+    def __init__(self, build: Callable[[], Any]) -> None:
+        self._build = build
+        self._client: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._client is None:
+            self._client = self._build()
+        return getattr(self._client, name)
 
 
 class Sandbox:
+    _running: Sandbox | None = None  # moto's backends are process-wide: one sandbox at a time
+
     def __init__(self, scenario: str = "node-dead", *, seed: int | None = None,
                  workdir: Path | str | None = None, clock: Clock | None = None,
                  time_scale: float = 1.0, options: dict[str, Any] | None = None) -> None:
@@ -56,7 +76,9 @@ class Sandbox:
         self.ctx: Context | None = None
         self._lock = threading.RLock()
         self._pending = False
+        self._in_pass = False
         self._hosts: dict[int, int] = {}
+        self._clients: dict[tuple[Any, ...], Any] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.kubeconfig_path = self.workdir / "kubeconfig"
@@ -72,17 +94,61 @@ class Sandbox:
         self.stop()
 
     def start(self) -> None:
+        other = Sandbox._running
+        if other is not None and other is not self:
+            raise RuntimeError("another sandbox is running in this process (moto keeps EC2 state "
+                               "process-wide): stop it first")
+        Sandbox._running = self
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.ec2.start()
         self.api.start()
-        client = boto3_client(region=self.region, endpoint_url=self.ec2.endpoint,
-                              credentials=CREDENTIALS, max_attempts=3, timeout=10)
-        self.seed_ec2 = boto3_client(region=self.region, endpoint_url=self.ec2.moto_endpoint,
-                                     credentials=CREDENTIALS, max_attempts=1, timeout=10)
-        self.ctx = Context(store=self.store, ec2=self.ec2, ec2_client=client, options=self.options)
+        self.seed_ec2 = MotoQuery(self.ec2)  # arranging, straight to moto
+        # No botocore retries: a retry would sleep inside a controller pass. A refused call is
+        # reported (attachError, an Event) and the next pass tries again, as the CSI sidecars do.
+        client = _Lazy(lambda: self.ec2_client(max_attempts=0, timeout=10))
+        self.ctx = Context(store=self.store, ec2=self.ec2, ec2_client=SeedClient(self.ec2),
+                           options=self.options)
         with self._lock:
             self.facts = self.scenario.build(self)
+            self.ctx.ec2_client = client  # from here on the controllers' EC2 calls cross the endpoint
         self._write_files()
+
+    def rebase(self, now: datetime) -> None:
+        """Shift every timestamp so the sandbox clock reads ``now``; ages and durations are kept.
+
+        Building a scenario takes simulated minutes. ``sim up`` rebases onto the wall clock, so
+        kubectl, which computes event ages on its own clock, sees the past, not the future.
+        """
+        if not isinstance(self.clock, ManualClock):
+            raise TypeError("only a ManualClock can be rebased")
+        assert self.ctx is not None, "start() first"
+        delta = now - self.clock.now()
+
+        def shift(value: Any) -> Any:
+            if isinstance(value, datetime):
+                return value + delta
+            if isinstance(value, str) and len(value) == 20 and STAMP.fullmatch(value):
+                return ts(datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC) + delta)
+            if isinstance(value, dict):
+                return {k: shift(v) for k, v in value.items()}
+            if isinstance(value, (list, tuple)):
+                return type(value)(shift(v) for v in value)
+            return value
+
+        with self._lock, self.store.lock:
+            self.store.rebase(shift)
+            self.ctx.state = shift(self.ctx.state)
+            self.ctx.events[:] = [dataclasses.replace(e, time=shift(e.time)) for e in self.ctx.events]
+            self.invariants.violations[:] = [dataclasses.replace(v, time=shift(v.time))
+                                             for v in self.invariants.violations]
+            self.clock.set(now)
 
     def stop(self) -> None:
         self._stop.set()
@@ -90,6 +156,8 @@ class Sandbox:
             self._thread.join(timeout=5)
         self.api.stop()
         self.ec2.stop()
+        if Sandbox._running is self:
+            Sandbox._running = None
 
     def _write_files(self) -> None:
         kubeconfig = {
@@ -118,10 +186,16 @@ class Sandbox:
                 "KUBECONFIG": str(self.kubeconfig_path)}
 
     def ec2_client(self, **kw: Any) -> Any:
-        """A botocore EC2 client to the sandbox endpoint (through the behaviour proxy)."""
+        """A botocore EC2 client to the sandbox endpoint (through the behaviour proxy).
+
+        One per set of arguments and sandbox: building one costs ~0.3 s, and clients are thread-safe.
+        """
         kw.setdefault("max_attempts", 1)
-        return boto3_client(region=self.region, endpoint_url=self.ec2.endpoint,
-                            credentials=CREDENTIALS, **kw)
+        key = tuple(sorted(kw.items()))
+        if key not in self._clients:
+            self._clients[key] = boto3_client(region=self.region, endpoint_url=self.ec2.endpoint,
+                                              credentials=CREDENTIALS, **kw)
+        return self._clients[key]
 
     @property
     def violations(self) -> list[Violation]:
@@ -138,7 +212,11 @@ class Sandbox:
         """One pass of every controller at the current time; True if anything changed."""
         assert self.ctx is not None, "start() first"
         with self._lock:
-            changed = run_all(self.ctx)
+            self._in_pass = True
+            try:
+                changed = run_all(self.ctx)
+            finally:
+                self._in_pass = False
             self.invariants.record(self.ctx)
             return changed
 
@@ -168,7 +246,7 @@ class Sandbox:
     def _on_ec2_change(self) -> None:
         # Called from the EC2 proxy, possibly while a controller pass waits on that very
         # request: never block here, let the running pass loop once more instead.
-        if self._lock.acquire(blocking=False):
+        if not self._in_pass and self._lock.acquire(blocking=False):
             try:
                 self.settle()
             finally:

@@ -7,6 +7,8 @@ the names a runbook or test needs (node, instance, pod, volume ...). Each scenar
 
 from __future__ import annotations
 
+import hashlib
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -57,13 +59,23 @@ def add_nodes(sb: Sandbox, zone: str, count: int, *, pods: int = 29, cpu: str = 
                        "capacity": {"pods": str(pods), "cpu": cpu, "memory": "16Gi"},
                        "addresses": [{"type": "InternalIP", "address": f"10.0.{octet}.{host}"},
                                      {"type": "Hostname", "address": name}],
-                       "nodeInfo": {"kubeletVersion": "v1.32.0-eks", "osImage": "Amazon Linux 2023",
-                                    "containerRuntimeVersion": "containerd://1.7.0"}}})
+                       "nodeInfo": node_info(iid)}})
         sb.create("CSINode", {"metadata": {"name": name}, "spec": {"drivers": [
             {"name": DRIVER, "nodeID": iid, "topologyKeys": [EBS_ZONE],
              "allocatable": {"count": 25}}]}})
         names.append(name)
     return names
+
+
+def node_info(instance: str) -> dict[str, str]:
+    """Every field the API marks required: typed clients refuse a Node without them."""
+    digest = hashlib.sha256(instance.encode()).hexdigest()
+    return {"architecture": "amd64", "bootID": str(uuid.UUID(digest[:32])),
+            "containerRuntimeVersion": "containerd://1.7.22",
+            "kernelVersion": "6.1.112-124.190.amzn2023.x86_64",
+            "kubeProxyVersion": "v1.32.0-eks", "kubeletVersion": "v1.32.0-eks",
+            "machineID": f"ec2{digest[:29]}", "operatingSystem": "linux",
+            "osImage": "Amazon Linux 2023.6.20241031", "systemUUID": str(uuid.UUID(digest[32:]))}
 
 
 def storage_class(sb: Sandbox, name: str, mode: str, zones: list[str] | None = None,

@@ -309,7 +309,10 @@ class Database:
             rows = conn.execute(
                 select(runs.c.id).where(and_(
                     runs.c.status.in_(ACTIVE), unleased,
-                    or_(runs.c.next_check_at.is_(None), runs.c.next_check_at <= t)))
+                    # a run waiting for people with no expiry has nothing due until they act
+                    or_(runs.c.next_check_at <= t,
+                        and_(runs.c.next_check_at.is_(None),
+                             runs.c.status != str(RunStatus.AWAITING_APPROVAL)))))
                 .order_by(runs.c.next_check_at).limit(limit)).all()
         return [r[0] for r in rows]
 

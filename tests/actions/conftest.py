@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,6 +52,9 @@ class Ec2Backend:
     def reset(self) -> None:
         # no moto reset (it costs ~0.5 s): every test creates fresh instance and volume ids
         self.proxy.throttle_next = 0
+        self.proxy.throttle_actions.clear()
+        self.proxy.fail_next.clear()
+        self.proxy.fail_actions.clear()
         self.proxy.requests.clear()
 
 
@@ -81,6 +84,9 @@ class World:
     clock: ManualClock
     overrides: frozenset[str] = frozenset()
     contexts: list[StepContext] = field(default_factory=list)
+    instances: list[str] = field(default_factory=list)  # EC2 ids this test created
+    volumes: list[str] = field(default_factory=list)
+    facts: dict[str, Any] = field(default_factory=dict)  # what a test's arrange step wants to keep
 
     def ctx(self, *, dry_run: bool = False, overrides: frozenset[str] | None = None) -> StepContext:
         ctx = StepContext(run_id="rb-test1", step_id="s1", requester="alice", clock=self.clock,
@@ -103,6 +109,29 @@ class World:
         plan, _ = self.plan(action, **params)
         return self.apply(plan)[0]
 
+    def until_done(self, plan: Plan, *, overrides: frozenset[str] | None = None, limit: int = 20,
+                   between: Callable[[], object] | None = None
+                   ) -> tuple[list[Result], list[ApiCall]]:
+        """Apply, then poll as the engine would until done: every poll's result, and all calls."""
+        calls: list[ApiCall] = []
+        results: list[Result] = []
+        for _ in range(limit):
+            result, more = self.apply(plan, overrides=overrides)
+            calls.extend(more)
+            results.append(result)
+            if result.done:
+                return results, calls
+            self.clock.advance(result.retry_after)
+            if between is not None:  # the world moves on while the step waits
+                between()
+        raise AssertionError(f"{plan.action} not done after {limit} polls")
+
+    def writes(self) -> list[str]:
+        """Write requests that reached either API so far (the fakes' own request logs)."""
+        kube = [f"{m} {p}" for m, p in self.kube.requests if m != "GET"]
+        ec2 = [a for a in self.proxy.requests if not a.startswith("Describe")]
+        return kube + ec2
+
     # -- arranging EC2 ---------------------------------------------------------------------------
 
     def instance(self, *, state: str = "running", zone: str = ZONE) -> str:
@@ -113,6 +142,7 @@ class World:
                 self.ec2.stop_instances(InstanceIds=[iid], Force=True)
             else:
                 self.ec2.terminate_instances(InstanceIds=[iid])
+        self.instances.append(str(iid))
         return str(iid)
 
     def volume(self, *, attach_to: str | None = None, zone: str = ZONE,
@@ -124,6 +154,7 @@ class World:
         vid = str(self.ec2.create_volume(Size=10, AvailabilityZone=zone, **kw)["VolumeId"])
         if attach_to:
             self.ec2.attach_volume(VolumeId=vid, InstanceId=attach_to, Device="/dev/xvdf")
+        self.volumes.append(vid)
         return vid
 
     def instance_state(self, iid: str) -> str:

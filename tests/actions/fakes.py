@@ -2,9 +2,11 @@
 
 - ``FakeKubeApi``: a small Kubernetes API server (core/v1 and storage.k8s.io/v1 objects the actions
   use) with resourceVersion checks (409 on a stale PUT), ``limit``/``continue`` pagination, field and
-  label selectors, finalizer-driven deletion, and injectable faults (conflicts, 429s).
-- ``Ec2World``: moto's ``ThreadedMotoServer`` on an ephemeral port behind a small HTTP proxy that can
-  answer ``RequestLimitExceeded`` for the next N requests (throttling over the wire, no patching).
+  label selectors, finalizer-driven deletion, an ``Audit-Id`` on every answer as a real API server
+  sends, and injectable faults (conflicts, 429s, any status for chosen requests).
+- ``ThrottlingProxy``: in front of moto's ``ThreadedMotoServer``, it can answer
+  ``RequestLimitExceeded`` for the next N requests or for chosen actions, or any EC2 error for the
+  next request (faults over the wire, no patching).
 
 Used until every case can run against ``bot.sim.sandbox.Sandbox``; nothing here is product code.
 """
@@ -21,6 +23,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from xml.sax.saxutils import escape
 
 Obj = dict[str, Any]
 
@@ -58,6 +61,8 @@ class FakeKubeApi:
         self.fail_next: list[tuple[int, str]] = []  # answer the next requests with (code, reason)
         self.requests: list[tuple[str, str]] = []
         self.on_put: list[Any] = []  # callbacks(plural, obj) run before a PUT is checked
+        # fault(method, path, query) -> (code, reason, message) | None, asked for every request
+        self.fault: Any = None
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -138,6 +143,7 @@ class FakeKubeApi:
         h.send_response(code)
         h.send_header("Content-Type", "application/json")
         h.send_header("Content-Length", str(len(data)))
+        h.send_header("Audit-Id", f"audit-{len(self.requests)}")
         for k, v in (headers or {}).items():
             h.send_header(k, v)
         h.end_headers()
@@ -159,6 +165,9 @@ class FakeKubeApi:
             if self.fail_next:
                 code, reason = self.fail_next.pop(0)
                 return self._status(h, code, reason, f"injected {reason}")
+            fault = self.fault(method, url.path, query) if self.fault else None
+            if fault:
+                return self._status(h, *fault)
         route = self._route(url.path)
         if route is None:
             return self._status(h, 404, "NotFound", f"no route {url.path}")
@@ -221,6 +230,9 @@ class ThrottlingProxy:
     def __init__(self, upstream: str) -> None:
         self.upstream = upstream
         self.throttle_next = 0
+        self.throttle_actions: dict[str, int] = {}  # action -> throttle its next N requests
+        self.fail_next: list[tuple[int, str, str]] = []  # (status, code, message) for next requests
+        self.fail_actions: dict[str, list[tuple[int, str, str]]] = {}  # the same, per action
         self.requests: list[str] = []
         outer = self
 
@@ -228,21 +240,32 @@ class ThrottlingProxy:
             def log_message(self, *args: Any) -> None:
                 pass
 
+            def error(self, status: int, code: str, message: str, request_id: str) -> None:
+                data = (f'<?xml version="1.0" encoding="UTF-8"?><Response><Errors><Error>'
+                        f"<Code>{code}</Code><Message>{escape(message)}</Message></Error></Errors>"
+                        f"<RequestID>{request_id}</RequestID></Response>").encode()
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length)
                 action = dict(urllib.parse.parse_qsl(body.decode())).get("Action", "?")
                 outer.requests.append(action)
-                if outer.throttle_next > 0:
-                    outer.throttle_next -= 1
-                    data = (b'<?xml version="1.0" encoding="UTF-8"?><Response><Errors><Error>'
-                            b"<Code>RequestLimitExceeded</Code><Message>Request limit exceeded."
-                            b"</Message></Error></Errors><RequestID>throttled-1</RequestID></Response>")
-                    self.send_response(503)
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                    return
+                n = len(outer.requests)
+                if outer.throttle_next > 0 or outer.throttle_actions.get(action, 0) > 0:
+                    if outer.throttle_actions.get(action, 0) > 0:
+                        outer.throttle_actions[action] -= 1
+                    else:
+                        outer.throttle_next -= 1
+                    return self.error(503, "RequestLimitExceeded", "Request limit exceeded.",
+                                      f"throttled-{n}")
+                if outer.fail_next:
+                    return self.error(*outer.fail_next.pop(0), f"failed-{n}")
+                if outer.fail_actions.get(action):
+                    return self.error(*outer.fail_actions[action].pop(0), f"failed-{n}")
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in {"host"}}
                 req = urllib.request.Request(outer.upstream + self.path, data=body, headers=headers,
                                              method="POST")

@@ -13,51 +13,77 @@ from bot.errors import ConfigError, PolicyError
 
 def test_every_declared_action_has_a_plan_and_an_apply():
     missing = [s.name for s in registry if s.plan_fn is None or s.apply_fn is None]
-    assert missing == []
-    assert len(registry.names()) == 23
+    assert missing == [] and len(registry.names()) >= 23
 
 
-def _arrange(world, action):
-    """A world where ``action`` has one real change to make; returns its params."""
+def _arrange(world, case):
+    """A world where ``case`` has one real change to make; returns its action and params."""
+    action, _, variant = case.partition(":")
     if action == "k8s.node.taint":
-        world.node("n1", ready="False", instance_id=world.instance(state="stopped"))
-        return {"node": "n1"}
+        world.node("n1", ready="False", instance_id=world.instance(state="stopped"),
+                   taints=[{"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}])
+        return action, {"node": "n1"}
     if action == "k8s.node.untaint":
         world.node("n1", taints=[{"key": OUT_OF_SERVICE_TAINT, "value": "nodeshutdown",
-                                  "effect": "NoExecute"}])
-        return {"node": "n1"}
+                                  "effect": "NoExecute"},
+                                 {"key": "example.com/keep", "value": "yes", "effect": "NoSchedule"}])
+        return action, {"node": "n1"}
+    if action in {"k8s.node.cordon", "k8s.node.uncordon"}:
+        node = world.node("n1")
+        node["spec"]["unschedulable"] = action.endswith("uncordon")
+        world.kube.put("nodes", node)
+        return action, {"node": "n1"}
     if action == "k8s.finalizers.remove":
-        world.pv("pv-1", volume_id="vol-0123456789abcdef0", terminating=False)
-        return {"kind": "PersistentVolume", "name": "pv-1"}
+        vid = world.volume()
+        world.ec2.delete_volume(VolumeId=vid)
+        world.pv("pv-1", volume_id=vid, finalizers=["kubernetes.io/pv-protection",
+                                                    "external-attacher/ebs-csi-aws-com"])
+        world.pvc("data-0", volume_name="pv-1")
+        world.va("csi-0", node="n1", pv="pv-1")
+        name = {"PersistentVolume": "pv-1", "PersistentVolumeClaim": "data-0",
+                "VolumeAttachment": "csi-0"}[variant]
+        return action, {"kind": variant, "name": name,
+                        "namespace": "default" if variant == "PersistentVolumeClaim" else None}
     if action == "aws.ec2.instance.stop":
-        return {"instance_id": world.instance()}
+        world.instance(state="stopped")  # a bystander that must not change
+        return action, {"instance_id": world.instance()}
     if action == "aws.ec2.volume.detach":
-        return {"volume_id": world.volume(attach_to=world.instance(state="stopped")), "force": True}
+        iid = world.instance(state="stopped")
+        world.volume(attach_to=world.instance(state="stopped"))  # a bystander
+        return action, {"volume_id": world.volume(attach_to=iid), "force": True}
     if action == "aws.ec2.volume.delete":
-        return {"volume_id": world.volume()}
-    raise AssertionError(action)
+        world.volume()
+        return action, {"volume_id": world.volume()}
+    raise AssertionError(case)
 
 
-def _observe(world, change):
-    """The live value of what ``change`` is about, in the same words as its before/after."""
-    if change.target_kind == "Node":
-        taints = world.taints(change.target)
-        return change.after if change.after in taints else ", ".join(taints)
-    if change.target_kind == "PersistentVolume":
-        pv = world.kube.get("persistentvolumes", change.target)
-        return ", ".join(pv["metadata"].get("finalizers") or ()) if pv else ""
-    if change.target_kind == "Instance":
-        return world.instance_state(change.target)
-    if change.target_kind == "Volume":
-        vols = world.ec2.describe_volumes(
-            Filters=[{"Name": "volume-id", "Values": [change.target]}])["Volumes"]
-        if not vols:
-            return "deleted"
-        atts = vols[0]["Attachments"]
-        if atts and change.operation.endswith("detach"):
-            return f"attached to {atts[0]['InstanceId']} ({atts[0]['State']})"
-        return vols[0]["State"]
-    raise AssertionError(change)
+def _snapshot(world):
+    """Everything the actions could change, in the words of ``Change.before``/``after``:
+    (kind, target) -> the set of facts that hold (taints, finalizers, states, attachments)."""
+    out = {}
+    for node in world.kube.items("nodes"):
+        facts = {f"{t['key']}={t.get('value', '')}:{t['effect']}" for t in node["spec"].get("taints") or ()}
+        facts.add(f"unschedulable={bool(node['spec'].get('unschedulable'))}")
+        out["Node", node["metadata"]["name"]] = facts
+    for plural, kind in (("persistentvolumes", "PersistentVolume"),
+                         ("persistentvolumeclaims", "PersistentVolumeClaim"),
+                         ("volumeattachments", "VolumeAttachment")):
+        for obj in world.kube.items(plural):
+            meta = obj["metadata"]
+            name = f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else meta["name"]
+            out[kind, name] = set(meta.get("finalizers") or ())
+    for iid in world.instances:
+        out["Instance", iid] = {world.instance_state(iid)}
+    for vid in world.volumes:
+        vols = world.ec2.describe_volumes(Filters=[{"Name": "volume-id", "Values": [vid]}])["Volumes"]
+        atts = vols[0]["Attachments"] if vols else []
+        out["Volume", vid] = ({f"attached to {a['InstanceId']} ({a['State']})" for a in atts}
+                              or {vols[0]["State"] if vols else "deleted"})
+    return out
+
+
+def _words(text):
+    return {w for w in text.split(", ") if w}
 
 
 DESTRUCTIVE = sorted(s.name for s in registry if s.destructive)
@@ -68,28 +94,69 @@ def test_the_destructive_actions_are_exactly_the_changing_ones():
                            "k8s.finalizers.remove", "k8s.node.taint", "k8s.node.untaint"]
 
 
-@pytest.mark.parametrize("action", DESTRUCTIVE)
-def test_dry_run_plan_is_exactly_the_change_later_applied(world, action):
-    params = _arrange(world, action)
+HONESTY = sorted([*(a for a in DESTRUCTIVE if a != "k8s.finalizers.remove"),
+                  "k8s.finalizers.remove:PersistentVolume", "k8s.finalizers.remove:PersistentVolumeClaim",
+                  "k8s.finalizers.remove:VolumeAttachment", "k8s.node.cordon", "k8s.node.uncordon"])
+
+
+@pytest.mark.parametrize("case", HONESTY)
+def test_dry_run_plan_is_exactly_the_change_later_applied(world, case):
+    action, params = _arrange(world, case)
     dry, _ = world.plan(action, dry_run=True, **params)
     real, _ = world.plan(action, **params)
     assert dry.hash() == real.hash() and len(dry.changes) == 1
+    assert world.writes() == []  # planning wrote nothing
     change = dry.changes[0]
-    if change.before:
-        assert _observe(world, change) == change.before
-    result, _ = world.apply(dry)
-    while not result.done:
-        result, _ = world.apply(dry)
-    assert _observe(world, change) == change.after
+    before = _snapshot(world)
+    assert _words(change.before) <= before[change.target_kind, change.target]
+    world.until_done(dry)
+    after = _snapshot(world)
+    key = (change.target_kind, change.target)
+    # exactly the planned facts went and came, on the planned target ...
+    assert before[key] - after.get(key, set()) == _words(change.before) - _words(change.after)
+    assert after.get(key, set()) - before[key] == _words(change.after) - _words(change.before)
+    # ... and nothing else anywhere changed
+    assert {k: v for k, v in after.items() if k != key} == {
+        k: v for k, v in before.items() if k != key}
     assert world.plan(action, **params)[0].is_noop  # nothing left to do: the plan was complete
 
 
-@pytest.mark.parametrize("action", DESTRUCTIVE)
-def test_apply_is_refused_in_a_dry_run(world, action):
-    params = _arrange(world, action)
+@pytest.mark.parametrize("case", HONESTY)
+def test_apply_of_a_change_is_refused_in_a_dry_run(world, case):
+    action, params = _arrange(world, case)
     plan, _ = world.plan(action, **params)
     with pytest.raises(PolicyError, match="dry run"):
         world.catalog.apply(action, plan, world.ctx(dry_run=True))
+    assert world.writes() == []
+
+
+def test_a_dry_run_still_reads_so_later_steps_have_results(world):
+    world.node("n1")
+    plan, _ = world.plan("k8s.node.get", dry_run=True, node="n1")
+    ctx = world.ctx(dry_run=True)
+    result = world.catalog.apply("k8s.node.get", plan, ctx)
+    assert result.data["exists"] and [c.operation for c in ctx.calls] == ["read_node"]
+
+
+def test_a_dry_run_gets_clients_that_refuse_every_write_before_it_is_sent(world):
+    world.node("n1")
+    vid = world.volume()
+    iid = world.instance()
+    ctx = world.ctx(dry_run=True)
+    env = world.catalog._env(world.catalog.validate("k8s.node.get", {"node": "n1"}), ctx)
+    writes = [
+        lambda: env.kube.update(kind="Node", name="n1",
+                                mutate=lambda o: {**o, "spec": {"unschedulable": True}}),
+        lambda: env.ec2.stop_instances([iid], force=True),
+        lambda: env.ec2.detach_volume(volume_id=vid, instance_id=iid, force=True),
+        lambda: env.ec2.delete_volume(volume_id=vid),
+    ]
+    for write in writes:
+        with pytest.raises(PolicyError, match="read-only"):
+            write()
+    assert world.writes() == [] and world.instance_state(iid) == "running"
+    assert env.ec2.delete_volume(volume_id=vid, dry_run=True) == {"DryRun": True}  # EC2's own check
+    assert world.volume_state(vid) == "available"
 
 
 def test_every_api_call_is_in_the_result_with_service_targets_and_outcome(world):

@@ -1,4 +1,4 @@
-"""EC2 actions: reads, fencing stop, detach with interlock 2, delete, batching and throttling."""
+"""EC2 actions: reads, fencing stop, detach with interlock 2, delete, and batching."""
 
 from __future__ import annotations
 
@@ -50,16 +50,6 @@ def test_stopping_an_unknown_instance_is_a_permanent_error_naming_it(world):
     with pytest.raises(PermanentError) as e:
         world.plan("aws.ec2.instance.stop", instance_id="i-0123456789abcdef0")
     assert e.value.code == "InvalidInstanceID.NotFound" and "i-0123456789abcdef0" in str(e.value)
-
-
-def test_ec2_throttling_is_retried_and_the_step_succeeds(world):
-    iid = world.instance()
-    plan, _ = world.plan("aws.ec2.instance.stop", instance_id=iid)
-    world.proxy.throttle_next = 2
-    world.apply(plan)
-    assert world.proxy.requests[:3] == ["DescribeInstances"] * 3
-    final, _ = world.apply(plan)
-    assert final.done and world.instance_state(iid) == "stopped"
 
 
 def test_volumes_list_batches_ids_instance_and_tags_in_one_call(world):
@@ -139,7 +129,7 @@ def test_delete_removes_an_available_volume_once(world):
     assert [c.summary() for c in plan.changes] == [f"delete Volume {vid}: available -> deleted"]
     result, calls = world.apply(plan)
     assert result.data == {"volume_id": vid, "deleted": True} and not result.already_done
-    assert _ops(calls) == ["DescribeVolumes", "DeleteVolume"]
+    assert _ops(calls) == ["DescribeVolumes", "DeleteVolume", "DescribeVolumes"]  # then checked
     assert world.volume_state(vid) is None
     again, again_calls = world.apply(plan)
     assert again.already_done and _ops(again_calls) == ["DescribeVolumes"]
@@ -158,3 +148,18 @@ def test_ec2_dry_run_operation_means_permitted(world):
     env = world.catalog._env(world.catalog.validate("aws.ec2.instance.get", {"instance_id": iid}), ctx)
     assert env.ec2.stop_instances([iid], force=True, dry_run=True) == {"DryRun": True}
     assert ctx.calls[0].outcome == "DryRunOperation" and world.instance_state(iid) == "running"
+
+
+def test_a_stop_ec2_refuses_while_the_instance_boots_is_tried_again_at_the_next_poll(world):
+    iid = world.instance()
+    plan, _ = world.plan("aws.ec2.instance.stop", instance_id=iid)
+    world.proxy.fail_actions["StopInstances"] = [
+        (400, "IncorrectInstanceState", f"The instance '{iid}' is not in a state from which it "
+                                        "can be stopped.")]
+    first, first_calls = world.apply(plan)
+    assert not first.done and world.instance_state(iid) == "running"
+    assert [(c.operation, c.outcome) for c in first_calls] == [
+        ("DescribeInstances", "ok"), ("StopInstances", "IncorrectInstanceState")]
+    results, _ = world.until_done(plan)
+    assert results[-1].data == {"instance_id": iid, "state": "stopped"}
+    assert world.instance_state(iid) == "stopped"

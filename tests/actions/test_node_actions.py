@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from bot.actions.declarations import OUT_OF_SERVICE_TAINT
@@ -104,14 +106,6 @@ def test_an_instance_started_between_plan_and_apply_changes_the_hash_and_apply_r
     with pytest.raises(InterlockBlocked) as e:
         world.apply(plan)  # the approved plan said "stopped"; apply reads again
     assert e.value.rule == "oos-taint" and world.taints(name) == []
-
-
-def test_break_glass_lets_the_oos_taint_through_and_records_the_override(world):
-    name, _ = dead_node(world, state="running")
-    plan, _ = world.plan("k8s.node.taint", node=name, overrides=frozenset({"oos-taint"}))
-    ctx = world.ctx(overrides=frozenset({"oos-taint"}))
-    world.catalog.apply(plan.action, plan, ctx)
-    assert ctx.overridden == ["oos-taint"] and world.taints(name) == [OOS]
 
 
 @pytest.mark.parametrize("world, already, allowed", [
@@ -222,19 +216,70 @@ def test_cordon_and_uncordon_flip_unschedulable_once(world, action, before, afte
     assert plan.is_noop and world.apply(plan)[0].already_done
 
 
-@pytest.mark.parametrize("action, params, expected", [
-    ("k8s.node.taint", {"node": "Not_A_Node"}, "node"),
-    ("k8s.node.get", {"node": "-bad-"}, "DNS-1123"),
-    ("aws.ec2.instance.stop", {"instance_id": "i-xyz"}, "instance_id"),
-    ("aws.ec2.volume.detach", {"volume_id": "vol-123"}, "vol-"),
-    ("aws.ec2.volume.delete", {"volume_id": "volume-1"}, "EBS volume id"),
-    ("k8s.node.taint", {"node": "n1", "effect": "Sometimes"}, "effect"),
+NODE_FORM = "DNS-1123"
+INSTANCE_FORM = "^i-[0-9a-f]{8,17}$' (expected an EC2 instance id"
+VOLUME_FORM = "^vol-[0-9a-f]{8,17}$' (expected an EBS volume id"
+
+
+@pytest.mark.parametrize("action, params, field, form", [
+    ("k8s.node.taint", {"node": "Not_A_Node"}, "node", NODE_FORM),
+    ("k8s.node.get", {"node": "-bad-"}, "node", NODE_FORM),
+    ("k8s.node.get", {"node": "a" * 254}, "node", NODE_FORM),
+    ("k8s.node.untaint", {"node": "UPPER.case"}, "node", NODE_FORM),
+    ("k8s.node.cordon", {"node": "n1; rm -rf /"}, "node", NODE_FORM),
+    ("k8s.pods.list", {"node": "n_1"}, "node", NODE_FORM),
+    ("k8s.volumeattachments.wait_gone", {"node": ""}, "node", NODE_FORM),
+    ("k8s.pv.get", {"name": "../etc"}, "name", "DNS-1123"),
+    ("k8s.node.taint", {"node": "n1", "effect": "Sometimes"}, "effect", "NoExecute"),
+    ("k8s.node.taint", {"node": "n1", "key": "bad key"}, "key", "taint key"),
+    ("k8s.node.taint", {"node": "n1", "value": "a=b"}, "value", "taint value"),
+    ("aws.ec2.instance.stop", {"instance_id": "i-xyz"}, "instance_id", INSTANCE_FORM),
+    ("aws.ec2.instance.get", {"instance_id": "i-0ABC12345678"}, "instance_id", INSTANCE_FORM),
+    ("aws.ec2.volumes.list", {"instance_id": "i-1"}, "instance_id", INSTANCE_FORM),
+    ("aws.ec2.volume.detach", {"volume_id": "vol-123"}, "volume_id", VOLUME_FORM),
+    ("aws.ec2.volume.detach", {"volume_id": "vol-0123456789abcdef0", "instance_id": "x"},
+     "instance_id", INSTANCE_FORM),
+    ("aws.ec2.volume.delete", {"volume_id": "volume-1"}, "volume_id", VOLUME_FORM),
+    ("aws.ec2.volumes.list", {"volume_ids": ["vol-0123456789abcdef0", "vol-nothex00"]},
+     "volume_ids.1", VOLUME_FORM),
+    ("k8s.finalizers.remove", {"kind": "PersistentVolumeClaim", "name": "c"}, "namespace",
+     "required"),
 ])
-def test_invalid_params_never_reach_an_api_and_say_what_was_expected(world, action, params, expected):
+def test_invalid_params_never_reach_an_api_and_say_what_was_expected(world, action, params, field,
+                                                                     form):
     ctx = world.ctx()
     kube_before, ec2_before = len(world.kube.requests), len(world.proxy.requests)
     with pytest.raises(ParamError) as e:
         world.catalog.plan(action, params, ctx)
-    assert expected in str(e.value)
+    assert f"{field}:" in str(e.value) or f"{field} " in str(e.value)
+    assert form in str(e.value) and action in str(e.value)
     assert ctx.calls == []
     assert len(world.kube.requests) == kube_before and len(world.proxy.requests) == ec2_before
+
+
+def test_a_plan_whose_params_were_tampered_with_is_refused_at_apply_before_any_call(world):
+    iid = world.instance()
+    plan, _ = world.plan("aws.ec2.instance.stop", instance_id=iid)
+    forged = replace(plan, params={**plan.params, "instance_id": "i-*"})
+    ctx = world.ctx()
+    requests = len(world.proxy.requests)
+    with pytest.raises(ParamError, match="instance_id"):
+        world.catalog.apply(forged.action, forged, ctx)
+    assert ctx.calls == [] and len(world.proxy.requests) == requests
+    assert world.instance_state(iid) == "running"
+
+
+def test_oos_taint_is_refused_when_the_csi_driver_names_another_instance(world):
+    name, iid = dead_node(world)
+    other = world.instance(state="running")
+    node = world.kube.get("nodes", name)
+    node["metadata"]["annotations"] = {
+        "csi.volume.kubernetes.io/nodeid": f'{{"ebs.csi.aws.com":"{other}"}}'}
+    world.kube.put("nodes", node)
+    with pytest.raises(InterlockBlocked) as e:
+        world.plan("k8s.node.taint", node=name)
+    assert e.value.rule == "oos-taint" and iid in e.value.message and other in e.value.message
+    node["metadata"]["annotations"] = {"csi.volume.kubernetes.io/nodeid": f'{{"ebs.csi.aws.com":"{iid}"}}'}
+    world.kube.put("nodes", node)
+    world.run("k8s.node.taint", node=name)  # agreeing ids: the usual checks decide
+    assert world.taints(name) == [OOS]

@@ -140,3 +140,44 @@ def test_audit_verify_names_the_first_bad_seq_after_any_tampering(cli, tamper):
     code, out, _ = cli("audit", "verify", run_id)
     assert code == 1
     assert f"BROKEN at seq {bad}" in out
+
+
+CHECKLIST = """\
+apiVersion: runbook-bot/v1
+kind: Runbook
+metadata: {name: checklist, title: A checklist}
+spec:
+  steps:
+    - id: told
+      title: Tell the incident lead
+      action: manual.confirm
+      with: {item: "The incident lead knows the node is being fenced"}
+    - id: after
+      title: After
+      action: notify
+      with: {message: "done"}
+"""
+
+
+def test_run_yes_confirms_what_the_person_at_the_keyboard_may_confirm(cli, tmp_path):
+    (tmp_path / "runbooks" / "checklist.yaml").write_text(CHECKLIST)
+    code, out, _ = cli("run", "checklist", "--yes", "--as", "alice")
+    assert code == 0 and "succeeded" in out
+    run_id = _run_id(out)
+    code, out, _ = cli("audit", "show", run_id)
+    assert "step.confirmed" in out and "alice" in out
+
+
+def test_a_run_started_without_following_is_carried_on_by_the_worker(cli, tmp_path):
+    (tmp_path / "runbooks" / "checklist.yaml").write_text(CHECKLIST.replace(
+        "action: manual.confirm\n      with: {item: \"The incident lead knows the node is being fenced\"}",
+        "action: notify\n      with: {message: \"first\"}"))
+    code, out, _ = cli("run", "checklist", "--no-follow", "--as", "alice")
+    assert code == 0
+    run_id = _run_id(out)
+    code, out, _ = cli("status", run_id)
+    assert "status: pending" in out
+    code, out, _ = cli("worker", "--once")
+    assert code == 0 and "drove 1 run" in out
+    code, out, _ = cli("status", run_id)
+    assert "status: succeeded" in out

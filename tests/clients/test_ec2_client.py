@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 from moto.server import ThreadedMotoServer
 
 from bot.clients.ec2 import Ec2Client, boto3_client
 from bot.config import ClusterConfig
-from bot.errors import PermanentError
+from bot.errors import PermanentError, RetryableError
 
 
 @pytest.fixture(scope="module")
@@ -59,3 +61,29 @@ def test_a_cluster_with_a_role_arn_calls_ec2_with_assumed_role_credentials(ec2, 
     calls = []
     client.bound(calls).describe_instances(["i-0123456789abcdef0"])
     assert [c.outcome for c in calls] == ["ok"]
+
+
+def test_an_unreachable_endpoint_is_retryable_and_every_attempt_is_recorded():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    raw = boto3_client(region="us-east-1", endpoint_url=f"http://127.0.0.1:{port}", max_attempts=2,
+                       timeout=1, credentials={"aws_access_key_id": "x", "aws_secret_access_key": "x"})
+    calls = []
+    with pytest.raises(RetryableError) as e:
+        Ec2Client(client=raw).bound(calls).describe_instances(["i-0123456789abcdef0"])
+    assert e.value.code == "EndpointConnectionError" and e.value.service == "ec2"
+    assert [c.outcome for c in calls] == ["EndpointConnectionError"] * 3  # first try + 2 retries
+
+
+def test_a_cluster_profile_selects_its_credentials(tmp_path, monkeypatch):
+    creds = tmp_path / "credentials"
+    creds.write_text("[prod]\naws_access_key_id = AKIDPRODUCTION\naws_secret_access_key = s\n")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(creds))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID", raising=False)
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY", raising=False)
+    client = Ec2Client.from_cluster(ClusterConfig(name="prod", region="eu-west-1", profile="prod"),
+                                    endpoint_url="http://127.0.0.1:1").client
+    frozen = client._request_signer._credentials.get_frozen_credentials()
+    assert frozen.access_key == "AKIDPRODUCTION" and client.meta.region_name == "eu-west-1"

@@ -7,7 +7,7 @@ import socket
 import pytest
 
 from bot.clients.kube import KubeClient
-from bot.errors import ConfigError, PermanentError, RetryableError
+from bot.errors import ConfigError, PermanentError, PolicyError, RetryableError
 
 
 def _client(fake, tmp_path, **kw):
@@ -170,3 +170,71 @@ def test_an_api_server_that_never_answers_times_out_as_retryable(tmp_path):
         with pytest.raises(RetryableError) as e:
             kube.get_node("n1")
     assert e.value.code == "Timeout" and [c.outcome for c in calls] == ["Timeout"]
+
+
+def test_every_request_is_recorded_with_the_api_servers_audit_id(fake_kube, tmp_path):
+    fake_kube.put("nodes", _node("n1"))
+    calls = []
+    kube = _client(fake_kube, tmp_path).bound(calls)
+    kube.get_node("n1")
+    kube.find(lambda: kube.get_node("gone"))
+    assert [c.request_id for c in calls] == ["audit-1", "audit-2"]
+
+
+def test_an_expired_continue_token_starts_the_list_again_from_the_first_page(fake_kube, tmp_path):
+    for i in range(5):
+        fake_kube.put("nodes", _node(f"n{i}"))
+    expired = []
+
+    def expire_the_first_continuation(method, path, query):
+        if query.get("continue") and not expired:
+            expired.append(query["continue"])
+            return 410, "Expired", "The provided continue parameter is too old"
+        return None
+
+    fake_kube.fault = expire_the_first_continuation
+    calls = []
+    nodes = _client(fake_kube, tmp_path, page_size=2).bound(calls).list_nodes()
+    assert sorted(n["metadata"]["name"] for n in nodes) == [f"n{i}" for i in range(5)]  # no dupes
+    assert [c.outcome for c in calls] == ["ok", "Expired", "ok", "ok", "ok"]
+
+
+def test_a_token_in_a_non_json_error_body_is_redacted(fake_kube, tmp_path):
+    fake_kube.fault = lambda method, path, query: (502, "BadGateway", "upstream said token=abc123secret")
+    with pytest.raises(RetryableError) as e:
+        _client(fake_kube, tmp_path, read_retries=0).get_node("n1")
+    assert "abc123secret" not in str(e.value) and "token=<redacted>" in str(e.value)
+
+
+def test_a_read_only_view_refuses_writes_before_sending_them(fake_kube, tmp_path):
+    fake_kube.put("nodes", _node("n1"))
+    calls = []
+    kube = _client(fake_kube, tmp_path).bound(calls, read_only=True)
+    with pytest.raises(PolicyError, match="read-only"):
+        kube.update(kind="Node", name="n1", mutate=lambda o: {**o, "spec": {"unschedulable": True}})
+    assert [c.operation for c in calls] == ["read_node"]
+    assert [m for m, _ in fake_kube.requests] == ["GET"]
+
+
+def test_the_named_context_of_a_kubeconfig_is_the_cluster_reached(fake_kube, tmp_path):
+    fake_kube.put("nodes", _node("n1"))
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        '{"apiVersion": "v1", "kind": "Config", "current-context": "other",'
+        f' "clusters": [{{"name": "fake", "cluster": {{"server": "{fake_kube.url}"}}}},'
+        ' {"name": "other", "cluster": {"server": "http://127.0.0.1:9"}}],'
+        ' "users": [{"name": "u", "user": {"token": "t"}}],'
+        ' "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}},'
+        ' {"name": "other", "context": {"cluster": "other", "user": "u"}}]}')
+    kube = KubeClient.from_config(kubeconfig=str(path), context="fake", request_timeout=2.0)
+    assert kube.get_node("n1")["metadata"]["name"] == "n1"
+    with pytest.raises(ConfigError, match="context='nope'"):
+        KubeClient.from_config(kubeconfig=str(path), context="nope")
+
+
+def test_without_a_kubeconfig_the_client_falls_back_to_in_cluster_config(tmp_path, monkeypatch):
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    with pytest.raises(ConfigError, match=r"[Ss]ervice host"):  # the in-cluster loader's complaint
+        KubeClient.from_config()

@@ -20,7 +20,7 @@ from bot.actions import flow
 from bot.actions.declarations import ConfirmParams, NotifyParams, WaitParams
 from bot.actions.registry import Registry
 from bot.config import PolicyConfig
-from bot.engine.plan import Change, Fact, Plan, Result
+from bot.engine.plan import ApiCall, Change, Fact, Plan, Result
 from bot.engine.ports import StepContext
 from bot.errors import PermanentError, PolicyError, RetryableError
 from bot.runbook.templating import render
@@ -186,6 +186,8 @@ def make_registry(world: World) -> Registry:
     @reg.applier("fake.flaky")
     def apply_flaky(plan: Plan, p: FlakyParams, env: Any) -> Result:
         n = world.bump("flaky", p.name)
+        env.ctx.calls.append(ApiCall(service="fake", operation="Flaky", targets=(p.name,),
+                                     outcome="Boom" if n <= p.failures else "ok", request_id=f"req-{n}"))
         if n <= p.failures:
             cls = PermanentError if p.permanent else RetryableError
             raise cls(f"{p.name} failed (try {n})", service="fake", operation="flaky", code="Boom")

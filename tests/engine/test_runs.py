@@ -159,6 +159,8 @@ def test_retries_run_out_and_a_permanent_error_is_not_retried(make_engine):
     run2 = e2.start("retry")
     st = e2.state(run2)
     assert st.status == "failed" and "try 1" in st.steps["flaky"].error
+    failed = e2.event(run2, "step.failed")[0]
+    assert failed["calls"][0]["outcome"] == "Boom" and failed["calls"][0]["request_id"] == "req-1"
 
 
 FLOW = runbook("flow", """

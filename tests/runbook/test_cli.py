@@ -17,9 +17,10 @@ INVALID = Path(__file__).parent / "invalid"
 
 def test_validate_accepts_the_shipped_runbooks(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["validate", str(ROOT / "runbooks")]) == 0
-    assert capsys.readouterr().out == (
-        f"{ROOT / 'runbooks' / 'node-dead-ngns.yaml'}: ok (node-dead-ngns, 14 steps)\n"
-    )
+    lines = capsys.readouterr().out.splitlines()
+    assert f"{ROOT / 'runbooks' / 'node-dead-ngns.yaml'}: ok (node-dead-ngns, 17 steps)" in lines
+    assert len(lines) == len(list((ROOT / "runbooks").glob("*.yaml")))
+    assert all(": ok (" in line for line in lines)
 
 
 def test_validate_defaults_to_the_configured_runbooks_dir(
@@ -64,10 +65,11 @@ def test_validate_of_a_missing_file_is_a_located_error(
 
 def test_list_prints_a_table_of_runbooks(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["list", "--dir", str(ROOT / "runbooks")]) == 0
-    header, row = capsys.readouterr().out.splitlines()
+    header, *rows = capsys.readouterr().out.splitlines()
     assert header.split() == ["NAME", "TITLE", "STEPS", "DESTRUCTIVE"]
-    assert row.split()[0] == "node-dead-ngns"
-    assert row.split()[-2:] == ["14", "3"]
+    by_name = {r.split()[0]: r.split()[-2:] for r in rows}
+    assert by_name["node-dead-ngns"] == ["17", "3"]
+    assert by_name["zombie-volumeattachments"] == ["2", "0"]
 
 
 def test_show_lists_steps_in_order_with_approvals_and_guards(capsys: pytest.CaptureFixture[str]) -> None:
@@ -75,7 +77,7 @@ def test_show_lists_steps_in_order_with_approvals_and_guards(capsys: pytest.Capt
     out = capsys.readouterr().out
     order = [out.index(f" {step}: ") for step in ("node", "instance", "fence", "taint", "done")]
     assert order == sorted(order)
-    assert "12. force_detach: BREAK GLASS" in out
+    assert "14. force_detach: BREAK GLASS" in out
     assert ("approval: 2 approvers from sre-oncall, expires after 30m "
             "(destructive action: approval is always required)") in out
     assert "guard: steps.fenced.result.state in ['stopped', 'terminated']" in out
@@ -84,7 +86,9 @@ def test_show_lists_steps_in_order_with_approvals_and_guards(capsys: pytest.Capt
 def test_show_of_an_unknown_runbook_names_the_known_ones(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["show", "node-dead", "--dir", str(ROOT / "runbooks")]) == 1
     assert capsys.readouterr().err == (
-        "runbook-bot: error: no runbook named 'node-dead'; runbooks: node-dead-ngns\n"
+        "runbook-bot: error: no runbook named 'node-dead'; runbooks: multi-attach-triage, "
+        "node-dead-ngns, node-recovered, stuck-terminating-volume, volume-affinity-conflict, "
+        "zombie-volumeattachments\n"
     )
 
 

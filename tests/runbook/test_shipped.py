@@ -38,11 +38,17 @@ def context(*, state: str = "stopped", ready: bool = False, still_attached: bool
     ]
     pods_after = [
         {"name": "es-0", "namespace": "db", "node": NODE, "phase": "Unknown", "reason": None,
-         "terminating": True, "pvcs": ["data-es-0"]},
+         "terminating": True, "pvcs": ["data-es-0"], "claims": ["db/data-es-0"]},
         {"name": "es-0", "namespace": "db", "node": "ip-10-0-9-9.ec2.internal",
          "phase": "Running" if running_elsewhere else "Pending", "reason": None,
-         "terminating": False, "pvcs": ["data-es-0"]},
+         "terminating": False, "pvcs": ["data-es-0"], "claims": ["db/data-es-0"]},
     ]
+    pvs = [{"name": "pv-1", "exists": True, "phase": "Bound", "volume_id": "vol-0aaaaaaaaaaaaaaaa",
+            "zone": "a", "claim": "db/data-es-0", "storage_class": "gp3", "finalizers": [],
+            "terminating": False},
+           {"name": "pv-other", "exists": True, "phase": "Bound", "volume_id": "vol-0bbbbbbbbbbbbbbbb",
+            "zone": "b", "claim": "db/other", "storage_class": "gp3", "finalizers": [],
+            "terminating": False}]
     node = {"name": NODE, "exists": True, "ready": ready, "ready_status": "Unknown",
             "instance_id": INSTANCE, "taints": [], "out_of_service": False}
     steps = {
@@ -51,6 +57,8 @@ def context(*, state: str = "stopped", ready: bool = False, still_attached: bool
         "fenced": {"result": {"instance_id": INSTANCE, "state": state}, "outputs": {}},
         "node_now": {"result": node, "outputs": {}},
         "attachments": {"result": {"items": va, "count": 1}, "outputs": {}},
+        "held": {"result": {"items": ec2, "count": 2}, "outputs": {}},
+        "volumes": {"result": {"items": pvs, "count": 2}, "outputs": {}},
         "attachments_after": {"result": {"items": va if still_attached else [], "count": 0},
                               "outputs": {}},
         "pods": {"result": {"items": pods_after[:1], "count": 1}, "outputs": {}},
@@ -81,6 +89,13 @@ def test_every_shipped_runbook_validates(catalog: Registry) -> None:
 def test_every_shipped_runbook_points_editors_at_the_schema() -> None:
     for path in sorted(RUNBOOKS.glob("*.yaml")):
         assert path.read_text().splitlines()[0] == "# yaml-language-server: $schema=./runbook.schema.json"
+
+
+def test_ngns_finds_the_data_volumes_and_their_claims_but_not_the_root_volume(ngns: Runbook) -> None:
+    ctx = with_outputs(ngns, context())
+    assert ctx["steps"]["volumes"]["outputs"] == {"ebs": ["vol-0aaaaaaaaaaaaaaaa"],
+                                                  "claims": ["db/data-es-0"]}
+    assert render_value(ngns.step("pods").with_, ctx)["claims"] == ["db/data-es-0"]
 
 
 def test_ngns_destructive_steps_are_fence_taint_and_force_detach(ngns: Runbook, catalog: Registry) -> None:

@@ -126,3 +126,51 @@ def test_a_whole_run_with_an_approval_on_this_backend(db_url, tmp_path):
     assert e.state(run).status == "succeeded" and e.world.get("x") == "on"
     assert e.verified(run)
     e.db.close()
+
+
+def test_two_replicas_on_one_store_never_apply_the_same_step_twice(db_url, tmp_path):
+    from bot.engine.runner import Runner
+    from bot.runbook.source import TextSource
+    from tests.engine.fakes import POLICY, make_catalog, make_registry
+
+    text = runbook("b", """
+- id: change
+  title: Set x
+  action: fake.set
+  with: {name: x, value: "on"}
+""", approvals="groups: [sre]\n")
+    first = Engine(db_url, tmp_path, {"b": text})
+    run = first.start("b", by="alice")
+    inside, release = threading.Event(), threading.Event()
+    catalog = make_catalog(first.world)
+    real_apply = catalog.apply
+
+    def slow_apply(name, plan, ctx):
+        inside.set()
+        assert release.wait(10)
+        return real_apply(name, plan, ctx)
+
+    catalog.apply = slow_apply  # replica A is in the middle of applying
+    replica_a = Runner(store=first.db, catalog=catalog,
+                       runbooks=TextSource({"b": text}, catalog=make_registry(first.world)),
+                       policy=POLICY, clock=first.clock, lease_wait=0.0)
+    second = Database(db_url, audit_key="test-key")
+    replica_b = Runner(store=second, catalog=make_catalog(first.world),
+                       runbooks=TextSource({"b": text}, catalog=make_registry(first.world)),
+                       policy=POLICY, clock=first.clock, lease_wait=0.0)
+    from bot.engine.commands import Approve
+
+    assert replica_a.submit(Approve(run_id=run, actor="bob")).ok
+    worker = threading.Thread(target=replica_a.drive, args=(run,))
+    worker.start()
+    assert inside.wait(10)
+    state_b = replica_b.drive(run)  # the lease is held: B does nothing
+    assert state_b.status != "succeeded"
+    assert first.world.effects == []
+    release.set()
+    worker.join(10)
+    assert replica_b.drive(run).status == "succeeded"
+    assert len(first.world.effects) == 1
+    assert first.verified(run)
+    second.close()
+    first.db.close()

@@ -58,8 +58,8 @@ class TerminalPrinter:
                         + (" (DRY RUN: plans only, nothing is changed)" if state.dry_run else ""))
         elif t == "step.planned" and s is not None:
             view = step_view(s)
-            self._print(f"  ▶ {key}: {s.title}")
-            if view.changes or s.needs_approval:
+            if view.changes:  # a change to make: show exactly what, and the evidence for it
+                self._print(f"  ▶ {s.title}")
                 for line in plan_lines(view):
                     self._print(line)
         elif t == "guard.failed":
@@ -92,11 +92,12 @@ class TerminalPrinter:
             self._print(f"    refused for {ev.actor}: {p.get('reason')}")
         elif t == "step.succeeded" and s is not None:
             self._progress.pop(key, None)
-            self._print(f"  ✓ {key}" + (f": {p.get('message')}" if p.get("message") else ""))
+            said = p.get("message") and (s.plan or {}).get("action") != "notify"  # posted below
+            self._print(f"  ✓ {s.title}" + (f": {p.get('message')}" if said else ""))
         elif t == "step.skipped":
-            self._print(f"  ⤼ {key} skipped: {p.get('reason')}")
+            self._print(f"  ⤼ {s.title if s else key}: skipped ({p.get('reason')})")
         elif t == "step.failed":
-            self._print(f"  ✗ {key} failed: {p.get('error')}")
+            self._print(f"  ✗ {s.title if s else key}: failed: {p.get('error')}")
         elif t == "step.retrying":
             self._print(f"    retrying {key} in {p.get('delay'):.0f}s: {p.get('error')}")
         elif t == "run.finished":

@@ -103,6 +103,19 @@ def _managed(node: dict[str, Any]) -> set[str]:
     return {v.get("name", "") for v in node.get("status", {}).get("volumesAttached") or []}
 
 
+def _free_device(ctx: Context, iid: str, *, preferred: int) -> str:
+    """A device name no volume on the instance uses, starting from a stable per-attachment one
+    (EC2 refuses a second attachment on a device in use, as the CSI driver's allocator knows)."""
+    used = {v.attachment.device for v in ctx.ec2.backend.volumes.values()
+            if v.attachment is not None and v.attachment.instance.id == iid}
+    for i in range(26 * 26):
+        k = (preferred + i) % (26 * 26)
+        device = f"/dev/xvd{chr(ord('a') + k // 26)}{chr(ord('a') + k % 26)}"
+        if device not in used:
+            return device
+    raise RuntimeError(f"no free device name on {iid}")
+
+
 def _set_volumes_attached(ctx: Context, node_name: str, pv_name: str, device: str, *, add: bool) -> None:
     def apply(n: dict[str, Any]) -> None:
         st = n.setdefault("status", {})
@@ -149,7 +162,7 @@ def reconcile_attacher(ctx: Context) -> None:
         if va.get("status", {}).get("attached") or not handle or not iid:
             continue
         ctx.store.mutate("VolumeAttachment", None, name, _add_finalizer)
-        device = "/dev/xvda" + chr(ord("a") + int(name[4:6], 16) % 26)
+        device = _free_device(ctx, iid, preferred=int(name[4:6], 16))
         vol = ctx.ec2.volume(handle)
         if vol is not None and vol.attachment is not None and vol.attachment.instance.id == iid:
             device = vol.attachment.device

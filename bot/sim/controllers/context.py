@@ -26,7 +26,7 @@ class SimEvent:
     time: str
     type: str
     reason: str
-    object: str  # Kind/namespace/name
+    object: str  # Kind/namespace/name (Kind/name when cluster-scoped)
     message: str
     source: str
 
@@ -54,11 +54,14 @@ class Context:
     def store_res(self, kind: str) -> Any:
         return BY_KIND[kind]
 
+    # Controllers read stored snapshots without copying them; they change objects only through
+    # the store's writes (``mutate``, ``create``, ``delete``), never in place.
+
     def items(self, kind: str) -> list[dict[str, Any]]:
-        return self.store.list(BY_KIND[kind])
+        return self.store.scan(BY_KIND[kind])
 
     def find(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
-        return self.store.find(BY_KIND[kind], namespace, name)
+        return self.store.peek(BY_KIND[kind], namespace, name)
 
     def event(self, obj: dict[str, Any], *, type: str, reason: str, message: str,
               source: str, repeat_after: float = 60.0) -> None:
@@ -79,7 +82,7 @@ class Context:
                 ev["lastTimestamp"] = now
                 self.store.update(res, ev, namespace=ns, check_rv=False)
                 seen[key] = (name, now)
-                self.events.append(SimEvent(now, type, reason, f"{obj['kind']}/{ns}/{meta['name']}",
+                self.events.append(SimEvent(now, type, reason, _ref(obj),
                                             message, source))
                 return
         self._event_seq += 1
@@ -96,8 +99,16 @@ class Context:
             "firstTimestamp": now, "lastTimestamp": now,
         }, ns)
         seen[key] = (name, now)
-        self.events.append(SimEvent(now, type, reason, f"{obj['kind']}/{ns}/{meta['name']}",
+        self.events.append(SimEvent(now, type, reason, _ref(obj),
                                     message, source))
+
+
+def _ref(obj: dict[str, Any]) -> str:
+    """Kind/namespace/name, or Kind/name for a cluster-scoped object."""
+    meta = obj["metadata"]
+    if meta.get("namespace"):
+        return f"{obj['kind']}/{meta['namespace']}/{meta['name']}"
+    return f"{obj['kind']}/{meta['name']}"
 
 
 def condition(obj: dict[str, Any], ctype: str) -> dict[str, Any] | None:

@@ -4,10 +4,12 @@ A kubelet runs on every node whose instance is ``running`` and not hung: it post
 starts pods whose volumes are attached (``volumesInUse``), and confirms graceful deletions. The
 node lifecycle controller marks a node ``Unknown`` (NotReady) with the ``unreachable`` taints once
 heartbeats stop for ``node-monitor-grace-period`` (40 s), and clears them when heartbeats resume.
+A kubelet posts its status every 10 s, or at once when something it reports changed.
 """
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from bot.sim.controllers.context import (
@@ -21,7 +23,8 @@ from bot.sim.controllers.context import (
 )
 from bot.sim.store import ts
 
-GRACE_PERIOD = 40.0
+GRACE_PERIOD = 40.0  # node-monitor-grace-period
+STATUS_UPDATE_FREQUENCY = 10.0  # the kubelet's nodeStatusUpdateFrequency
 
 
 def machine_up(ctx: Context, node: dict[str, Any]) -> bool:
@@ -48,13 +51,15 @@ def _attached(ctx: Context, pod: dict[str, Any], node: str) -> list[str] | None:
 
 def reconcile_kubelets(ctx: Context) -> None:
     now = ts(ctx.now)
-    pods = ctx.items("Pod")
+    by_node: dict[str, list[dict[str, Any]]] = {}
+    for p in ctx.items("Pod"):
+        by_node.setdefault(p["spec"].get("nodeName") or "", []).append(p)
     for node in ctx.items("Node"):
         name = node["metadata"]["name"]
         if not machine_up(ctx, node):
             continue
         in_use: list[str] = []
-        for pod in [p for p in pods if p["spec"].get("nodeName") == name]:
+        for pod in by_node.get(name, []):
             pname, ns = pod["metadata"]["name"], pod["metadata"]["namespace"]
             if pod["metadata"].get("deletionTimestamp"):
                 ctx.store.remove(ctx.store_res("Pod"), ns, pname)
@@ -81,6 +86,10 @@ def reconcile_kubelets(ctx: Context) -> None:
             st["volumesInUse"] = sorted(set(in_use))
         before = condition(node, "Ready")
         was_ready = bool(before and before.get("status") == "True")
+        if was_ready and before is not None and \
+                ctx.seconds_since(before.get("lastHeartbeatTime")) < STATUS_UPDATE_FREQUENCY and \
+                node.get("status", {}).get("volumesInUse") == sorted(set(in_use)):
+            continue  # nothing new to report, and the last heartbeat is recent
         ctx.store.mutate("Node", None, name, beat)
         if not was_ready:
             ctx.event(node, type="Normal", reason="NodeReady",
@@ -88,13 +97,24 @@ def reconcile_kubelets(ctx: Context) -> None:
 
 
 def _set_pod(ctx: Context, pod: dict[str, Any], *, running: bool) -> None:
+    st = pod.get("status", {})
+    statuses = st.get("containerStatuses") or []
+    if st.get("phase") == ("Running" if running else "Pending") and \
+            len(statuses) == len(pod["spec"].get("containers") or []) and \
+            all(bool(cs.get("ready")) == running for cs in statuses):
+        return  # already reported
     def apply(p: dict[str, Any]) -> None:
         st = p.setdefault("status", {})
-        containers = [c["name"] for c in p["spec"].get("containers") or []]
+        images = {c["name"]: c.get("image", "") for c in p["spec"].get("containers") or []}
+        containers = list(images)
         if running:
+            started = {cs.get("name"): cs["state"]["running"]["startedAt"]
+                       for cs in st.get("containerStatuses") or []
+                       if cs.get("state", {}).get("running")}
             st["phase"] = "Running"
-            st["containerStatuses"] = [{"name": c, "ready": True, "restartCount": 0,
-                                        "state": {"running": {"startedAt": ts(ctx.now)}}}
+            st["containerStatuses"] = [{"name": c, "ready": True, "restartCount": 0, "image": images[c],
+                                        "imageID": _image_id(images[c]), "started": True,
+                                        "state": {"running": {"startedAt": started.get(c, ts(ctx.now))}}}
                                        for c in containers]
             st["podIP"] = "10.1." + str(int(p["metadata"]["uid"][:2], 16)) + "." + str(
                 int(p["metadata"]["uid"][2:4], 16))
@@ -102,12 +122,17 @@ def _set_pod(ctx: Context, pod: dict[str, Any], *, running: bool) -> None:
                                 {"type": "PodScheduled", "status": "True"}]
         else:
             st["phase"] = "Pending"
-            st["containerStatuses"] = [{"name": c, "ready": False, "restartCount": 0,
+            st["containerStatuses"] = [{"name": c, "ready": False, "restartCount": 0, "image": images[c],
+                                        "imageID": "", "started": False,
                                         "state": {"waiting": {"reason": "ContainerCreating"}}}
                                        for c in containers]
             st["conditions"] = [{"type": "Ready", "status": "False"},
                                 {"type": "PodScheduled", "status": "True"}]
     ctx.store.mutate("Pod", pod["metadata"]["namespace"], pod["metadata"]["name"], apply)
+
+
+def _image_id(image: str) -> str:
+    return f"{image.split(':')[0]}@sha256:{hashlib.sha256(image.encode()).hexdigest()}"
 
 
 def reconcile_node_lifecycle(ctx: Context) -> None:

@@ -111,7 +111,14 @@ def reconcile_provisioner(ctx: Context) -> None:
             zone = zones[int(pvc["metadata"]["uid"][:8], 16) % len(zones)]
         size = pvc["spec"].get("resources", {}).get("requests", {}).get("storage", "10Gi")
         gib = int(str(size).rstrip("Gi") or 10)
-        vol = ctx.ec2_client.create_volume(AvailabilityZone=zone, Size=gib, VolumeType="gp3")
+        try:
+            vol = ctx.ec2_client.create_volume(AvailabilityZone=zone, Size=gib, VolumeType="gp3")
+        except Exception as e:  # throttling, mostly: report it and try again on the next pass
+            ctx.event(pvc, type="Warning", reason="ProvisioningFailed",
+                      message=f'failed to provision volume with StorageClass "{sc["metadata"]["name"]}": '
+                              f"rpc error: code = Internal desc = {_err(e)}",
+                      source=f"{DRIVER}_ebs-csi-controller")
+            continue
         pv_name = f"pvc-{pvc['metadata']['uid']}"
         ctx.store.create(ctx.store_res("PersistentVolume"), make_pv(
             pv_name, vol["VolumeId"], zone, size, ns, name, pvc["metadata"]["uid"],
@@ -120,6 +127,11 @@ def reconcile_provisioner(ctx: Context) -> None:
         ctx.event(pvc, type="Normal", reason="ProvisioningSucceeded",
                   message=f"Successfully provisioned volume {pv_name}",
                   source=f"{DRIVER}_ebs-csi-controller")
+
+
+def _err(e: Exception) -> str:
+    err = (getattr(e, "response", None) or {}).get("Error", {})
+    return f"{err.get('Code', type(e).__name__)}: {err.get('Message', str(e))}"
 
 
 def make_pv(pv_name: str, volume_id: str, zone: str, size: str, ns: str, claim: str, claim_uid: str,
@@ -242,7 +254,7 @@ def _filter(ctx: Context, pod: dict[str, Any], node: dict[str, Any], pods: list[
 def reconcile_scheduler(ctx: Context) -> None:
     nodes = ctx.items("Node")
     pods = ctx.items("Pod")
-    for pod in pods:
+    for index, pod in enumerate(pods):
         if pod["spec"].get("nodeName") or pod["metadata"].get("deletionTimestamp"):
             continue
         ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
@@ -295,7 +307,8 @@ def reconcile_scheduler(ctx: Context) -> None:
         def bind(p: dict[str, Any], tname: str = tname) -> None:
             p["spec"]["nodeName"] = tname
             p.setdefault("status", {})["conditions"] = [{"type": "PodScheduled", "status": "True"}]
-        ctx.store.mutate("Pod", ns, name, bind)
-        pod["spec"]["nodeName"] = tname
+        bound = ctx.store.mutate("Pod", ns, name, bind)
+        # Later pods in this pass must see this one on its node (capacity, anti-affinity).
+        pods[index] = bound or pod
         ctx.event(pod, type="Normal", reason="Scheduled",
                   message=f"Successfully assigned {ns}/{name} to {tname}", source="default-scheduler")

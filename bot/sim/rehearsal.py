@@ -1,0 +1,166 @@
+"""Rehearsals: run a shipped runbook against a sandbox scenario, end to end, on the sandbox clock.
+
+This is what a game day, the rehearsal tests and ``runbook-bot demo`` share. The product is wired
+exactly as in production (settings with a cluster whose kubeconfig points at the fake API server,
+the real action catalog, the runner, a state store); only time is simulated: when a run waits,
+the rehearsal moves the sandbox clock to the run's next check and lets the controllers act, so a
+six-minute detach wait takes milliseconds.
+
+Approvals come from a script: by default a second identity approves each step (two for a
+two-person step), and a test can pass ``decide`` to reject, break glass, or change the world
+between approval and apply.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from bot.actions.catalog import ClusterClients, build_catalog
+from bot.clients.ec2 import Ec2Client
+from bot.clients.kube import KubeClient
+from bot.config import ClusterConfig, PolicyConfig, Settings
+from bot.engine.commands import Approve, Command, Confirm, Outcome, StartRun
+from bot.engine.ports import ManualClock
+from bot.engine.runner import Runner
+from bot.engine.runstate import RunState, StepState
+from bot.engine.state import RUN_TERMINAL
+from bot.runbook.source import DirectorySource
+from bot.sim.sandbox import Sandbox
+from bot.store.db import Database
+
+REPO = Path(__file__).resolve().parents[2]
+CLUSTER = "sandbox"
+REQUESTER = "alice"
+APPROVERS = ("bob", "carol")
+GROUP = "sre-oncall"
+
+# (run state, the step waiting for people) -> a command to submit, or None to leave it waiting
+Decide = Callable[[RunState, StepState], Command | None]
+
+
+def default_settings(sb: Sandbox, *, database_url: str, audit_key: str | None,
+                     runbooks_dir: str | None = None) -> Settings:
+    people = (REQUESTER, *APPROVERS)
+    return Settings(
+        database_url=database_url, audit_key=audit_key,
+        runbooks_dir=runbooks_dir or str(REPO / "runbooks"),
+        clusters={CLUSTER: ClusterConfig(name=CLUSTER, kubeconfig=str(sb.kubeconfig_path),
+                                         region=sb.region)},
+        policy=PolicyConfig(groups={GROUP: people}, allow_impersonation=True))
+
+
+@dataclass
+class Rehearsal:
+    """A sandbox plus a runner wired to it; ``run()`` plays a runbook to its end."""
+
+    scenario: str = "node-dead"
+    options: dict[str, Any] = field(default_factory=dict)
+    workdir: Path | None = None
+    database_url: str | None = None
+    audit_key: str | None = "rehearsal"
+    notifiers: Sequence[Any] = ()
+    ec2_attempts: int = 8
+
+    def __post_init__(self) -> None:
+        self.workdir = Path(self.workdir or tempfile.mkdtemp(prefix="runbook-bot-rehearsal-"))
+        self.clock = ManualClock()
+        self.sandbox = Sandbox(self.scenario, workdir=self.workdir / "sandbox", clock=self.clock,
+                               options=self.options)
+        self.submitted: list[tuple[Command, Outcome]] = []
+
+    def __enter__(self) -> Rehearsal:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        assert self.workdir is not None
+        self.sandbox.start()
+        url = self.database_url or f"sqlite:///{self.workdir / 'state.db'}"
+        self.settings = default_settings(self.sandbox, database_url=url, audit_key=self.audit_key)
+        sb = self.sandbox
+        # the sandbox's own clients: its kubeconfig, and botocore pointed at its EC2 endpoint with
+        # the product's retry mode (throttling is retried, as in production)
+        clients = ClusterClients.of(
+            kube=KubeClient.from_config(kubeconfig=str(sb.kubeconfig_path)),
+            ec2=Ec2Client(client=sb.ec2_client(max_attempts=self.ec2_attempts)))
+        self.store = Database(url, audit_key=self.audit_key)
+        catalog = build_catalog(self.settings, clients_factory=lambda _cfg: clients)
+        from bot.actions.registry import registry
+
+        self.runner = Runner(store=self.store, catalog=catalog,
+                             runbooks=DirectorySource(self.settings.runbooks_dir, catalog=registry),
+                             policy=self.settings.policy, clock=self.clock,
+                             notifiers=list(self.notifiers), lease_wait=0.0)
+
+    def stop(self) -> None:
+        self.sandbox.stop()
+        if hasattr(self, "store"):
+            self.store.close()
+
+    @property
+    def facts(self) -> dict[str, Any]:
+        return self.sandbox.facts
+
+    def start_run(self, runbook: str, *, requester: str = REQUESTER, dry_run: bool = False,
+                  **params: Any) -> str:
+        params.setdefault("cluster", CLUSTER)
+        state = self.runner.start(StartRun(runbook=runbook, params=params, requester=requester,
+                                           dry_run=dry_run, origin={"frontend": "rehearsal"}))
+        return state.run_id
+
+    def submit(self, cmd: Command) -> Outcome:
+        out = self.runner.submit(cmd)
+        self.submitted.append((cmd, out))
+        return out
+
+    def approve_all(self, state: RunState, s: StepState) -> Command | None:
+        """The default script: confirm manual steps, approve with the next eligible approver."""
+        if s.blocked:
+            return None
+        if s.needs_confirmation and not s.needs_approval:
+            return Confirm(run_id=state.run_id, actor=APPROVERS[0], step=s.key)
+        given = {v.by for v in s.approvals() if v.plan_hash == s.plan_hash}
+        for who in APPROVERS:
+            if who not in given:
+                return Approve(run_id=state.run_id, actor=who, step=s.key, plan_hash=s.plan_hash)
+        return None
+
+    def play(self, run_id: str, *, decide: Decide | None = None, max_rounds: int = 500) -> RunState:
+        """Drive the run to its end (or until ``decide`` leaves it waiting for people)."""
+        decide = decide or self.approve_all
+        state = self.runner.drive(run_id)
+        for _ in range(max_rounds):
+            if state.status in RUN_TERMINAL:
+                return state
+            if state.status == "awaiting_approval":
+                s = next((x for x in state.steps.values() if x.status == "awaiting_approval"), None)
+                cmd = decide(state, s) if s is not None else None
+                if cmd is None:
+                    return state
+                self.submit(cmd)
+            elif state.next_check_at:
+                due = datetime.fromisoformat(state.next_check_at)
+                self.sandbox.advance(max(0.0, (due - self.clock.now()).total_seconds()))
+            state = self.runner.drive(run_id)
+        raise AssertionError(f"run {run_id} did not finish in {max_rounds} rounds ({state.status})")
+
+    def run(self, runbook: str, *, decide: Decide | None = None, **params: Any) -> RunState:
+        return self.play(self.start_run(runbook, **params), decide=decide)
+
+    def events(self, run_id: str) -> list[Any]:
+        return self.store.events(run_id)
+
+    def verified(self, run_id: str) -> bool:
+        from bot.store.audit import verify_events
+
+        seq, head = self.store.head(run_id)
+        return verify_events(run_id=run_id, events=self.store.events(run_id), head_seq=seq,
+                             head_hash=head, key=self.store.key).ok

@@ -1,0 +1,149 @@
+"""API calls per action in the ``az-outage`` sandbox: the number of requests an action makes must
+not grow with the number of volumes or nodes it looks through.
+
+One sandbox (20 dead nodes of 5 volumes each, 30 nodes in all) is shared by the module: sandbox
+startup dominates, and every test but the last only reads. The same figures at 100 nodes / 500
+volumes are what ``bench/actions.py`` prints.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.actions.catalog import ClusterClients, RegistryCatalog, build_catalog
+from bot.clients.ec2 import Ec2Client
+from bot.clients.kube import KubeClient
+from bot.config import ClusterConfig, Settings
+from bot.engine.plan import ApiCall, Plan, Result
+from bot.engine.ports import ManualClock, StepContext
+
+sandbox = pytest.importorskip("bot.sim.sandbox")
+NODES, PER_NODE = 20, 5
+
+
+class Outage:
+    def __init__(self, sb: Any, clock: ManualClock) -> None:
+        self.sb, self.clock = sb, clock
+        self.facts = sb.facts
+        self.node = sb.facts["dead_nodes"][0]
+        self.instance_id = sb.facts["instance_ids"][0]
+        self.ec2 = Ec2Client(client=sb.ec2_client())
+        self.catalogs: dict[int, RegistryCatalog] = {}
+
+    def catalog(self, page_size: int = 500) -> RegistryCatalog:
+        if page_size not in self.catalogs:
+            kube = KubeClient.from_config(kubeconfig=str(self.sb.kubeconfig_path),
+                                          sleep=lambda _s: None, page_size=page_size)
+            settings = Settings(database_url="sqlite://", clusters={
+                "sandbox": ClusterConfig(name="sandbox", kubeconfig=str(self.sb.kubeconfig_path))})
+            clients = ClusterClients.of(kube=kube, ec2=self.ec2)
+            self.catalogs[page_size] = build_catalog(settings, clients_factory=lambda _c: clients)
+        return self.catalogs[page_size]
+
+    def ctx(self) -> StepContext:
+        return StepContext(run_id="rb-eff01", step_id="s", requester="alice", clock=self.clock)
+
+    def step(self, action: str, *, page_size: int = 500, **params: Any
+             ) -> tuple[Plan, list[ApiCall], Result, list[ApiCall]]:
+        catalog = self.catalog(page_size)
+        plan_ctx, apply_ctx = self.ctx(), self.ctx()
+        plan = catalog.plan(action, params, plan_ctx)
+        result = catalog.apply(action, plan, apply_ctx)
+        return plan, plan_ctx.calls, result, apply_ctx.calls
+
+
+@pytest.fixture(scope="module")
+def outage(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outage]:
+    clock = ManualClock()
+    workdir: Path = tmp_path_factory.mktemp("az-outage")
+    with sandbox.Sandbox(scenario="az-outage", workdir=workdir, clock=clock,
+                         options={"nodes": NODES, "volumes_per_node": PER_NODE}) as sb:
+        yield Outage(sb, clock)
+
+
+def _ops(calls: list[ApiCall]) -> list[str]:
+    return [c.operation for c in calls]
+
+
+def test_the_outage_has_the_volumes_the_figures_are_about(outage):
+    assert len(outage.sb.list("VolumeAttachment")) == NODES * PER_NODE
+    assert len(outage.facts["dead_nodes"]) == NODES
+
+
+@pytest.mark.parametrize("page_size", [500, 30])
+def test_one_nodes_volume_attachments_are_one_paginated_list_not_a_call_per_volume(outage, page_size):
+    _, plan_calls, result, calls = outage.step("k8s.volumeattachments.list", page_size=page_size,
+                                               node=outage.node)
+    assert plan_calls == [] and result.data["count"] == PER_NODE
+    assert all(i["node"] == outage.node and i["volume_id"] for i in result.data["items"])
+    # one list of every attachment (paged), and one of the PVs for their volume ids; none per volume
+    pages = math.ceil(NODES * PER_NODE / page_size)
+    assert _ops(calls) == ["list_volume_attachment"] * pages + ["list_persistent_volume"] * pages
+
+
+def test_waiting_for_one_nodes_attachments_is_one_list_per_poll(outage):
+    plan, plan_calls, result, calls = outage.step("k8s.volumeattachments.wait_gone",
+                                                  node=outage.node)
+    assert len(plan.data["initial"]) == PER_NODE and result.progress == f"0 of {PER_NODE} detached"
+    assert _ops(plan_calls) == _ops(calls) == ["list_volume_attachment"]
+
+
+def test_the_ec2_state_of_every_node_is_one_describe_instances_call(outage):
+    kube = KubeClient.from_config(kubeconfig=str(outage.sb.kubeconfig_path))
+    ids = [pid.rsplit("/", 1)[-1] for n in kube.list_nodes() if (pid := n["spec"]["providerID"])]
+    calls: list[ApiCall] = []
+    found = outage.ec2.bound(calls).describe_instances(ids)
+    assert len(found) == len(ids) == NODES + NODES // 5 * 2 + NODES // 10
+    assert {found[i]["State"]["Name"] for i in outage.facts["instance_ids"]} == {"stopped"}
+    assert _ops(calls) == ["DescribeInstances"]
+
+
+@pytest.mark.parametrize("action, params, plan_ops, apply_ops", [
+    ("k8s.node.get", {}, [], ["read_node"]),
+    ("k8s.pods.list", {}, [], ["list_pod_for_all_namespaces"]),
+    ("k8s.pv.list", None, [], ["list_persistent_volume"]),
+    ("k8s.storageclasses.audit", None, [], ["list_node", "list_storage_class"]),
+    ("aws.ec2.instance.get", {}, [], ["DescribeInstances", "DescribeInstanceStatus"]),
+    ("aws.ec2.volumes.list", {}, [], ["DescribeVolumes"]),
+    ("aws.ec2.instance.stop", {}, ["DescribeInstances"], ["DescribeInstances"]),
+    ("k8s.node.taint", {}, ["read_node", "DescribeInstances", "list_node"], None),
+])
+def test_each_action_makes_a_fixed_number_of_calls_however_big_the_cluster(
+        outage, action, params, plan_ops, apply_ops):
+    if params is not None:  # the node or the instance of the first dead node
+        params = {"instance_id": outage.instance_id} if action.startswith("aws.") else {
+            "node": outage.node}
+    catalog, ctx = outage.catalog(), outage.ctx()
+    plan = catalog.plan(action, params or {}, ctx)
+    assert _ops(ctx.calls) == plan_ops
+    if apply_ops is not None:
+        apply_ctx = outage.ctx()
+        catalog.apply(action, plan, apply_ctx)
+        assert _ops(apply_ctx.calls) == apply_ops
+
+
+def test_tainting_one_dead_node_detaches_its_volumes_while_the_wait_lists_once_per_poll(outage):
+    # last in the module: this one changes the shared sandbox
+    catalog = outage.catalog()
+    plan = catalog.plan("k8s.node.taint", {"node": outage.node}, outage.ctx())
+    apply_ctx = outage.ctx()
+    catalog.apply("k8s.node.taint", plan, apply_ctx)
+    assert _ops(apply_ctx.calls) == ["read_node", "DescribeInstances", "list_node", "replace_node"]
+    wait = catalog.plan("k8s.volumeattachments.wait_gone", {"node": outage.node}, outage.ctx())
+    polls: list[list[str]] = []
+    for _ in range(20):
+        ctx = outage.ctx()
+        result = catalog.apply("k8s.volumeattachments.wait_gone", wait, ctx)
+        polls.append(_ops(ctx.calls))
+        if result.done:
+            break
+        outage.sb.advance(result.retry_after)
+    assert result.done and result.progress == f"{PER_NODE} of {PER_NODE} detached"
+    assert all(p == ["list_volume_attachment"] for p in polls)
+    others = [v for v in outage.sb.list("VolumeAttachment") if v["spec"]["nodeName"] != outage.node]
+    assert len(others) == (NODES - 1) * PER_NODE  # only the tainted node's volumes moved

@@ -1,0 +1,222 @@
+"""The contract every action keeps, one table row per shipped action.
+
+For each: the API calls its plan and its apply make (counted, in order), the outcome in the cluster
+or the EC2 account, and idempotence: a second apply of the same plan writes nothing, and an action
+that changes something reports ``already_done``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from bot.actions.declarations import OUT_OF_SERVICE_TAINT
+from bot.actions.registry import registry
+
+OOS = {"key": OUT_OF_SERVICE_TAINT, "value": "nodeshutdown", "effect": "NoExecute"}
+WRITE_OPS = {"replace_node", "replace_persistent_volume", "replace_namespaced_persistent_volume_claim",
+             "replace_volume_attachment", "StopInstances", "DetachVolume", "DeleteVolume"}
+
+
+@dataclass(frozen=True)
+class Case:
+    arrange: Callable[[Any], dict[str, Any]]  # world -> params
+    plan_ops: list[str]
+    apply_ops: list[str]  # every poll until done
+    check: Callable[[Any, dict[str, Any], Any], bool]  # (world, params, result): the outcome holds
+    again_ops: list[str] | None = None  # a second apply, for an action that changes something
+    between: Callable[[Any], object] | None = None  # what happens in the world between polls
+
+
+def _node(world, **kw):
+    world.node("n1", **kw)
+    return {"node": "n1"}
+
+
+def _dead(world):
+    world.node("n1", ready="False", instance_id=world.instance(state="stopped"))
+    return {"node": "n1"}
+
+
+def _unschedulable(world, flag):
+    node = world.node("n1")
+    node["spec"]["unschedulable"] = flag
+    world.kube.put("nodes", node)
+    return {"node": "n1"}
+
+
+def _gone_volume_pv(world):
+    vid = world.volume()
+    world.ec2.delete_volume(VolumeId=vid)
+    world.pv("pv-1", volume_id=vid)
+    return {"kind": "PersistentVolume", "name": "pv-1"}
+
+
+def _is(expected):
+    return lambda world, params, result: result.data == expected
+
+
+CASES: dict[str, Case] = {
+    "k8s.node.get": Case(
+        _node, [], ["read_node"],
+        lambda w, p, r: (r.data["exists"], r.data["ready"]) == (True, True)),
+    "k8s.node.taint": Case(
+        _dead, ["read_node", "DescribeInstances", "list_node"],
+        ["read_node", "DescribeInstances", "list_node", "replace_node"],
+        lambda w, p, r: w.kube.get("nodes", "n1")["spec"]["taints"] == [OOS],
+        again_ops=["read_node"]),
+    "k8s.node.untaint": Case(
+        lambda w: _node(w, taints=[dict(OOS)]),
+        ["read_node", "list_pod_for_all_namespaces", "list_volume_attachment"],
+        ["read_node", "list_pod_for_all_namespaces", "list_volume_attachment", "replace_node"],
+        lambda w, p, r: w.kube.get("nodes", "n1")["spec"]["taints"] == [],
+        again_ops=["read_node"]),
+    "k8s.node.cordon": Case(
+        lambda w: _unschedulable(w, False), ["read_node"], ["read_node", "replace_node"],
+        lambda w, p, r: w.kube.get("nodes", "n1")["spec"]["unschedulable"] is True,
+        again_ops=["read_node"]),
+    "k8s.node.uncordon": Case(
+        lambda w: _unschedulable(w, True), ["read_node"], ["read_node", "replace_node"],
+        lambda w, p, r: w.kube.get("nodes", "n1")["spec"]["unschedulable"] is False,
+        again_ops=["read_node"]),
+    "k8s.pods.list": Case(
+        lambda w: (w.pod("es-0", node="n1"), w.pod("es-1", node="n2"), {"node": "n1"})[-1],
+        [], ["list_pod_for_all_namespaces"],
+        lambda w, p, r: [i["name"] for i in r.data["items"]] == ["es-0"]),
+    "k8s.pod.events": Case(
+        lambda w: (w.event("es-0", reason="FailedAttachVolume",
+                           message='Multi-Attach error for volume "pvc-1" Volume is already '
+                                   "exclusively attached to one node"), {"pod": "es-0"})[-1],
+        [], ["list_namespaced_event"],
+        lambda w, p, r: r.data["multi_attach_volume"] == "pvc-1"),
+    "k8s.volumeattachments.list": Case(
+        lambda w: (w.pv("pv-1", volume_id="vol-0123456789abcdef0"),
+                   w.va("csi-1", node="n1", pv="pv-1"), {"node": "n1"})[-1],
+        [], ["list_volume_attachment", "list_persistent_volume"],
+        lambda w, p, r: [i["volume_id"] for i in r.data["items"]] == ["vol-0123456789abcdef0"]
+       ),
+    "k8s.volumeattachments.wait_gone": Case(
+        lambda w: (w.va("csi-1", node="n1", pv="pv-1"), w.va("csi-2", node="other", pv="pv-2"),
+                   {"node": "n1"})[-1],
+        ["list_volume_attachment"], ["list_volume_attachment", "list_volume_attachment"],
+        _is({"remaining": [], "count": 0, "detached": 1}),
+        between=lambda w: w.kube.delete("volumeattachments", "csi-1")),
+    "k8s.pv.get": Case(
+        lambda w: (w.pv("pv-1", volume_id="vol-0123456789abcdef0"), {"name": "pv-1"})[-1],
+        [], ["read_persistent_volume"],
+        lambda w, p, r: r.data["volume_id"] == "vol-0123456789abcdef0"),
+    "k8s.pv.list": Case(
+        lambda w: (w.pv("pv-1", volume_id="vol-0123456789abcdef0"), {})[-1],
+        [], ["list_persistent_volume"], lambda w, p, r: r.data["count"] == 1),
+    "k8s.pvc.get": Case(
+        lambda w: (w.pvc("data-0", volume_name="pv-1"), {"name": "data-0"})[-1],
+        [], ["read_namespaced_persistent_volume_claim"],
+        lambda w, p, r: r.data["volume_name"] == "pv-1"),
+    "k8s.storageclasses.audit": Case(
+        lambda w: (w.storage_class("gp2"), w.node("a", zone="us-east-1a"),
+                   w.node("b", zone="us-east-1b"), {})[-1],
+        [], ["list_node", "list_storage_class"],
+        lambda w, p, r: [i["risky"] for i in r.data["items"]] == [True]),
+    "k8s.finalizers.remove": Case(
+        _gone_volume_pv, ["read_persistent_volume", "DescribeVolumes"],
+        ["read_persistent_volume", "DescribeVolumes", "replace_persistent_volume"],
+        lambda w, p, r: w.kube.get("persistentvolumes", "pv-1")["metadata"]["finalizers"] == [],
+        again_ops=["read_persistent_volume"]),
+    "aws.ec2.instance.get": Case(
+        lambda w: {"instance_id": w.instance()}, [],
+        ["DescribeInstances", "DescribeInstanceStatus"],
+        lambda w, p, r: (r.data["state"], r.data["state_code"]) == ("running", 16)),
+    "aws.ec2.instance.stop": Case(
+        lambda w: {"instance_id": w.instance()}, ["DescribeInstances"],
+        ["DescribeInstances", "StopInstances", "DescribeInstances"],
+        lambda w, p, r: w.instance_state(p["instance_id"]) == "stopped",
+        again_ops=["DescribeInstances"]),
+    "aws.ec2.volumes.list": Case(
+        lambda w: {"volume_ids": [w.volume(), w.volume()]}, [], ["DescribeVolumes"],
+        lambda w, p, r: sorted(i["volume_id"] for i in r.data["items"]) == sorted(p["volume_ids"])
+       ),
+    "aws.ec2.volume.get": Case(
+        lambda w: {"volume_id": w.volume()}, [], ["DescribeVolumes"],
+        lambda w, p, r: r.data["state"] == "available"),
+    "aws.ec2.volume.detach": Case(
+        lambda w: {"volume_id": w.volume(attach_to=w.instance(state="stopped")), "force": True},
+        ["DescribeVolumes", "DescribeInstances"],
+        ["DescribeVolumes", "DescribeInstances", "DetachVolume", "DescribeVolumes"],
+        lambda w, p, r: w.volume_state(p["volume_id"]) == "available",
+        again_ops=["DescribeVolumes"]),
+    "aws.ec2.volume.delete": Case(
+        lambda w: {"volume_id": w.volume()}, ["DescribeVolumes"],
+        ["DescribeVolumes", "DeleteVolume", "DescribeVolumes"],
+        lambda w, p, r: w.volume_state(p["volume_id"]) is None,
+        again_ops=["DescribeVolumes"]),
+    "k8s.volumeattachments.audit": Case(
+        lambda w: (w.va("csi-1", node="gone-node", pv="pv-1"), {})[-1], [],
+        ["list_volume_attachment", "list_node", "list_pod_for_all_namespaces",
+         "list_persistent_volume"],
+        lambda w, p, r: [i["name"] for i in r.data["items"]] == ["csi-1"]),
+    "report.render": Case(
+        lambda w: {"template": "storageclass-wffc.yaml.j2",
+                   "values": {"old_name": "gp2", "name": "gp3-wffc",
+                              "provisioner": "ebs.csi.aws.com", "zones": []}}, [], [],
+        lambda w, p, r: "WaitForFirstConsumer" in r.data["text"]),
+    "manual.confirm": Case(
+        lambda w: {"item": "The instance will not come back"}, [], [],
+        _is({"confirmed": True, "by": "alice"})),
+    "notify": Case(lambda w: {"message": "fencing now"}, [], [], _is({"message": "fencing now"})),
+    "wait": Case(lambda w: {"duration": "1m"}, [], [], _is({"waited": 60.0})),
+}
+
+
+def _ops(calls):
+    return [c.operation for c in calls]
+
+
+def test_the_table_covers_every_shipped_action():
+    assert sorted(CASES) == registry.names()
+
+
+@pytest.mark.parametrize("action", sorted(CASES))
+def test_every_action_plans_applies_and_a_second_apply_changes_nothing(world, action):
+    case = CASES[action]
+    params = case.arrange(world)
+    plan, plan_calls = world.plan(action, **params)
+    assert _ops(plan_calls) == case.plan_ops
+    assert plan.is_noop is (case.again_ops is None)
+    results, calls = world.until_done(
+        plan, between=case.between and (lambda: case.between(world)))
+    result = results[-1]
+    assert _ops(calls) == case.apply_ops
+    assert not results[0].already_done  # the first apply made the change
+    assert case.check(world, params, result), result.data
+    writes = world.writes()
+
+    again, again_calls = world.apply(plan)
+    assert again.done and world.writes() == writes  # nothing more reached either API
+    assert not WRITE_OPS & set(_ops(again_calls))
+    if case.again_ops is None:  # read-only: the same answer, read again
+        assert again.data == result.data and not again.already_done
+    else:
+        assert again.already_done and _ops(again_calls) == case.again_ops
+        assert case.check(world, params, again), again.data
+        assert world.plan(action, **params)[0].is_noop
+
+
+@pytest.mark.parametrize("action", sorted(CASES))
+def test_every_api_call_is_recorded_with_service_targets_outcome_and_request_id(world, action):
+    case = CASES[action]
+    params = case.arrange(world)
+    plan, plan_calls = world.plan(action, **params)
+    results, calls = world.until_done(
+        plan, between=case.between and (lambda: case.between(world)))
+    for call in [*plan_calls, *calls]:
+        assert call.service in {"kubernetes", "ec2"} and call.outcome == "ok"
+        assert all(call.targets) and (call.targets or call.operation.startswith("list_"))
+        # EC2 gives an AWS request id, the API server its Audit-Id
+        if call.service == "kubernetes":
+            assert call.request_id.startswith("audit-")
+        else:
+            assert len(call.request_id) > 8
+    assert list(results[-1].calls) == calls[len(calls) - len(results[-1].calls):]

@@ -1,0 +1,47 @@
+"""Rehearsals run the shipped runbooks against sandbox scenarios, approvals scripted from a second
+identity. Each test gets a fresh sandbox (one per process at a time: moto's state is global)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+pytest.importorskip("moto", reason="rehearsals need the sandbox: pip install runbook-bot[sim]")
+
+from bot.sim.rehearsal import Rehearsal
+
+
+@pytest.fixture
+def rehearse(tmp_path):
+    opened: list[Rehearsal] = []
+
+    def start(scenario: str, **options: Any) -> Rehearsal:
+        r = Rehearsal(scenario, options=options, workdir=tmp_path / f"r{len(opened)}")
+        r.start()
+        opened.append(r)
+        return r
+
+    yield start
+    for r in opened:
+        r.stop()
+
+
+def taint_keys(node: dict[str, Any]) -> list[str]:
+    return [t["key"] for t in (node.get("spec") or {}).get("taints") or ()]
+
+
+def types(r: Rehearsal, run_id: str) -> list[tuple[str, str]]:
+    return [(e.type, str(e.payload.get("step", ""))) for e in r.events(run_id)]
+
+
+def assert_clean(r: Rehearsal, run_id: str, *, repaired: str | None = None) -> None:
+    """What every rehearsal must show: an intact audit chain and no invariant violated.
+
+    ``repaired`` names a node a person repaired while it still carried the out-of-service taint:
+    that window (instance running, taint on) is expected until node-recovered removes the taint.
+    """
+    assert r.verified(run_id)
+    bad = [v for v in r.sandbox.violations
+           if not (repaired and v.kind == "oos-taint-on-running" and repaired in v.details)]
+    assert bad == [], bad

@@ -1,0 +1,88 @@
+"""The triage and storage runbooks, each against its sandbox scenario."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.rehearsals.conftest import assert_clean
+
+pytestmark = pytest.mark.slow
+
+
+def _message(st, key):
+    return st.steps[key].result["message"]
+
+
+def test_multi_attach_triage_finds_the_dead_holder_and_hands_over_to_node_dead(rehearse):
+    r = rehearse("node-dead")
+    f = r.facts
+    st = r.run("multi-attach-triage", pod=f["pod"], namespace=f["namespace"])
+    assert st.status == "succeeded", st.outcome
+    assert st.steps["holder"].outputs["node"] == f["dead_node"]
+    text = _message(st, "handoff")
+    assert f"runbook-bot run node-dead-ngns -p node={f['dead_node']}" in text
+    assert "NotReady" in text and "stopped" in text
+    assert_clean(r, st.run_id)
+
+
+def test_multi_attach_triage_says_it_does_not_apply_without_the_error(rehearse):
+    r = rehearse("az-capacity-deadlock")
+    f = r.facts
+    st = r.run("multi-attach-triage", pod=f["pod"], namespace=f["namespace"])
+    assert st.status == "failed"
+    assert "volume-affinity-conflict" in st.steps["holder"].error
+
+
+def test_volume_affinity_conflict_diagnoses_the_zone_and_renders_a_replacement_class(rehearse):
+    r = rehearse("az-capacity-deadlock")
+    f = r.facts
+    st = r.run("volume-affinity-conflict", pod=f["pod"], namespace=f["namespace"])
+    assert st.status == "succeeded", st.outcome
+    assert st.steps["pv"].result["zone"] == f["zone"]
+    manifest = st.steps["manifest"].result["text"]
+    assert "volumeBindingMode: WaitForFirstConsumer" in manifest
+    assert f"name: {f['storage_class']}-wffc" in manifest
+    text = _message(st, "diagnosis")
+    assert f["zone"] in text and "Immediate" in text
+    # read-only: the cluster is as it was
+    assert r.sandbox.get("Pod", f["namespace"], f["pod"])["status"]["phase"] == "Pending"
+    assert_clean(r, st.run_id)
+
+
+def test_stuck_terminating_deletes_a_live_volume_before_the_finalizers(rehearse):
+    r = rehearse("stuck-terminating")
+    live = r.facts["live"]
+    st = r.run("stuck-terminating-volume", pv=live["pv"])
+    assert st.status == "succeeded", st.outcome
+    assert r.sandbox.find("PersistentVolume", None, live["pv"]) is None
+    assert r.sandbox.find("PersistentVolumeClaim", r.facts["namespace"], live["pvc"]) is None
+    assert live["volume_id"] not in r.sandbox.ec2.attachments()  # deleted, not leaked
+    order = [(e.type, e.payload.get("step")) for e in r.events(st.run_id)]
+    assert order.index(("step.succeeded", "delete_volume")) < order.index(
+        ("step.applying", "pv_finalizers"))
+    assert_clean(r, st.run_id)
+
+
+def test_stuck_terminating_with_the_volume_already_gone_only_removes_finalizers(rehearse):
+    r = rehearse("stuck-terminating")
+    gone = r.facts["gone"]
+    st = r.run("stuck-terminating-volume", pv=gone["pv"])
+    assert st.status == "succeeded", st.outcome
+    assert st.steps["delete_volume"].status == "skipped"
+    assert r.sandbox.find("PersistentVolume", None, gone["pv"]) is None
+    assert_clean(r, st.run_id)
+
+
+def test_zombie_volumeattachments_lists_each_with_the_next_runbook(rehearse):
+    r = rehearse("zombie-attachments")
+    f = r.facts
+    st = r.run("zombie-volumeattachments")
+    assert st.status == "succeeded", st.outcome
+    found = {i["name"]: i for i in st.steps["audit"].result["items"]}
+    assert set(f["zombies"]) <= set(found)
+    missing = next(i for i in found.values() if i["node"] == f["missing_node"])
+    assert "no longer exists" in missing["reason"]
+    orphan = next(i for i in found.values() if i["pv"] == f["orphan_pv"])
+    assert "no running pod" in orphan["reason"] and orphan["next"]
+    assert str(len(found)) in _message(st, "report")
+    assert_clean(r, st.run_id)

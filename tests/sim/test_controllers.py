@@ -1,0 +1,235 @@
+"""The controllers follow Kubernetes' rules on the sandbox clock: node lifecycle, attach/detach
+fencing, pod GC, NoExecute eviction, StatefulSet recreation and a scheduler that honours PV zones.
+
+Time moves only through ``advance``; every expectation is an outcome in the store, in EC2 or in the
+recorded events, at the simulated second the rule says.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sim_kit import api_for, ec2_attachments, events, node_of, ready, taint_keys, vas_on
+
+NS = "search"
+OOS = {"key": "node.kubernetes.io/out-of-service", "value": "nodeshutdown", "effect": "NoExecute"}
+UNREACHABLE = "node.kubernetes.io/unreachable"
+
+
+def taint(sb: Any, node: str, t: dict[str, str]) -> None:
+    """Add a taint the way a client does: through the API server (which settles the controllers)."""
+    http = api_for(sb)
+    try:
+        current = http("GET", f"/api/v1/nodes/{node}")[1]
+        body = [{"op": "test", "path": "/metadata/resourceVersion",
+                 "value": current["metadata"]["resourceVersion"]},
+                {"op": "add", "path": "/spec/taints", "value": [*current["spec"].get("taints", []), t]}]
+        code, out = http("PATCH", f"/api/v1/nodes/{node}", body, content_type="application/json-patch+json")
+        assert code == 200, out
+    finally:
+        http.close()
+
+
+def zone_of(sb: Any, node: str) -> str:
+    return str(sb.get("Node", None, node)["metadata"]["labels"]["topology.kubernetes.io/zone"])
+
+
+def pv_zone(sb: Any, pod: str) -> str:
+    pvc = sb.get("PersistentVolumeClaim", NS, f"data-{pod}")
+    pv = sb.get("PersistentVolume", None, pvc["spec"]["volumeName"])
+    [term] = pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"]
+    return str(term["matchExpressions"][0]["values"][0])
+
+
+# -- node lifecycle ------------------------------------------------------------------------------
+
+def test_a_stopped_instance_makes_its_node_notready_with_unreachable_taints_after_the_grace_period(pool):
+    sb = pool.fresh("node-dead")
+    node = node_of(sb, NS, "es-data-1")
+    broken_at = sb.clock.now()
+    sb.break_node(node)
+    sb.advance(25)  # heartbeats come every 10 s; the grace period is 40 s after the last one
+    assert ready(sb, node) == "True" and taint_keys(sb, node) == []
+    sb.advance(20)
+    assert ready(sb, node) == "Unknown"
+    assert taint_keys(sb, node) == [(UNREACHABLE, "NoSchedule"), (UNREACHABLE, "NoExecute")]
+    [ev] = events(sb, reason="NodeNotReady", obj=f"Node/{node}")
+    assert ev.message == f"Node {node} status is now: NodeNotReady"
+    assert 30 <= (_parse(ev.time) - broken_at).total_seconds() <= 45
+
+    sb.repair_node(node)
+    sb.advance(5)
+    assert ready(sb, node) == "True" and taint_keys(sb, node) == []
+    assert events(sb, reason="NodeReady", obj=f"Node/{node}")
+
+
+def test_a_hung_instance_that_ec2_still_calls_running_also_makes_its_node_notready(pool):
+    sb = pool.get("node-hung")
+    f = sb.facts
+    assert sb.ec2.instance_state(f["instance_id"]) == "running"
+    assert ready(sb, f["dead_node"]) == "Unknown"
+    assert (UNREACHABLE, "NoExecute") in taint_keys(sb, f["dead_node"])
+
+
+# -- attach/detach ---------------------------------------------------------------------------------
+
+def test_the_ad_controller_waits_for_the_unmount_and_never_detaches_from_a_dead_node_on_its_own(pool):
+    sb = pool.fresh("node-dead")
+    f = sb.facts
+    sb.advance(1800)
+    [va] = vas_on(sb, f["dead_node"])
+    assert va["status"]["attached"] is True and not va["metadata"].get("deletionTimestamp")
+    assert ec2_attachments(sb, f["volume_id"]) == [(f["instance_id"], "attached")]
+    assert sb.get("Pod", NS, f["pod"])["status"]["phase"] == "Pending"
+    multi = events(sb, reason="FailedAttachVolume", obj=f"Pod/{NS}/{f['pod']}")
+    assert multi and multi[-1].message == (
+        f'Multi-Attach error for volume "{f["pv"]}" Volume is already exclusively attached to one node '
+        "and can't be attached to another")
+    assert multi[-1].source == "attachdetach-controller"
+
+
+def test_the_out_of_service_taint_detaches_at_once_through_ec2_and_the_pod_starts_elsewhere(pool):
+    sb = pool.fresh("node-dead")
+    f = sb.facts
+    before = sb.ec2.requests
+    taint(sb, f["dead_node"], OOS)
+    assert vas_on(sb, f["dead_node"]) == []
+    [va] = vas_on(sb, f["new_node"])
+    assert va["status"]["attached"] is True
+    new_iid = sb.get("Node", None, f["new_node"])["spec"]["providerID"].rsplit("/", 1)[-1]
+    assert ec2_attachments(sb, f["volume_id"]) == [(new_iid, "attached")]
+    assert sb.ec2.requests - before >= 2  # DetachVolume and AttachVolume crossed the endpoint
+    assert sb.get("Pod", NS, f["pod"])["status"]["phase"] == "Running"
+    assert events(sb, reason="SuccessfulAttachVolume", obj=f"Pod/{NS}/{f['pod']}")[-1].message == (
+        f'AttachVolume.Attach succeeded for volume "{f["pv"]}" ')
+    assert sb.violations == []
+
+
+def test_without_the_taint_the_ad_controller_force_detaches_after_six_minutes(pool):
+    sb = pool.fresh("node-dead", disable_force_detach_on_timeout=False)
+    f = sb.facts
+    since = sb.ctx.state["detach_requested"][f["volume_attachment"]]
+    waited = (sb.clock.now() - _parse(since)).total_seconds()
+    sb.advance(355 - waited)
+    assert [v["metadata"]["name"] for v in vas_on(sb, f["dead_node"])] == [f["volume_attachment"]]
+    sb.advance(10)
+    assert vas_on(sb, f["dead_node"]) == []
+    assert sb.get("Pod", NS, f["pod"])["status"]["phase"] == "Running"
+
+
+def test_the_timeout_force_detach_cannot_free_a_volume_from_a_hung_instance(pool):
+    sb = pool.fresh("node-hung", disable_force_detach_on_timeout=False)
+    f = sb.facts
+    sb.advance(400)
+    va = sb.get("VolumeAttachment", None, f["volume_attachment"])
+    assert va["metadata"]["deletionTimestamp"]
+    assert "is still detaching" in va["status"]["detachError"]["message"]
+    assert ec2_attachments(sb, f["volume_id"]) == [(f["instance_id"], "detaching")]
+    assert sb.get("Pod", NS, f["pod"])["status"]["phase"] == "Pending"
+
+
+def test_disabling_force_detach_on_timeout_keeps_the_attachment_for_good(pool):
+    sb = pool.get("node-dead")  # its default, like --disable-force-detach-on-timeout
+    assert sb.options["disable_force_detach_on_timeout"] is True
+    sb.advance(3600, step=30)
+    assert [v["metadata"]["name"] for v in vas_on(sb, sb.facts["dead_node"])] == [
+        sb.facts["volume_attachment"]]
+
+
+# -- eviction, pod GC, StatefulSet and scheduler ----------------------------------------------------
+
+def test_unreachable_pods_are_evicted_after_their_toleration_and_stay_terminating_until_pod_gc(pool):
+    sb = pool.fresh("node-dead")
+    node = node_of(sb, NS, "es-data-1")
+    zone = pv_zone(sb, "es-data-1")
+    sb.break_node(node)
+    sb.advance(45)
+    added = next(t["timeAdded"] for t in sb.get("Node", None, node)["spec"]["taints"]
+                 if t["effect"] == "NoExecute")
+    sb.advance(290)
+    assert not sb.get("Pod", NS, "es-data-1")["metadata"].get("deletionTimestamp")
+    sb.advance(20)
+    pod = sb.get("Pod", NS, "es-data-1")
+    assert pod["metadata"]["deletionTimestamp"]  # tolerationSeconds 300 of the unreachable taint
+    [ev] = events(sb, reason="TaintManagerEviction", obj=f"Pod/{NS}/es-data-1")
+    assert 300 <= (_parse(ev.time) - _parse(added)).total_seconds() <= 305
+    sb.advance(120)  # nobody confirms the deletion on a dead node; pod GC needs the taint
+    assert sb.get("Pod", NS, "es-data-1")["spec"]["nodeName"] == node
+
+    taint(sb, node, OOS)
+    sb.advance(20)  # pod GC runs every 20 s
+    [gc] = events(sb, reason="PodGCForceDelete", obj=f"Pod/{NS}/es-data-1")
+    assert gc.source == "pod-garbage-collector"
+    pod = sb.get("Pod", NS, "es-data-1")
+    assert pod["spec"]["nodeName"] != node and not pod["metadata"].get("deletionTimestamp")
+    assert zone_of(sb, pod["spec"]["nodeName"]) == zone  # the PV's zone, not just any free node
+    assert pod["status"]["phase"] == "Running"
+    created = events(sb, reason="SuccessfulCreate", obj=f"StatefulSet/{NS}/es-data")[-1]
+    assert created.message == "create Pod es-data-1 in StatefulSet es-data successful"
+    assert created.time == gc.time
+
+
+def test_a_noexecute_taint_the_pod_does_not_tolerate_evicts_it_at_once(pool):
+    sb = pool.fresh("node-dead")
+    node = node_of(sb, NS, "es-data-2")
+    taint(sb, node, {"key": "example.com/drain", "value": "now", "effect": "NoExecute"})
+    [ev] = events(sb, reason="TaintManagerEviction", obj=f"Pod/{NS}/es-data-2")
+    assert ev.message == f"Marking for deletion Pod {NS}/es-data-2"
+    # The kubelet on the live node confirmed the deletion; the recreated pod cannot go back there,
+    # and its volume keeps it in its zone.
+    pod = sb.get("Pod", NS, "es-data-2")
+    assert pod["spec"]["nodeName"] != node and zone_of(sb, pod["spec"]["nodeName"]) == zone_of(sb, node)
+    assert pod["status"]["phase"] == "Running"
+    # A live kubelet unmounted the volume, so the AD controller detached it without any taint.
+    assert vas_on(sb, node) == [] and "volumesInUse" in sb.get("Node", None, node)["status"]
+    assert sb.get("Node", None, node)["status"]["volumesInUse"] == []
+
+    # With the zone's other node cordoned too, the pod has nowhere to go, and says why.
+    other = pod["spec"]["nodeName"]
+    taint(sb, other, {"key": "example.com/drain", "value": "now", "effect": "NoExecute"})
+    sched = events(sb, obj=f"Pod/{NS}/es-data-2", reason="FailedScheduling")[-1]
+    assert sched.message == (
+        "0/6 nodes are available: 2 node(s) had untolerated taint {example.com/drain: now}, "
+        "1 node(s) had untolerated taint {node.kubernetes.io/unreachable: }, "
+        "3 node(s) had volume node affinity conflict. "
+        "preemption: 0/6 nodes are available: 6 Preemption is not helpful for scheduling.")
+
+
+def test_an_immediate_volume_in_a_full_zone_leaves_the_pod_pending_with_the_real_scheduler_text(pool):
+    sb = pool.get("az-capacity-deadlock")
+    f = sb.facts
+    pod = sb.get("Pod", NS, f["pod"])
+    assert "nodeName" not in pod["spec"] and pod["status"]["phase"] == "Pending"
+    assert pv_zone(sb, f["pod"]) == f["zone"]
+    [cond] = pod["status"]["conditions"]
+    assert (cond["type"], cond["status"], cond["reason"]) == ("PodScheduled", "False", "Unschedulable")
+    assert cond["message"] == (
+        "0/15 nodes are available: 1 Insufficient cpu, 14 node(s) had volume node affinity conflict. "
+        "preemption: 0/15 nodes are available: 15 Preemption is not helpful for scheduling.")
+    sb.store.remove(sb.res("Pod"), NS, "batch-filler")  # capacity returns to the volume's zone
+    sb.advance(5)
+    pod = sb.get("Pod", NS, f["pod"])
+    assert pod["spec"]["nodeName"] == f["full_node"] and pod["status"]["phase"] == "Running"
+
+
+def test_a_throttled_create_volume_is_reported_on_the_claim_and_retried_on_the_next_pass(pool):
+    sb = pool.get("az-capacity-deadlock")
+    sb.ec2.throttle_rate = 1.0
+    sb.create("PersistentVolumeClaim", {
+        "metadata": {"name": "scratch", "namespace": NS},
+        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "gp2-immediate",
+                 "resources": {"requests": {"storage": "10Gi"}}}}, NS)
+    sb.settle()
+    [failed] = events(sb, reason="ProvisioningFailed", obj=f"PersistentVolumeClaim/{NS}/scratch")
+    assert failed.message == ('failed to provision volume with StorageClass "gp2-immediate": rpc error: '
+                              "code = Internal desc = RequestLimitExceeded: Request limit exceeded.")
+    assert "volumeName" not in sb.get("PersistentVolumeClaim", NS, "scratch")["spec"]
+    sb.ec2.throttle_rate = 0.0
+    sb.advance(5)
+    pvc = sb.get("PersistentVolumeClaim", NS, "scratch")
+    assert pvc["status"]["phase"] == "Bound" and pvc["spec"]["volumeName"].startswith("pvc-")
+
+
+def _parse(stamp: str) -> datetime:
+    return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)

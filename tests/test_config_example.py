@@ -1,0 +1,22 @@
+"""The example config in deploy/ loads, so a new user's first copy of it works."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ruamel.yaml import YAML
+
+from bot.config import settings_from_mapping
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "deploy" / "runbook-bot.example.yaml"
+
+
+def test_the_example_config_loads_with_its_clusters_and_groups():
+    data = YAML(typ="safe").load(EXAMPLE.read_text())
+    s = settings_from_mapping(data, {"HOME": "/home/sre"})
+    cluster = s.cluster("prod-apse1")
+    assert cluster.region == "ap-southeast-1" and cluster.context == "prod-apse1"
+    assert not cluster.kubeconfig.startswith("~")
+    assert "bob" in s.policy.groups["sre-oncall"]
+    assert s.policy.aliases["slack:U0123ALICE"] == "alice"
+    assert s.policy.max_out_of_service_nodes == 3
