@@ -123,7 +123,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     settings = load_settings()
     rehearsal = Rehearsal(args.scenario, database_url=settings.database_url,
-                          audit_key=settings.audit_key or None, notifiers=[TerminalPrinter()])
+                          audit_key=settings.audit_key or None, notifiers=[TerminalPrinter()],
+                          wall_clock=True)
     with rehearsal as r:
         _story(r)
         decide = _decide_interactively(r) if args.interactive else None

@@ -17,6 +17,7 @@ Commands from people (approve, reject, confirm, break-glass, retry, abort) are i
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
@@ -36,6 +37,7 @@ from bot.runbook.templating import evaluate, render, render_value
 S = StepStatus
 R = RunStatus
 MAX_GOTOS = 25
+_UNRENDERED = re.compile(r"\{\{.*?\}\}")
 ENGINE = "runbook-bot"  # the actor of events the engine itself causes
 
 
@@ -188,14 +190,14 @@ class Conductor:
                                           f"{step.foreach}")
                 items = list(value)
         except RunbookBotError as e:
-            base.title = step.title
+            base.title = _UNRENDERED.sub("…", step.title)
             self._fail(base, now, tick, f"step {step.id!r}: {e}")
             return
         if items is None:
             base.title = self._title(step, ctx)
             return
         if not items:
-            base.title = step.title
+            base.title = _UNRENDERED.sub("…", step.title)
             self._skip(base, now, tick, "foreach gave an empty list: nothing to do")
             return
         del self.state.steps[base.key]
@@ -213,8 +215,8 @@ class Conductor:
     def _title(self, step: Step, ctx: Mapping[str, Any]) -> str:
         try:
             return render(step.title, ctx)[:150]
-        except RunbookBotError:
-            return step.title
+        except RunbookBotError:  # e.g. {{ item }} of a foreach step that did not run
+            return _UNRENDERED.sub("…", step.title)
 
     def _decide_step(self, s: StepState, now: datetime, tick: Tick) -> Decision | None:
         step = self.step_of(s)

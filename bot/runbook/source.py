@@ -1,11 +1,14 @@
 """Runbooks by name, from a directory: what the runner starts runs from.
 
 A run keeps the text it started with, so ``parse`` re-reads that text (not the file, which may have
-changed since) when a run resumes after a restart.
+changed since) when a run resumes after a restart. Parsing and validating a runbook costs
+milliseconds, so parsed documents are kept by their exact text: starting the hundredth run of
+the same runbook, or a burst of runs from Slack, parses it once.
 """
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from bot.errors import NotFound, RunbookError
@@ -14,10 +17,33 @@ from bot.runbook.model import Runbook
 from bot.runbook.validate import Catalog
 
 
+class _Parsed:
+    """Parsed runbooks by (file, text); a changed file has a new text and is parsed again."""
+
+    def __init__(self, catalog: Catalog | None) -> None:
+        self.catalog = catalog
+        self._cache: dict[tuple[str, str], Runbook] = {}
+        self._lock = threading.Lock()
+
+    def parse(self, text: str, *, file: str) -> Runbook:
+        key = (file, text)
+        with self._lock:
+            hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        runbook = load_text(text, file=file, catalog=self.catalog)
+        with self._lock:
+            if len(self._cache) > 256:
+                self._cache.clear()
+            self._cache[key] = runbook
+        return runbook
+
+
 class DirectorySource:
     def __init__(self, directory: str | Path, *, catalog: Catalog | None) -> None:
         self.directory = Path(directory)
         self.catalog = catalog
+        self._parsed = _Parsed(catalog)
 
     def _files(self) -> list[Path]:
         if not self.directory.is_dir():
@@ -53,7 +79,7 @@ class DirectorySource:
         raise NotFound(f"no runbook named {name!r} in {self.directory}; known: {known}")
 
     def parse(self, text: str, *, file: str) -> Runbook:
-        return load_text(text, file=file, catalog=self.catalog)
+        return self._parsed.parse(text, file=file)
 
 
 class TextSource:
@@ -62,6 +88,10 @@ class TextSource:
     def __init__(self, texts: dict[str, str], *, catalog: Catalog | None) -> None:
         self.catalog = catalog
         self._texts = dict(texts)
+        self._parsed = _Parsed(catalog)
+
+    def names(self) -> list[str]:
+        return sorted(self._texts)
 
     def get(self, name: str) -> tuple[Runbook, str, str]:
         if name not in self._texts:
@@ -70,4 +100,4 @@ class TextSource:
         return self.parse(text, file=f"{name}.yaml"), text, f"{name}.yaml"
 
     def parse(self, text: str, *, file: str) -> Runbook:
-        return load_text(text, file=file, catalog=self.catalog)
+        return self._parsed.parse(text, file=file)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +65,7 @@ class Rehearsal:
     audit_key: str | None = "rehearsal"
     notifiers: Sequence[Any] = ()
     ec2_attempts: int = 8
+    wall_clock: bool = False  # start the simulated clock at the real time (the demo's records)
 
     def __post_init__(self) -> None:
         self.workdir = Path(self.workdir or tempfile.mkdtemp(prefix="runbook-bot-rehearsal-"))
@@ -83,6 +84,8 @@ class Rehearsal:
     def start(self) -> None:
         assert self.workdir is not None
         self.sandbox.start()
+        if self.wall_clock:
+            self.sandbox.rebase(datetime.now(UTC))
         url = self.database_url or f"sqlite:///{self.workdir / 'state.db'}"
         self.settings = default_settings(self.sandbox, database_url=url, audit_key=self.audit_key)
         sb = self.sandbox

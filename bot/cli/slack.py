@@ -1,0 +1,91 @@
+"""``slack serve``: the Slack front-end and the worker loop, in one process.
+
+HTTP mode serves ``/slack/events`` and ``/healthz`` from waitress (a production WSGI server);
+``--socket-mode`` connects out to Slack with the app-level token instead. Either way the runner's
+worker loop runs in a thread beside it, so waits end and approvals expire without anyone typing.
+Configuration is checked first, and what is missing is named in one message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import threading
+from typing import Any
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("slack", help="the Slack front-end",
+                       description="Run runbook-bot in Slack (see docs/slack.md).")
+    s = p.add_subparsers(dest="slack_command", metavar="COMMAND")
+    serve = s.add_parser("serve", help="serve the Slack app and carry runs on",
+                         description="Serve Slack's requests (HTTP mode by default, on "
+                         "/slack/events with /healthz for load balancers) and drive runs as "
+                         "their waits end, until interrupted.")
+    serve.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
+    serve.add_argument("--port", type=int, default=3000, help="port to listen on (default 3000)")
+    serve.add_argument("--socket-mode", action="store_true",
+                       help="connect to Slack over Socket Mode (needs SLACK_APP_TOKEN) "
+                       "instead of serving HTTP")
+    serve.add_argument("--threads", type=int, default=8, help="HTTP request threads (default 8)")
+    serve.add_argument("--interval", type=float, default=1.0,
+                       help="seconds between checks for due runs (default 1)")
+    serve.set_defaults(handler=cmd_serve)
+    p.set_defaults(handler=lambda args: p.print_help() or 2)
+
+
+def _verify_token(parts: Any, api_url: str | None) -> None:
+    """Ask Slack who the token is, so a wrong token or URL fails now with a clear message."""
+    from bot.errors import ConfigError
+    from bot.frontends.slack.app import DEFAULT_API_URL, verify_token
+
+    try:
+        verify_token(parts.client)
+    except ConfigError:
+        raise
+    except Exception as e:
+        raise ConfigError(f"cannot reach the Slack Web API at {api_url or DEFAULT_API_URL}: {e}") from e
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from bot.cli.wiring import build_runner, open_store
+    from bot.config import load_settings
+    from bot.frontends.slack.app import (
+        SlackParts,
+        build_app,
+        check_config,
+        http_server,
+        socket_mode_handler,
+        stop_http_server,
+    )
+
+    settings = load_settings()
+    check_config(settings.slack, socket_mode=args.socket_mode)
+    store = open_store(settings)
+    parts = SlackParts(settings, store=store)
+    _verify_token(parts, settings.slack.api_url)
+    runner = build_runner(settings, store=store, notifiers=[parts.notifier],
+                          membership=parts.membership(settings.policy))
+    app, _, _ = build_app(settings, runner, parts=parts)
+    worker = threading.Thread(target=runner.serve, kwargs={"interval": args.interval},
+                              name="runbook-bot-worker", daemon=True)
+    worker.start()
+    server = None
+    try:
+        if args.socket_mode:
+            print("runbook-bot: connected to Slack over Socket Mode; Ctrl-C stops", flush=True)
+            socket_mode_handler(app, settings.slack).start()
+        else:
+            server = http_server(app, host=args.host, port=args.port, threads=args.threads)
+            print(f"runbook-bot: serving Slack on http://{args.host}:{server.effective_port}"
+                  "/slack/events (health: /healthz); Ctrl-C stops", flush=True)
+            server.run()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if server is not None:
+            stop_http_server(server)
+        runner.stop()
+        worker.join(timeout=10)
+        parts.work.shutdown()
+        parts.notifier.flush()
+    return 0

@@ -1,0 +1,291 @@
+"""The Slack app: a bolt App on a WebClient that retries rate limits, served over HTTP or a socket.
+
+``SlackParts`` are what the runner needs before it exists (the notifier that shows runs, and the
+resolver of Slack user groups for approval policy); ``build_app`` then wires the runner into a
+bolt App whose listeners only acknowledge and hand work to a small pool (``Work``). Requests are
+verified by bolt against the signing secret (bad or stale signatures get 401 before any
+listener), and every delivery is recorded so a retried or repeated one changes nothing.
+
+The Web API base URL comes from the config (``RUNBOOK_BOT_SLACK_API_URL``: GovSlack, an egress
+proxy, the tests' fake), with its trailing ``/``. The client retries 429s after ``Retry-After``
+and connection errors (slack_sdk's retry handlers); what still fails is logged, never raised into
+a run.
+
+``wsgi_app`` routes ``/slack/events`` to bolt and answers ``/healthz``; ``serve_http`` runs it in
+waitress, a production WSGI server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from slack_bolt import App, BoltResponse
+from slack_bolt.adapter.wsgi import SlackRequestHandler
+from slack_sdk import WebClient
+from slack_sdk.http_retry.builtin_handlers import (
+    ConnectionErrorRetryHandler,
+    RateLimitErrorRetryHandler,
+)
+
+from bot.config import PolicyConfig, Settings, SlackConfig
+from bot.engine.approvals import Membership
+from bot.engine.ports import Clock, SystemClock
+from bot.engine.runner import Runner, membership_from
+from bot.engine.runstate import RunState
+from bot.errors import ConfigError, ExternalError, RunbookBotError
+from bot.frontends.slack.cards import CardStore, Deliveries
+from bot.frontends.slack.identity import UserGroups
+from bot.frontends.slack.notifier import RunFacts, SlackNotifier
+from bot.frontends.slack.service import GROUP_PREFIX, Exporter, SlackService
+
+log = logging.getLogger(__name__)
+DEFAULT_API_URL = "https://slack.com/api/"
+EVENTS_PATH = "/slack/events"
+
+
+class Work:
+    """Two small pools for what follows an ack: quick jobs, and driving runs.
+
+    Quick jobs (answers, forms, starting a run, submitting a decision) never queue behind a run
+    that takes a while to drive, so a form still opens inside its trigger's 3 s when every
+    driver is busy. ``idle`` waits for both to drain (shutdown, tests).
+    """
+
+    def __init__(self, workers: int = 4) -> None:
+        self._quick = ThreadPoolExecutor(max_workers=max(1, workers // 2),
+                                         thread_name_prefix="slack-work")
+        self._drive = ThreadPoolExecutor(max_workers=max(1, workers - workers // 2),
+                                         thread_name_prefix="slack-drive")
+        self._pending = 0
+        self._cond = threading.Condition()
+
+    def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future[Any]:
+        return self._queue(self._quick, fn, *args, **kwargs)
+
+    def drive(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future[Any]:
+        return self._queue(self._drive, fn, *args, **kwargs)
+
+    def _queue(self, pool: ThreadPoolExecutor, fn: Callable[..., Any], *args: Any,
+               **kwargs: Any) -> Future[Any]:
+        with self._cond:
+            self._pending += 1
+        return pool.submit(self._run, fn, *args, **kwargs)
+
+    def _run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except Exception:
+            log.exception("Slack work %s failed", getattr(fn, "__name__", fn))
+            return None
+        finally:
+            with self._cond:
+                self._pending -= 1
+                self._cond.notify_all()
+
+    def idle(self, timeout: float = 10.0) -> bool:
+        with self._cond:
+            return self._cond.wait_for(lambda: self._pending == 0, timeout=timeout)
+
+    def shutdown(self) -> None:
+        self._quick.shutdown(wait=True)
+        self._drive.shutdown(wait=True)
+
+
+def check_config(config: SlackConfig, *, socket_mode: bool) -> None:
+    """One ConfigError naming everything missing or malformed, before anything starts."""
+    problems = []
+    if not config.bot_token:
+        problems.append("SLACK_BOT_TOKEN (the bot token, xoxb-...) is not set")
+    elif not config.bot_token.startswith("xoxb-"):
+        problems.append("SLACK_BOT_TOKEN must be a bot token starting with xoxb-")
+    if socket_mode:
+        if not config.app_token:
+            problems.append("SLACK_APP_TOKEN (an app-level token, xapp-..., with "
+                            "connections:write) is not set; Socket Mode needs it")
+        elif not config.app_token.startswith("xapp-"):
+            problems.append("SLACK_APP_TOKEN must be an app-level token starting with xapp-")
+    elif not config.signing_secret:
+        problems.append("SLACK_SIGNING_SECRET (Basic Information -> App Credentials) is not set; "
+                        "HTTP mode needs it to verify requests")
+    if config.api_url and not (config.api_url.startswith(("http://", "https://"))
+                               and config.api_url.endswith("/")):
+        problems.append(f"RUNBOOK_BOT_SLACK_API_URL {config.api_url!r} must be an http(s) URL "
+                        "ending in / (like https://slack.com/api/)")
+    if problems:
+        raise ConfigError("Slack is not configured: " + "; ".join(problems) + " (see docs/slack.md)")
+
+
+def make_client(config: SlackConfig) -> WebClient:
+    return WebClient(token=config.bot_token, base_url=config.api_url or DEFAULT_API_URL,
+                     timeout=10,
+                     retry_handlers=[ConnectionErrorRetryHandler(max_retry_count=2),
+                                     RateLimitErrorRetryHandler(max_retry_count=3)])
+
+
+class SlackParts:
+    """The client, the message store, the user-group cache and the notifier, for one workspace."""
+
+    def __init__(self, settings: Settings, *, store: Any, clock: Clock | None = None,
+                 client: WebClient | None = None, workers: int = 4,
+                 card_interval: float = 1.0) -> None:
+        self.settings = settings
+        self.clock = clock or SystemClock()
+        self.client = client or make_client(settings.slack)
+        self.cards = CardStore(store.engine)
+        self.deliveries = Deliveries(self.cards)
+        self.usergroups = UserGroups(api=self.client, clock=self.clock,
+                                     ttl=settings.slack.usergroup_ttl)
+        self.notifier = SlackNotifier(client=self.client, cards=self.cards, clock=self.clock,
+                                      card_interval=card_interval)
+        self.work = Work(workers)
+
+    def in_group(self, identity: str, member: str) -> bool:
+        """Resolver of ``slack-group:S…`` members of policy groups, from the TTL cache."""
+        if not member.startswith(GROUP_PREFIX):
+            return False
+        try:
+            return self.usergroups.is_member(identity, member[len(GROUP_PREFIX):])
+        except ExternalError as e:
+            log.warning("%s", e)
+            return False
+
+    def membership(self, policy: PolicyConfig) -> Membership:
+        return membership_from(policy, {"slack-group": self.in_group})
+
+
+def _facts(runner: Runner) -> RunFacts:
+    cache: dict[tuple[str, str], Any] = {}
+
+    def runbook(state: RunState) -> Any:
+        key = (state.runbook, state.runbook_text)
+        if key not in cache:
+            try:
+                cache[key] = runner.runbooks.parse(state.runbook_text, file=state.runbook_file)
+            except RunbookBotError:
+                cache[key] = None
+        return cache[key]
+
+    def titles(state: RunState) -> list[tuple[str, str]] | None:
+        rb = runbook(state)
+        return None if rb is None else [(s.id, s.title) for s in rb.spec.steps]
+
+    def destructive(state: RunState, key: str) -> bool:
+        rb, s = runbook(state), state.steps.get(key)
+        if rb is None or s is None:
+            return True  # unknown: the careful rendering, with a confirm dialog
+        try:
+            action = rb.step(s.step_id).action
+            return bool(action) and bool(runner.catalog.spec(action).destructive)
+        except (KeyError, RunbookBotError):
+            return True
+
+    return RunFacts(titles=titles, destructive=destructive)
+
+
+def build_app(settings: Settings, runner: Runner, *, parts: SlackParts | None = None,
+              names: Callable[[], list[str]] | None = None,
+              exporter: Exporter | None = None) -> tuple[App, SlackService, SlackParts]:
+    """The bolt App for ``runner``; its notifier is registered with the runner if it was not.
+
+    ``exporter`` defaults to transcripts with the run's Slack thread merged in, where installed.
+    """
+    from bot.frontends.slack.listeners import register
+    from bot.frontends.slack.transcripts import slack_exporter
+
+    if parts is None:
+        parts = SlackParts(settings, store=runner.store, clock=runner.clock)
+    if parts.notifier not in runner.notifiers:
+        runner.notifiers.append(parts.notifier)
+    parts.notifier.facts = _facts(runner)
+    if names is None:
+        names = getattr(runner.runbooks, "names", None)
+    if exporter is None:
+        exporter = slack_exporter(parts.client, parts.cards, runner.store)
+    service = SlackService(runner=runner, client=parts.client, cards=parts.cards,
+                           usergroups=parts.usergroups, clock=parts.clock, names=names,
+                           exporter=exporter, drive=lambda run_id: parts.work.drive(
+                               runner.drive, run_id))
+    app = App(client=parts.client, signing_secret=settings.slack.signing_secret or "",
+              token_verification_enabled=True, request_verification_enabled=True,
+              process_before_response=True,
+              logger=logging.getLogger("bot.frontends.slack.bolt"),
+              listener_executor=ThreadPoolExecutor(max_workers=16,
+                                                   thread_name_prefix="slack-listener"))
+    app.middleware(_once(parts))
+    register(app, service=service, work=parts.work, deliveries=parts.deliveries,
+             config=settings.slack)
+    return app, service, parts
+
+
+def _once(parts: SlackParts) -> Callable[..., Any]:
+    """Global middleware: a delivery this process saw before (a retry) is acked and dropped.
+
+    The key goes on in the context; the job that does the work records it durably first.
+    """
+    def once(req: Any, resp: Any, next: Callable[[], None]) -> Any:
+        raw = req.raw_body if isinstance(getattr(req, "raw_body", None), str) else ""
+        if not raw and isinstance(getattr(req, "body", None), dict) and req.body:
+            raw = json.dumps(req.body, sort_keys=True)  # Socket Mode: the payload, parsed
+        if raw:
+            key = "body:" + hashlib.sha256(raw.encode()).hexdigest()
+            if not parts.deliveries.fresh(key):
+                log.info("dropped a repeated Slack delivery (retry %s)",
+                         req.headers.get("x-slack-retry-num", ["-"])[0])
+                return BoltResponse(status=200, body="")
+            req.context["delivery"] = key
+        next()
+        return None
+
+    return once
+
+
+def wsgi_app(app: App) -> Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]:
+    """``/slack/events`` to bolt, ``/healthz`` for load balancers, 404 for anything else."""
+    handler = SlackRequestHandler(app, path=EVENTS_PATH)
+
+    def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") == "/healthz":
+            start_response("200 OK", [("Content-Type", "text/plain; charset=utf-8")])
+            return [b"ok\n"]
+        return handler(environ, start_response)
+
+    return application
+
+
+def http_server(app: App, *, host: str = "0.0.0.0", port: int = 3000, threads: int = 8) -> Any:
+    """A waitress server for the app (not yet running: call ``.run()``)."""
+    from waitress.server import create_server
+
+    return create_server(wsgi_app(app), host=host, port=port, threads=threads,
+                         asyncore_loop_timeout=0.2, ident="runbook-bot")
+
+
+def stop_http_server(server: Any) -> None:
+    """Stop a running waitress server from another thread: its loop closes its own sockets."""
+    server.task_dispatcher.shutdown()  # first: a request thread still running pulls the trigger
+    server.trigger.pull_trigger(lambda: server.asyncore.close_all(server._map))
+
+
+def socket_mode_handler(app: App, config: SlackConfig) -> Any:
+    from slack_bolt.adapter.socket_mode import SocketModeHandler
+
+    return SocketModeHandler(app, app_token=config.app_token)
+
+
+def verify_token(client: WebClient) -> dict[str, Any]:
+    """``auth.test``: the team and bot the token belongs to; ConfigError when Slack refuses it."""
+    from slack_sdk.errors import SlackApiError
+
+    try:
+        r = client.auth_test()
+    except SlackApiError as e:
+        code = e.response.get("error") if e.response is not None else str(e)
+        raise ConfigError(f"Slack refused SLACK_BOT_TOKEN: {code} (check the token, and "
+                          "RUNBOOK_BOT_SLACK_API_URL if you set one)") from e
+    return dict(r.data) if isinstance(r.data, dict) else {}

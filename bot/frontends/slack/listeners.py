@@ -1,0 +1,198 @@
+"""Bolt listeners: acknowledge within Slack's 3 s, build the gesture, hand the work to the pool.
+
+Nothing here waits on the engine. A listener does only what must be in the acknowledgement
+itself (a usage hint, a modal's inline validation errors), hands everything else to ``Work`` (a
+non-blocking submit, so the job is queued before Slack hears back) and acks; the request thread
+touches neither the engine nor the database. A job first records its delivery durably
+(``Deliveries``) and does nothing if another replica had it. A button click is also recorded under
+its meaning (who, which button, which run, step and plan), so a double click, which Slack
+delivers as two different requests, counts once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from slack_bolt import App
+
+from bot.config import SlackConfig
+from bot.engine import commands as c
+from bot.frontends.slack.cards import Deliveries
+from bot.frontends.slack.service import Person, SlackService, check_params
+from bot.frontends.slack.slash import USAGE, UsageError, parse
+from bot.present import blockkit as bk
+
+log = logging.getLogger(__name__)
+
+
+def _person(body: dict[str, Any]) -> Person:
+    user = body.get("user_id") or (body.get("user") or {}).get("id")
+    channel = body.get("channel_id") or (body.get("channel") or {}).get("id")
+    team = body.get("team_id") or (body.get("team") or {}).get("id")
+    return Person(user=str(user), channel=str(channel) if channel else None,
+               team=str(team) if team else None)
+
+
+def _value(body: dict[str, Any]) -> dict[str, Any]:
+    try:
+        raw = json.loads(body["actions"][0]["value"])
+    except (KeyError, IndexError, TypeError, ValueError):
+        return {}
+    return raw if isinstance(raw, dict) else {}
+
+
+def _field(state: dict[str, Any], block_id: str) -> str:
+    entry = (state.get(block_id) or {}).get("value") or {}
+    if entry.get("type") == "static_select":
+        return str((entry.get("selected_option") or {}).get("value") or "")
+    return str(entry.get("value") or "").strip()
+
+
+def register(app: App, *, service: SlackService, work: Any, deliveries: Deliveries,
+             config: SlackConfig) -> None:
+    allowed = set(config.allowed_channels)
+
+    def now() -> float:
+        return service.clock.now().timestamp()
+
+    def handoff(context: Any, fn: Callable[..., Any], *args: Any, keys: Sequence[str] = (),
+                duplicate: Callable[[], Any] | None = None, **kwargs: Any) -> None:
+        """Queue ``fn``; it runs only if no replica recorded this delivery (or ``keys``) before."""
+        every = [k for k in (context.get("delivery"), *keys) if k]
+
+        def job() -> None:
+            if not all([deliveries.first(k, now=now()) for k in every]):
+                if duplicate is not None:
+                    duplicate()
+                return
+            fn(*args, **kwargs)
+
+        job.__name__ = getattr(fn, "__name__", "job")
+        work.submit(job)
+
+    @app.command("/runbook")
+    def runbook_command(ack: Any, body: dict[str, Any], context: Any) -> None:
+        person = _person(body)
+        if allowed and person.channel not in allowed:
+            ack(text="runbook-bot is not enabled in this channel; ask in one of: "
+                     + ", ".join(f"<#{ch}>" for ch in sorted(allowed)))
+            return
+        try:
+            cmd = parse(str(body.get("text") or ""))
+        except UsageError as e:
+            hint = f":warning: {e}\n\n{USAGE}"
+            ack(text=bk.truncate(hint, 3000), blocks=[bk.section(hint)])
+            return
+        if cmd.verb == "help":
+            ack(text=USAGE, blocks=[bk.section(USAGE)])
+            return
+        handoff(context, service.slash, cmd, person, body.get("trigger_id"))
+        ack()
+
+    def click(ack: Any, body: dict[str, Any], context: Any, kind: str) -> None:
+        person = _person(body)
+        v = _value(body)
+        run_id, step, plan_hash = v.get("r"), v.get("s"), v.get("h")
+        if not run_id:
+            ack()
+            return
+        key = f"click:{person.user}:{kind}:{run_id}:{step}:{plan_hash}"
+
+        def again() -> None:
+            service.tell(person, "Your click on this message was already counted.")
+
+        if not deliveries.fresh(key):
+            work.submit(again)
+            ack()
+            return
+        cmd: c.Command
+        if kind == "approve":
+            cmd = c.Approve(run_id=run_id, actor=person.identity, step=step, plan_hash=plan_hash)
+        else:
+            cmd = c.Confirm(run_id=run_id, actor=person.identity, step=step)
+        handoff(context, _decide_click, service, deliveries, cmd, person, key, keys=[key],
+                duplicate=again)
+        ack()
+
+    @app.action(bk.ACTION_APPROVE)
+    def approve_clicked(ack: Any, body: dict[str, Any], context: Any) -> None:
+        click(ack, body, context, "approve")
+
+    @app.action(bk.ACTION_CONFIRM)
+    def confirm_clicked(ack: Any, body: dict[str, Any], context: Any) -> None:
+        click(ack, body, context, "confirm")
+
+    @app.action(bk.ACTION_REJECT)
+    def reject_clicked(ack: Any, body: dict[str, Any], context: Any) -> None:
+        person = _person(body)
+        v = _value(body)
+        if v.get("r"):
+            meta = json.dumps({**v, "c": person.channel}, separators=(",", ":"))
+            handoff(context, _open_reject, service, person, str(body.get("trigger_id")), v, meta)
+        ack()
+
+    @app.view(bk.VIEW_REJECT)
+    def reject_submitted(ack: Any, body: dict[str, Any], view: dict[str, Any], context: Any) -> None:
+        reason = _field(view["state"]["values"], bk.REASON_BLOCK)
+        problem = service.reject_reason_problem(reason)
+        if problem:
+            ack(response_action="errors", errors={bk.REASON_BLOCK: problem})
+            return
+        meta = json.loads(view.get("private_metadata") or "{}")
+        person = Person(user=str(body["user"]["id"]), channel=meta.get("c"))
+        key = f"reject:{person.user}:{meta.get('r')}:{meta.get('s')}:{meta.get('h')}"
+        if deliveries.fresh(key):
+            handoff(context, service.decide, c.Reject(run_id=str(meta.get("r")),
+                                                      actor=person.identity, reason=reason,
+                                                      step=meta.get("s")), person, keys=[key])
+        ack()
+
+    @app.view(bk.VIEW_RUN)
+    def run_submitted(ack: Any, body: dict[str, Any], view: dict[str, Any], context: Any) -> None:
+        meta = json.loads(view.get("private_metadata") or "{}")
+        person = Person(user=str(body["user"]["id"]), channel=meta.get("channel"),
+                     team=(body.get("team") or {}).get("id"))
+        values = view["state"]["values"]
+        raw = {block_id.split(":", 1)[1]: _field(values, block_id) for block_id in values
+               if block_id.startswith("param:")}
+        raw = {k: v for k, v in raw.items() if v != ""}
+        try:
+            runbook, _, _ = service.runner.runbooks.get(str(meta.get("runbook")))
+        except Exception as e:  # the runbook vanished between the form and the submission
+            ack(response_action="errors", errors={b: str(e)[:150] for b in values})
+            return
+        _, errors = check_params(runbook, raw)
+        errors.pop("", None)
+        if errors:
+            ack(response_action="errors",
+                errors={bk.param_block_id(k): bk.truncate(v, 150, pointer="") for k, v in errors.items()})
+            return
+        handoff(context, service.start, str(meta["runbook"]), raw, person,
+                dry_run=bool(meta.get("dry_run")))
+        ack()
+
+    @app.error
+    def on_error(error: Exception, body: dict[str, Any]) -> None:
+        log.error("Slack listener failed: %s", error, exc_info=error)
+
+
+def _decide_click(service: SlackService, deliveries: Deliveries, cmd: c.Command, person: Person,
+                  key: str) -> None:
+    if service.decide(cmd, person, clicked=True) is None:  # not submitted (membership could not be read)
+        deliveries.forget(key)
+
+
+def _open_reject(service: SlackService, person: Person, trigger_id: str, v: dict[str, Any],
+                 meta: str) -> None:
+    state = service.runner.store.load(str(v["r"]))
+    s = state.steps.get(str(v.get("s")))
+    title = s.title if s else str(v.get("s"))
+    try:
+        service.client.views_open(trigger_id=trigger_id,
+                                  view=bk.reject_modal(step_title=title, metadata=meta))
+    except Exception as e:
+        service.tell(person, f":warning: could not open the reject form ({e}); use "
+                             f"`/runbook reject {v['r']} reason...` instead")

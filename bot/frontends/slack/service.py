@@ -1,0 +1,289 @@
+"""What the Slack front-end does once a request is acknowledged: the work behind each gesture.
+
+Listeners (``listeners.py``) ack within Slack's 3 s and hand a job to the worker pool; the jobs are
+here. A gesture becomes an engine command (``StartRun``, ``Approve``, ``Reject``...), submitted to
+the runner, and the outcome is answered to the person who acted, privately (``chat.postEphemeral``);
+everyone else sees the run card and its thread change. The engine decides who may do what and
+audits refusals; this module only names people (``slack:U…``) and, for a click, reads the Slack
+user groups named in the step's approver groups afresh, so membership is current at click time.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from slack_sdk.errors import SlackApiError
+
+from bot.engine import commands as c
+from bot.engine.approvals import check_reason
+from bot.engine.ports import Clock
+from bot.engine.runner import Runner
+from bot.errors import ExternalError, NotFound, ParamError, PolicyError, RunbookBotError
+from bot.frontends.slack.cards import CardStore
+from bot.frontends.slack.identity import UserGroups, identity_for
+from bot.frontends.slack.notifier import who
+from bot.frontends.slack.slash import USAGE, Slash
+from bot.present import blockkit as bk
+from bot.present.views import run_view
+from bot.runbook.model import Runbook
+from bot.runbook.params import coerce_param
+
+log = logging.getLogger(__name__)
+GROUP_PREFIX = "slack-group:"
+
+# (run_id, fmt) -> (file name, content) of the run's transcript
+Exporter = Callable[[str, str], tuple[str, bytes]]
+
+
+@dataclass(frozen=True)
+class Person:
+    """The person who acted, and where."""
+
+    user: str  # Slack user id
+    channel: str | None
+    team: str | None = None
+
+    @property
+    def identity(self) -> str:
+        return identity_for(self.user)
+
+
+def check_params(runbook: Runbook, raw: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """Typed params and per-param problems (for inline modal errors); unknown keys under ``""``."""
+    values: dict[str, Any] = {}
+    errors: dict[str, str] = {}
+    declared = runbook.spec.params
+    unknown = sorted(set(raw) - set(declared))
+    if unknown:
+        errors[""] = (f"unknown param{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} "
+                      f"(this runbook takes: {', '.join(declared) or 'none'})")
+    for name, spec in declared.items():
+        value = raw.get(name)
+        if value not in (None, ""):
+            try:
+                values[name] = coerce_param(name, spec, value)
+            except RunbookBotError as e:
+                errors[name] = str(e).removeprefix(f"param {name!r}: ")
+        elif spec.required:
+            errors[name] = "required" + (f": {spec.description}" if spec.description else "")
+    return values, errors
+
+
+class SlackService:
+    def __init__(self, *, runner: Runner, client: Any, cards: CardStore, usergroups: UserGroups,
+                 clock: Clock, names: Callable[[], list[str]] | None = None,
+                 exporter: Exporter | None = None,
+                 drive: Callable[[str], Any] | None = None) -> None:
+        self.runner = runner
+        self.client = client
+        self.cards = cards
+        self.usergroups = usergroups
+        self.clock = clock
+        self.names = names
+        self.exporter = exporter
+        self.drive = drive or (lambda run_id: runner.drive(run_id))  # carry a run on
+
+    # -- answering ------------------------------------------------------------------------------
+
+    def tell(self, person: Person, text: str, blocks: list[bk.Block] | None = None) -> None:
+        """A private answer to one person; failing to deliver it never raises."""
+        if person.channel is None:
+            log.info("no channel to answer %s in: %s", person.user, text)
+            return
+        try:
+            self.client.chat_postEphemeral(channel=person.channel, user=person.user,
+                                           text=bk.truncate(text, 3000), blocks=blocks)
+        except SlackApiError as e:
+            log.warning("could not answer %s: %s", person.user, e.response.get("error"))
+
+    # -- slash commands -------------------------------------------------------------------------
+
+    def slash(self, cmd: Slash, person: Person, trigger_id: str | None) -> None:
+        try:
+            self._slash(cmd, person, trigger_id)
+        except RunbookBotError as e:
+            self.tell(person, f":warning: {e}")
+
+    def _slash(self, cmd: Slash, person: Person, trigger_id: str | None) -> None:
+        v = cmd.verb
+        if v == "help":
+            self.tell(person, USAGE, [bk.section(USAGE)])
+        elif v == "list":
+            self._list(person)
+        elif v == "show":
+            runbook, _, _ = self.runner.runbooks.get(cmd.name)
+            self.tell(person, runbook.metadata.title,
+                      bk.runbook_blocks(runbook, destructive=self._destructive_action))
+        elif v == "run":
+            self.run(cmd.name, cmd.params, person, trigger_id=trigger_id, dry_run=cmd.dry_run)
+        elif v == "status":
+            self._status(cmd.run_id, person)
+        elif v == "runs":
+            headers = self.runner.store.runs(active=True, channel=person.channel, limit=20)
+            views = [run_view(self.runner.store.load(h.run_id)) for h in headers]
+            self.tell(person, f"{len(views)} active run(s)", bk.runs_list(views, who=who))
+        elif v == "export":
+            self._export(cmd, person)
+        else:
+            assert cmd.run_id is not None
+            self.decide(self._command(cmd, person), person)
+
+    def _command(self, cmd: Slash, person: Person) -> c.Command:
+        run_id, actor = str(cmd.run_id), person.identity
+        if cmd.verb == "approve":
+            return c.Approve(run_id=run_id, actor=actor, step=cmd.step)
+        if cmd.verb == "confirm":
+            return c.Confirm(run_id=run_id, actor=actor, step=cmd.step)
+        if cmd.verb == "retry":
+            return c.Retry(run_id=run_id, actor=actor, step=cmd.step)
+        if cmd.verb == "reject":
+            return c.Reject(run_id=run_id, actor=actor, reason=cmd.reason)
+        if cmd.verb == "break-glass":
+            return c.BreakGlass(run_id=run_id, actor=actor, reason=cmd.reason)
+        return c.Abort(run_id=run_id, actor=actor, reason=cmd.reason)
+
+    def _destructive_action(self, action: str | None) -> bool:
+        if not action:
+            return False
+        try:
+            return bool(self.runner.catalog.spec(action).destructive)
+        except (KeyError, RunbookBotError):
+            return False
+
+    def _list(self, person: Person) -> None:
+        if self.names is None:
+            raise NotFound("this bot cannot list its runbooks; ask for one by name")
+        rows = []
+        for name in self.names():
+            runbook, _, _ = self.runner.runbooks.get(name)
+            steps = runbook.spec.steps
+            rows.append((name, runbook.metadata.title, len(steps),
+                         sum(self._destructive_action(s.action) for s in steps)))
+        self.tell(person, f"{len(rows)} runbook(s)", bk.runbook_list(rows))
+
+    def _status(self, run_id: str | None, person: Person) -> None:
+        if run_id is None:
+            latest = self.runner.store.runs(channel=person.channel, limit=1)
+            if not latest:
+                self.tell(person, "No runs in this channel yet. `/runbook run NAME` starts one.")
+                return
+            run_id = latest[0].run_id
+        state = self.runner.store.load(run_id)
+        titles = None
+        try:
+            rb = self.runner.runbooks.parse(state.runbook_text, file=state.runbook_file)
+            titles = [(s.id, s.title) for s in rb.spec.steps]
+        except RunbookBotError:
+            pass
+        view = run_view(state, titles)
+        self.tell(person, bk.card_text(view), bk.run_card(view, who=who))
+
+    def _export(self, cmd: Slash, person: Person) -> None:
+        if self.exporter is None:
+            self.tell(person, "Export is not available in this installation yet; "
+                              "`runbook-bot export RUN_ID` on the bot's host writes transcripts.")
+            return
+        run_id = str(cmd.run_id)
+        self.runner.store.load(run_id)  # NotFound names the run
+        filename, content = self.exporter(run_id, cmd.fmt)
+        card = self.cards.get(run_id, "card")
+        channel = card.channel if card else person.channel
+        try:
+            self.client.files_upload_v2(channel=channel, thread_ts=card.ts if card else None,
+                                        filename=filename, content=content,
+                                        title=f"Transcript of {run_id}",
+                                        initial_comment=f"Transcript of {run_id} ({cmd.fmt}), "
+                                                        f"requested by <@{person.user}>")
+        except SlackApiError as e:
+            self.tell(person, f":warning: could not upload the transcript: {e.response.get('error')}")
+
+    # -- starting runs --------------------------------------------------------------------------
+
+    def run(self, name: str, raw: Mapping[str, Any], person: Person, *, trigger_id: str | None,
+            dry_run: bool = False) -> None:
+        """Start a run, or open the params form when a param is missing or invalid."""
+        try:
+            self.start(name, raw, person, dry_run=dry_run)
+            return
+        except ParamError:
+            pass  # the engine checked the params and started nothing; say which, field by field
+        runbook, _, _ = self.runner.runbooks.get(name)
+        _, errors = check_params(runbook, raw)
+        if errors.get("") or not errors:
+            self.tell(person, f":warning: {errors.get('') or 'the params are not valid'}")
+            return
+        meta = json.dumps({"runbook": name, "channel": person.channel, "dry_run": dry_run})
+        view = bk.params_modal(runbook, values=raw, errors=errors, metadata=meta)
+        try:
+            if trigger_id is None:
+                raise PolicyError("no trigger to open a form with")
+            self.client.views_open(trigger_id=trigger_id, view=view)
+        except (SlackApiError, PolicyError):
+            problems = "; ".join(f"{k}: {v}" for k, v in errors.items())
+            self.tell(person, f":warning: {problems}. Add them as `key=value` after the "
+                              f"runbook name: `/runbook run {name} key=value ...`")
+
+    def start(self, name: str, raw: Mapping[str, Any], person: Person, *, dry_run: bool) -> None:
+        origin = {"frontend": "slack", "channel": person.channel, "team": person.team,
+                  "user": person.user}
+        state = self.runner.start(c.StartRun(runbook=name, params=dict(raw),
+                                             requester=person.identity, dry_run=dry_run,
+                                             origin=origin))
+        if self.cards.get(state.run_id, "card") is None:  # the notifier could not post it
+            self.tell(person, f":warning: Run `{state.run_id}` started, but its card could not be "
+                              "posted here; is the bot in this channel (`/invite @runbook-bot`)? "
+                              f"`/runbook status {state.run_id}` shows the run meanwhile.")
+        self.drive(state.run_id)
+
+    # -- decisions ------------------------------------------------------------------------------
+
+    def refresh_groups(self, run_id: str, step: str | None) -> None:
+        """Read the Slack user groups that may approve ``step`` from Slack now (not the cache)."""
+        state = self.runner.store.load(run_id)
+        s = state.steps.get(step) if step else next(
+            (x for x in state.steps.values() if x.status == "awaiting_approval"), None)
+        if s is None:
+            return
+        policy = self.runner.policy
+        groups = s.groups or sorted(policy.groups)
+        for g in groups:
+            for member in policy.groups.get(g, ()):
+                if member.startswith(GROUP_PREFIX):
+                    self.usergroups.members(member[len(GROUP_PREFIX):], fresh=True)
+
+    def decide(self, cmd: c.Command, person: Person, *, clicked: bool = False) -> c.Outcome | None:
+        """Submit a decision; the engine's answer goes to the person, the change to the thread.
+
+        A refusal is always told; a success only to someone who typed the command (a click's
+        success shows as its message changing). None: not submitted, the person was told why.
+        """
+        if isinstance(cmd, c.Approve | c.BreakGlass | c.Confirm):
+            try:
+                self.refresh_groups(cmd.run_id, cmd.step)
+            except ExternalError as e:
+                self.tell(person, f":warning: Your click was not counted: {e}. Please try again "
+                                  "in a moment.")
+                return None
+        try:
+            out = self.runner.submit(cmd)
+        except RunbookBotError as e:  # no such run, or it is busy: nothing was recorded
+            self.tell(person, f":warning: {e}")
+            return None
+        if not out.ok:
+            self.tell(person, f":no_entry: {out.message}")
+        elif not clicked:
+            self.tell(person, out.message)
+        if out.ok:
+            self.drive(cmd.run_id)
+        return out
+
+    def reject_reason_problem(self, reason: str) -> str | None:
+        try:
+            check_reason(reason, what="a rejection")
+        except PolicyError as e:
+            return str(e)
+        return None

@@ -1,0 +1,111 @@
+"""``/runbook`` subcommands: parse what a person typed, and do it off the request thread.
+
+Parsing is pure and fast, so the listener can answer usage mistakes in its acknowledgement. The
+work itself (starting a run, reading the store, submitting a decision, uploading an export) runs
+on the front-end's worker pool after the ack and answers with ephemerals and the run card. Every
+decision becomes an engine command, the same one the terminal builds: this module checks nothing
+about who may do what.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+
+from bot.engine.ids import parse_run_id
+
+USAGE = """\
+*`/runbook` commands*
+• `help`: this text
+• `list`: the runbooks you can run
+• `show NAME`: a runbook's params and steps
+• `run NAME key=value ...`: start a run here (a form opens for missing or invalid params); \
+add `--dry-run` to only plan
+• `status [RUN_ID]`: a run step by step (default: the latest run in this channel)
+• `runs`: the active runs in this channel
+• `approve RUN_ID [STEP]`, `reject RUN_ID reason...`: decide without the buttons
+• `confirm RUN_ID [STEP]`, `retry RUN_ID [STEP]`: confirm a manual step, plan a blocked step again
+• `break-glass RUN_ID reason...`: override the interlock blocking a step (two people)
+• `abort RUN_ID reason...`: stop a run; nothing more is applied
+• `export RUN_ID [md|html|json]`: the run's transcript, uploaded into its thread"""
+
+EXPORT_FORMATS = ("md", "html", "json")
+
+
+class UsageError(ValueError):
+    """What was typed is not a command; the message says what would be."""
+
+
+@dataclass(frozen=True)
+class Slash:
+    verb: str
+    name: str = ""  # runbook name (show, run)
+    run_id: str | None = None
+    step: str | None = None
+    reason: str = ""
+    params: dict[str, str] = field(default_factory=dict)
+    dry_run: bool = False
+    fmt: str = "md"
+
+
+def _run_id(word: str | None, verb: str) -> str:
+    if not word:
+        raise UsageError(f"`/runbook {verb}` needs a run id, like `/runbook {verb} rb-7k3q2`")
+    try:
+        return parse_run_id(word)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def parse(text: str) -> Slash:
+    """``run node-dead-ngns node=ip-10-0-1-2`` -> Slash(verb="run", ...); UsageError if not valid."""
+    try:
+        words = shlex.split(text.strip())
+    except ValueError as e:
+        raise UsageError(f"could not read that: {e}") from None
+    if not words:
+        return Slash("help")
+    verb, rest = words[0].lower(), words[1:]
+    if verb in ("help", "list", "runs"):
+        if rest:
+            raise UsageError(f"`/runbook {verb}` takes nothing after it")
+        return Slash(verb)
+    if verb == "show":
+        if len(rest) != 1:
+            raise UsageError("`/runbook show NAME` takes one runbook name")
+        return Slash(verb, name=rest[0])
+    if verb == "run":
+        if not rest:
+            raise UsageError("`/runbook run NAME key=value ...` needs a runbook name")
+        params: dict[str, str] = {}
+        dry_run = False
+        for word in rest[1:]:
+            if word in ("--dry-run", "dry-run", "--dry_run"):
+                dry_run = True
+                continue
+            if "=" not in word:
+                raise UsageError(f"expected key=value, got `{word}`")
+            key, value = word.split("=", 1)
+            params[key.strip()] = value.strip()
+        return Slash(verb, name=rest[0], params=params, dry_run=dry_run)
+    if verb == "status":
+        if len(rest) > 1:
+            raise UsageError("`/runbook status [RUN_ID]` takes at most a run id")
+        return Slash(verb, run_id=_run_id(rest[0], verb) if rest else None)
+    if verb in ("approve", "confirm", "retry"):
+        if len(rest) not in (1, 2):
+            raise UsageError(f"`/runbook {verb} RUN_ID [STEP]`")
+        return Slash(verb, run_id=_run_id(rest[0], verb), step=rest[1] if len(rest) == 2 else None)
+    if verb in ("reject", "abort", "break-glass"):
+        run_id = _run_id(rest[0] if rest else None, verb)
+        reason = " ".join(rest[1:])
+        if not reason:
+            raise UsageError(f"`/runbook {verb} RUN_ID reason...` needs a reason (it is audited)")
+        return Slash(verb, run_id=run_id, reason=reason)
+    if verb == "export":
+        run_id = _run_id(rest[0] if rest else None, verb)
+        fmt = rest[1].lower() if len(rest) > 1 else "md"
+        if fmt not in EXPORT_FORMATS or len(rest) > 2:
+            raise UsageError(f"`/runbook export RUN_ID [{'|'.join(EXPORT_FORMATS)}]`")
+        return Slash(verb, run_id=run_id, fmt=fmt)
+    raise UsageError(f"unknown command `{verb}`")

@@ -1,0 +1,570 @@
+"""Block Kit for runs: the run card, approval messages, thread replies and modals, as plain dicts.
+
+Slack is one of the destinations of the platform-free views (``views.py``); this module renders
+them and nothing else knows Block Kit's shapes. Slack rejects a whole message (``invalid_blocks``)
+or modal (``invalid_arguments``) when one field is a character too long, so every builder here
+stays inside the documented limits by construction: text is cut with a pointer to the thread, a
+too-long block list collapses its tail into one line, and ids and values that are data raise
+instead of being cut. ``bot.frontends.slack.blocks`` checks finished payloads against the same
+limits table before they are sent.
+
+Limits (docs.slack.dev Block Kit reference): 50 blocks per message, 100 per modal, section text
+3000, button text 75, value 2000, action_id/block_id 255, confirm title 100 / text 300 / buttons
+30, modal title, submit and close 24, header text 150, 10 section fields of 2000, 25 elements per
+actions block, 10 per context block. Button ``style`` is ``primary`` or ``danger``.
+
+People are shown through a ``who`` function (identity -> mrkdwn), so the Slack front-end can turn
+``slack:U123`` into a mention while this module stays free of any platform.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, Final
+
+from bot.present.views import RunView, StepView
+from bot.runbook.model import Param, Runbook
+
+Block = dict[str, Any]
+
+LIMITS: Final[Mapping[str, int]] = {
+    "message_blocks": 50,
+    "modal_blocks": 100,
+    "section_text": 3000,
+    "section_fields": 10,
+    "section_field_text": 2000,
+    "header_text": 150,
+    "context_elements": 10,
+    "context_text": 3000,
+    "actions_elements": 25,
+    "button_text": 75,
+    "button_value": 2000,
+    "button_url": 3000,
+    "action_id": 255,
+    "block_id": 255,
+    "confirm_title": 100,
+    "confirm_text": 300,
+    "confirm_button": 30,
+    "modal_title": 24,
+    "modal_submit": 24,
+    "modal_close": 24,
+    "callback_id": 255,
+    "private_metadata": 3000,
+    "input_label": 2000,
+    "input_hint": 2000,
+}
+BUTTON_STYLES: Final = frozenset({"primary", "danger"})
+THREAD_POINTER: Final = "… full plan in the thread"
+ELLIPSIS: Final = "…"
+
+
+# -- text ---------------------------------------------------------------------------------------
+
+
+def truncate(text: str, limit: int, *, pointer: str = THREAD_POINTER) -> str:
+    """Cut ``text`` to at most ``limit`` characters, ending with ``pointer`` when it was cut."""
+    if len(text) <= limit:
+        return text
+    tail = "\n" + pointer if pointer else ELLIPSIS
+    if len(tail) >= limit:  # a tiny limit (a button label): a bare ellipsis is all that fits
+        return text[: max(limit - 1, 0)] + ELLIPSIS
+    return text[: limit - len(tail)].rstrip() + tail
+
+
+def plain(text: str, limit: int | None = None) -> dict[str, Any]:
+    """A plain_text object, truncated with an ellipsis when a limit is given."""
+    if limit is not None:
+        text = truncate(text, limit, pointer="")
+    return {"type": "plain_text", "text": text, "emoji": True}
+
+
+def mrkdwn(text: str) -> dict[str, Any]:
+    return {"type": "mrkdwn", "text": text}
+
+
+def section(text: str, *, block_id: str | None = None, pointer: str = THREAD_POINTER) -> Block:
+    """A mrkdwn section; text beyond 3000 characters ends with a pointer to the thread."""
+    block: Block = {"type": "section", "text": mrkdwn(truncate(text, LIMITS["section_text"],
+                                                                pointer=pointer))}
+    if block_id is not None:
+        block["block_id"] = _checked_id(block_id, "block_id")
+    return block
+
+
+def context(text: str) -> Block:
+    return {"type": "context", "elements": [mrkdwn(truncate(text, LIMITS["context_text"]))]}
+
+
+def limit_blocks(
+    blocks: Sequence[Block], max: int = LIMITS["message_blocks"], *, pointer: str = THREAD_POINTER
+) -> list[Block]:
+    """Keep at most ``max`` blocks: the tail collapses into one context block saying what was cut."""
+    if len(blocks) <= max:
+        return list(blocks)
+    kept = list(blocks[: max - 1])
+    hidden = len(blocks) - len(kept)
+    kept.append(context(f"{hidden} more block{'s' if hidden != 1 else ''} not shown {pointer}"))
+    return kept
+
+
+# -- buttons and confirm dialogs ----------------------------------------------------------------
+
+
+def _checked_id(value: str, kind: str) -> str:
+    if not value or len(value) > LIMITS[kind]:
+        raise ValueError(f"{kind} must be 1..{LIMITS[kind]} characters, got {len(value)}")
+    return value
+
+
+def confirm_dialog(
+    *, title: str, text: str, confirm: str = "Approve", deny: str = "Cancel", style: str = "danger"
+) -> dict[str, Any]:
+    """A confirm dialog; over-long strings are cut, never sent."""
+    if style not in BUTTON_STYLES:
+        raise ValueError(f"confirm style must be one of {sorted(BUTTON_STYLES)}, got {style!r}")
+    return {
+        "title": plain(title, LIMITS["confirm_title"]),
+        "text": plain(text, LIMITS["confirm_text"]),
+        "confirm": plain(confirm, LIMITS["confirm_button"]),
+        "deny": plain(deny, LIMITS["confirm_button"]),
+        "style": style,
+    }
+
+
+def button(
+    *,
+    text: str,
+    action_id: str,
+    value: str | None = None,
+    style: str | None = None,
+    confirm: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A button. Ids and values are data, so a too-long one is a bug: it raises instead of cutting."""
+    element: dict[str, Any] = {
+        "type": "button",
+        "text": plain(text, LIMITS["button_text"]),
+        "action_id": _checked_id(action_id, "action_id"),
+    }
+    if value is not None:
+        if len(value) > LIMITS["button_value"]:
+            raise ValueError(f"button value is {len(value)} characters; limit {LIMITS['button_value']}")
+        element["value"] = value
+    if style is not None:
+        if style not in BUTTON_STYLES:
+            raise ValueError(f"button style must be one of {sorted(BUTTON_STYLES)}, got {style!r}")
+        element["style"] = style
+    if confirm is not None:
+        element["confirm"] = dict(confirm)
+    return element
+
+
+def approve_button(
+    *, action_id: str, value: str, destructive: bool, summary: str, text: str = "Approve"
+) -> dict[str, Any]:
+    """Approve: ``primary``, or ``danger`` behind a confirm dialog that repeats what will change."""
+    if not destructive:
+        return button(text=text, action_id=action_id, value=value, style="primary")
+    dialog = confirm_dialog(title="Approve a destructive step?", text=summary, confirm=text)
+    return button(text=text, action_id=action_id, value=value, style="danger", confirm=dialog)
+
+
+
+def header(text: str) -> Block:
+    return {"type": "header", "text": plain(text, LIMITS["header_text"])}
+
+
+def divider() -> Block:
+    return {"type": "divider"}
+
+
+def actions(elements: Sequence[Mapping[str, Any]], *, block_id: str) -> Block:
+    return {"type": "actions", "block_id": _checked_id(block_id, "block_id"),
+            "elements": [dict(e) for e in elements[: LIMITS["actions_elements"]]]}
+
+
+# -- rendering runs -----------------------------------------------------------------------------
+
+Who = Callable[[str], str]
+
+STATUS_WORDS: Final[Mapping[str, str]] = {
+    "pending": "starting", "running": "running", "awaiting_approval": "waiting for a person",
+    "waiting": "waiting", "succeeded": "succeeded", "failed": "failed", "aborted": "aborted",
+}
+ACTION_APPROVE: Final = "rb_approve"
+ACTION_REJECT: Final = "rb_reject"
+ACTION_CONFIRM: Final = "rb_confirm"
+VIEW_RUN: Final = "rb_run"
+VIEW_REJECT: Final = "rb_reject_reason"
+
+
+def esc(text: object) -> str:
+    """Text from the world (pod names, messages) made inert in mrkdwn: no mentions, no links."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _plain_who(identity: str) -> str:
+    return esc(identity)
+
+
+def hhmm(iso: str | None) -> str:
+    """``2026-01-01T12:03:04+00:00`` -> ``12:03 UTC``."""
+    if not iso:
+        return ""
+    try:
+        when = datetime.fromisoformat(iso)
+    except ValueError:
+        return esc(iso)
+    return when.strftime("%H:%M UTC")
+
+
+def ago(read_at: str, now: datetime | None) -> str:
+    """How long ago a fact was read, as approvers want it: ``read 2 s ago``."""
+    if not read_at:
+        return ""
+    if now is None:
+        return f"read at {hhmm(read_at)}"
+    try:
+        seconds = max(0, int((now - datetime.fromisoformat(read_at)).total_seconds()))
+    except ValueError:
+        return ""
+    if seconds < 120:
+        return f"read {seconds} s ago"
+    if seconds < 7200:
+        return f"read {seconds // 60} min ago"
+    return f"read {seconds // 3600} h ago"
+
+
+def _params_line(params: Mapping[str, Any]) -> str:
+    shown = [f"`{esc(k)}={esc(v)}`" for k, v in params.items() if v is not None]
+    return " ".join(shown) or "no params"
+
+
+def step_line(step: StepView, who: Who = _plain_who) -> str:
+    status = STATUS_WORDS.get(step.status, step.status.replace("_", " "))
+    line = f"{step.icon} *{esc(step.key)}* {esc(step.title)} · _{esc(status)}_"
+    if step.approvers:
+        line += " · approved by " + ", ".join(who(a) for a in step.approvers)
+    if step.status == "waiting" and step.progress:
+        line += f" · {esc(step.progress)}"
+    return line
+
+
+def _chunks(lines: Sequence[str], limit: int) -> list[str]:
+    """Join lines into as few texts of at most ``limit`` characters as fit."""
+    out: list[str] = []
+    current = ""
+    for line in lines:
+        line = truncate(line, limit, pointer="")
+        if current and len(current) + 1 + len(line) > limit:
+            out.append(current)
+            current = line
+        else:
+            current = f"{current}\n{line}" if current else line
+    if current:
+        out.append(current)
+    return out
+
+
+def run_card(view: RunView, *, who: Who = _plain_who) -> list[Block]:
+    """The run card: title, params, requester, status, and one line per step with its approvers."""
+    status = STATUS_WORDS.get(view.status, view.status)
+    blocks: list[Block] = [header(view.title + (" (dry run)" if view.dry_run else ""))]
+    blocks.append({"type": "section", "fields": [
+        mrkdwn(f"*Run*\n`{esc(view.run_id)}`"),
+        mrkdwn(f"*Status*\n{esc(status)}"),
+        mrkdwn(f"*Requested by*\n{who(view.requester)}"),
+        mrkdwn(f"*Runbook*\n`{esc(view.runbook)}`"),
+    ]})
+    blocks.append(context(truncate("Params: " + _params_line(view.params), LIMITS["context_text"])))
+    lines = [step_line(s, who) for s in view.steps]
+    lines += [f"· {esc(t)} · _not reached_" for t in view.pending_steps]
+    if lines:
+        blocks.append(divider())
+        # several steps per section: a 60-step runbook stays far below the 50-block limit
+        blocks += [section(text, pointer="") for text in _chunks(lines, 2900)]
+    waiting = view.waiting_on
+    if waiting is not None and view.status not in ("succeeded", "failed", "aborted"):
+        blocks.append(context(f"Waiting for: {esc(waiting.pending)}"))
+    if view.outcome:
+        blocks.append(section(f"*Outcome:* {esc(view.outcome)}"))
+    for c in view.compensations[:5]:
+        blocks.append(context(f"Still in place: {esc(c)}"))
+    blocks.append(context("Plans, approvals and details are in the thread."))
+    return limit_blocks(blocks)
+
+
+def card_text(view: RunView) -> str:
+    """The notification text of a card (what Slack shows where blocks cannot be drawn)."""
+    return truncate(f"{view.run_id} {view.title}: {STATUS_WORDS.get(view.status, view.status)}", 3000)
+
+
+def button_value(run_id: str, step: str, plan_hash: str | None) -> str:
+    import json
+
+    return json.dumps({"r": run_id, "s": step, "h": plan_hash}, separators=(",", ":"))
+
+
+def _plan_text(step: StepView, now: datetime | None) -> str:
+    parts = []
+    if step.summary:
+        parts.append(f"*Plan:* {esc(step.summary)}")
+    if step.changes:
+        parts.append("```" + "\n".join(esc(c) for c in step.changes) + "```")
+    elif step.summary:
+        parts.append("_no change needed: the world is already as this step wants it_")
+    if step.plan_hash and step.changes:
+        parts.append(f"plan hash `{esc(step.plan_hash[:12])}`")
+    return "\n".join(parts)
+
+
+def _evidence(step: StepView, now: datetime | None) -> list[str]:
+    lines = []
+    for f in step.facts:
+        when = ago(f.read_at, now)
+        lines.append(f"• {esc(f.subject)} {esc(f.name)}: `{esc(_short(f.value))}`"
+                     + (f", {when}" if when else ""))
+    for g in step.guards:
+        mark = "✓" if g.get("ok") else "✗"
+        lines.append(f"{mark} guard `{esc(g.get('expr', ''))}`"
+                     + (f": {esc(g.get('message'))}" if not g.get("ok") and g.get("message") else ""))
+    return lines
+
+
+def _short(value: object) -> str:
+    text = str(value)
+    return text if len(text) <= 200 else text[:199] + ELLIPSIS
+
+
+def approval_message(view: RunView, step: StepView, *, destructive: bool, now: datetime | None,
+                     who: Who = _plain_who, decision: str | None = None) -> list[Block]:
+    """An approval request: plan, guard evidence, and Approve / Reject, or the decision made."""
+    if step.needs_confirmation and not step.needs_approval:
+        title = f"*Confirm step `{esc(step.key)}`*: {esc(step.title)}"
+    else:
+        title = (f"*Approval needed for step `{esc(step.key)}`*: {esc(step.title)}"
+                 + (" · :warning: *destructive*" if destructive else ""))
+    blocks: list[Block] = [section(title)]
+    if step.approval_text:
+        blocks.append(section(f"_{esc(step.approval_text)}_"))
+    plan = _plan_text(step, now)
+    if plan:
+        blocks.append(section(plan))
+    evidence = _evidence(step, now)
+    if evidence:
+        blocks.append(section("*Evidence*\n" + "\n".join(evidence)))
+    if step.blocked:
+        blocks.append(section(f":no_entry: *Blocked by interlock `{esc(step.blocked.get('rule'))}`:* "
+                              f"{esc(step.blocked.get('message'))}\nAn approval cannot override "
+                              "it: fix the cause and `/runbook retry`, abort, or break glass."))
+    if decision is not None:
+        blocks.append(context(decision))
+        return limit_blocks(blocks)
+    if step.pending:
+        blocks.append(context(esc(step.pending)))
+    if step.blocked:
+        return limit_blocks(blocks)
+    value = button_value(view.run_id, step.key, step.plan_hash)
+    if step.needs_confirmation and not step.needs_approval:
+        elements = [button(text="Confirm done", action_id=ACTION_CONFIRM, value=value, style="primary")]
+    else:
+        summary = step.summary or step.title
+        if step.changes:
+            summary += ": " + "; ".join(step.changes)
+        elements = [approve_button(action_id=ACTION_APPROVE, value=value, destructive=destructive,
+                                   summary=summary),
+                    button(text="Reject", action_id=ACTION_REJECT, value=value)]
+    blocks.append(actions(elements, block_id=f"decide:{step.key}"[: LIMITS["block_id"]]))
+    return limit_blocks(blocks)
+
+
+def decision_line(step: StepView, *, who: Who = _plain_who, superseded: bool = False) -> str:
+    """What replaces the buttons once a step is decided: who, and when."""
+    if superseded:
+        return ":arrows_counterclockwise: The plan changed before it applied; a new approval is asked below."
+    votes = [v for v in step.votes if v.get("plan_hash") in (step.plan_hash, None)]
+    rejected = [v for v in votes if v.get("kind") == "reject"]
+    if rejected:
+        v = rejected[-1]
+        return (f":no_entry_sign: Rejected by {who(v['by'])} at {hhmm(v.get('at'))}: "
+                f"{esc(v.get('reason', ''))}")
+    if step.status == "expired":
+        return ":hourglass: The approval expired before anyone decided."
+    if step.status == "aborted":
+        return ":black_square_for_stop: The run was aborted before this step was decided."
+    done = [v for v in votes if v.get("kind") in ("approve", "confirm", "break_glass")]
+    if done:
+        verb = {"approve": "Approved", "confirm": "Confirmed", "break_glass": "Break-glass"}
+        return " · ".join(f":white_check_mark: {verb[str(v['kind'])]} by {who(v['by'])} at "
+                          f"{hhmm(v.get('at'))}" for v in done)
+    return f"Decided: {esc(step.status.replace('_', ' '))}"
+
+
+def step_reply(step: StepView, *, now: datetime | None = None) -> list[Block]:
+    """A thread reply about one step: its plan when it applies, and what came of it."""
+    icon = step.icon
+    if step.status == "failed":
+        text = f"{icon} *{esc(step.key)}* failed: {esc(step.error or step.message)}"
+    elif step.status == "skipped":
+        text = f"{icon} *{esc(step.key)}* skipped" + (f": {esc(step.message)}" if step.message else "")
+    else:
+        text = f"{icon} *{esc(step.key)}* {esc(step.title)}" + (
+            f": {esc(step.message)}" if step.message else "")
+    blocks = [section(text)]
+    plan = _plan_text(step, now)
+    if plan and step.status in ("succeeded", "failed") and step.changes:
+        blocks.append(section(plan))
+    return blocks
+
+
+def progress_text(step: StepView) -> str:
+    line = f"⏳ *{esc(step.key)}* {esc(step.title)}: {esc(step.progress or 'waiting')}"
+    if step.status != "waiting":
+        line = f"{step.icon} *{esc(step.key)}* {esc(step.title)}: {esc(step.progress or step.status)} (done)"
+    return line
+
+
+def final_summary(view: RunView, *, who: Who = _plain_who) -> list[Block]:
+    """The last reply in a run's thread: how it ended and what is still in place."""
+    status = STATUS_WORDS.get(view.status, view.status)
+    icon = {"succeeded": ":white_check_mark:", "failed": ":x:", "aborted": ":black_square_for_stop:"}
+    blocks = [section(f"{icon.get(view.status, '')} *Run `{esc(view.run_id)}` {esc(status)}*: "
+                      f"{esc(view.outcome)}")]
+    if view.compensations:
+        blocks.append(section("*Still in place:*\n" + "\n".join(f"• {esc(c)}" for c in view.compensations)))
+    else:
+        blocks.append(context("Nothing was left in place."))
+    return blocks
+
+
+def runs_list(views: Sequence[RunView], *, who: Who = _plain_who) -> list[Block]:
+    if not views:
+        return [section("No active runs in this channel. `/runbook run NAME key=value` starts one.")]
+    lines = []
+    for v in views:
+        waiting = v.waiting_on
+        line = (f"`{esc(v.run_id)}` {esc(v.title)} · _{esc(STATUS_WORDS.get(v.status, v.status))}_ · "
+                f"{who(v.requester)}")
+        if waiting is not None:
+            line += f" · {esc(waiting.key)}: {esc(waiting.pending)}"
+        lines.append(line)
+    return limit_blocks([section(t, pointer="") for t in _chunks(lines, 2900)])
+
+
+# -- modals -------------------------------------------------------------------------------------
+
+
+def _param_element(name: str, spec: Param, initial: str | None) -> dict[str, Any]:
+    if spec.type in ("enum", "boolean"):
+        choices = list(spec.values or ()) if spec.type == "enum" else ["true", "false"]
+        options = [{"text": plain(c, 75), "value": c[:150]} for c in choices[:100]]
+        element: dict[str, Any] = {"type": "static_select", "action_id": "value",
+                                   "placeholder": plain(f"choose {name}", 150), "options": options}
+        chosen = next((o for o in options if o["value"] == initial), None)
+        if chosen is not None:
+            element["initial_option"] = chosen
+        return element
+    element = {"type": "plain_text_input", "action_id": "value"}
+    if initial:
+        element["initial_value"] = initial[:3000]
+    return element
+
+
+def param_block_id(name: str) -> str:
+    return f"param:{name}"
+
+
+def params_modal(runbook: Runbook, *, values: Mapping[str, Any], errors: Mapping[str, str],
+                 metadata: str) -> dict[str, Any]:
+    """A modal with one input per runbook param, prefilled with what was typed or the default."""
+    blocks: list[Block] = [section(f"*{esc(runbook.metadata.title)}*"
+                                   + (f"\n{esc(runbook.metadata.description)}"
+                                      if runbook.metadata.description else ""))]
+    for name, spec in runbook.spec.params.items():
+        raw = values.get(name, spec.default)
+        initial = None if raw is None else str(raw).lower() if isinstance(raw, bool) else str(raw)
+        hint = spec.description or spec.type
+        if name in errors:
+            hint = f"{errors[name]}" + (f" ({spec.description})" if spec.description else "")
+        block: Block = {"type": "input", "block_id": param_block_id(name),
+                        "label": plain(name, LIMITS["input_label"]),
+                        "element": _param_element(name, spec, initial),
+                        "optional": not spec.required,
+                        "hint": plain(hint, LIMITS["input_hint"])}
+        blocks.append(block)
+    return {"type": "modal", "callback_id": VIEW_RUN,
+            "title": plain("Run a runbook", LIMITS["modal_title"]),
+            "submit": plain("Start run", LIMITS["modal_submit"]),
+            "close": plain("Cancel", LIMITS["modal_close"]),
+            "private_metadata": metadata,
+            "blocks": blocks[: LIMITS["modal_blocks"]]}
+
+
+REASON_BLOCK: Final = "reason"
+
+
+def reject_modal(*, step_title: str, metadata: str) -> dict[str, Any]:
+    """Reject asks why: the reason is recorded in the audit and shown in the thread."""
+    return {"type": "modal", "callback_id": VIEW_REJECT,
+            "title": plain("Reject step", LIMITS["modal_title"]),
+            "submit": plain("Reject", LIMITS["modal_submit"]),
+            "close": plain("Cancel", LIMITS["modal_close"]),
+            "private_metadata": metadata,
+            "blocks": [section(f"Reject *{esc(step_title)}*? The run stops and nothing of this "
+                               "step is applied."),
+                       {"type": "input", "block_id": REASON_BLOCK, "label": plain("Reason"),
+                        "element": {"type": "plain_text_input", "action_id": "value",
+                                    "multiline": True},
+                        "hint": plain("At least 8 characters; recorded in the audit log.")}]}
+
+
+# -- runbooks -----------------------------------------------------------------------------------
+
+
+def runbook_list(rows: Sequence[tuple[str, str, int, int]]) -> list[Block]:
+    """``/runbook list``: (name, title, steps, destructive steps) per runbook."""
+    if not rows:
+        return [section("No runbooks are installed.")]
+    lines = [f"• `{esc(n)}` {esc(t)} · {s} step{'s' if s != 1 else ''}"
+             + (f", {d} destructive" if d else "") for n, t, s, d in rows]
+    return limit_blocks([section(t, pointer="") for t in _chunks(lines, 2900)]
+                        + [context("`/runbook show NAME` for its steps, `/runbook run NAME` to start")])
+
+
+def runbook_blocks(runbook: Runbook, *, destructive: Callable[[str | None], bool]) -> list[Block]:
+    """``/runbook show NAME``: params, then each step with whether it needs approval."""
+    md = runbook.metadata
+    blocks: list[Block] = [header(md.title), context(f"`{esc(md.name)}`"
+                                                     + (f" · {esc(md.owner)}" if md.owner else ""))]
+    if md.description:
+        blocks.append(section(esc(" ".join(md.description.split()))))
+    if runbook.spec.params:
+        lines = []
+        for name, p in runbook.spec.params.items():
+            bits = [p.type, "required" if p.required else "optional"]
+            if p.default is not None:
+                bits.append(f"default `{esc(p.default)}`")
+            lines.append(f"• `{esc(name)}` ({', '.join(bits)})"
+                         + (f": {esc(p.description)}" if p.description else ""))
+        blocks.append(section("*Params*\n" + "\n".join(lines)))
+    lines = []
+    for n, step in enumerate(runbook.spec.steps, 1):
+        flag = " · :warning: destructive, needs approval" if destructive(step.action) else (
+            " · needs approval" if step.approval and step.approval.required else "")
+        kind = f"`{esc(step.action)}`" if step.action else "manual"
+        lines.append(f"{n}. *{esc(step.id)}* {esc(step.title)} ({kind}){flag}")
+    blocks += [section(t, pointer="") for t in _chunks(["*Steps*", *lines], 2900)]
+    return limit_blocks(blocks)
+
+
+def plan_needs_thread(step: StepView) -> bool:
+    """True when a plan is too long for one section, so the whole of it goes in its own reply."""
+    return len(_plan_text(step, None)) > LIMITS["section_text"]
+
+
+def full_plan(step: StepView) -> list[Block]:
+    """Every change of a long plan, over as many sections as it takes (up to a message's limit)."""
+    lines = [f"*Full plan of `{esc(step.key)}`* ({len(step.changes)} changes)"]
+    lines += [f"`{esc(c)}`" for c in step.changes]
+    return limit_blocks([section(t, pointer="") for t in _chunks(lines, 2900)],
+                        pointer="(the audit log and the export have every change)")

@@ -1,0 +1,299 @@
+"""The Slack front-end served over real HTTP (waitress), talking to the fake Slack Web API.
+
+Requests go in signed, as Slack sends them; the app's replies land in the fake, where a test
+reads the channel, the run card's thread and every revision of a message. The engine runs on
+fake actions, a ManualClock and a real SQLite store; waits progress when a test advances the
+clock and calls ``run_due``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel, ConfigDict
+
+from bot.config import PolicyConfig, Settings, SlackConfig
+from bot.engine.plan import Change, Plan, Result
+from bot.engine.ports import ManualClock
+from bot.engine.runner import Runner
+from bot.frontends.slack.app import SlackParts, build_app, http_server, stop_http_server
+from bot.runbook.source import TextSource
+from bot.store.db import Database
+from tests.engine.conftest import runbook
+from tests.engine.fakes import FakeCatalog, World, make_registry
+from tests.fakes.slack_api import BOT_TOKEN, CHANNEL, FakeSlack
+from tests.fakes.slack_requests import (
+    SIGNING_SECRET,
+    block_actions_payload,
+    interaction_body,
+    send,
+    signed,
+    slash_command_body,
+    view_submission_payload,
+)
+
+ALICE, BOB, CAROL, DAVE = "UALICE0001", "UBOB000001", "UCAROL0001", "UDAVE00001"
+ONCALL = "S0ONCALL01"
+POLICY = PolicyConfig(groups={"sre": ("slack:" + DAVE, "slack-group:" + ONCALL)})
+SANDBOX_POLICY = PolicyConfig(groups={"sre-oncall": ("slack:" + DAVE, "slack-group:" + ONCALL)})
+
+CHANGE = runbook("change-thing", """
+- id: read
+  title: "Read {{ params.name }}"
+  action: fake.read
+  with: {name: "{{ params.name }}"}
+- id: change
+  title: "Set {{ params.name }} to {{ params.value }}"
+  action: fake.set
+  with: {name: "{{ params.name }}", value: "{{ params.value }}"}
+- id: taint
+  title: "Taint {{ params.name }}"
+  action: fake.taint
+  with: {name: "{{ params.name }}"}
+  approval: {required: true}
+""", params="""
+name: {type: string, required: true, pattern: "[a-z0-9-]+", description: the thing to change}
+value: {type: string, default: "on"}
+count: {type: integer, minimum: 1, maximum: 5, default: 1}
+""", approvals="""
+groups: [sre]
+""")
+
+SLOW = runbook("slow-wait", """
+- id: settle
+  title: Wait for it to settle
+  action: fake.slow
+  with: {name: "{{ params.name }}", polls: 3}
+""", params="""
+name: {type: string, default: "x"}
+""")
+
+
+def _many(n: int) -> str:
+    steps = "".join(f"""
+- id: s{i}
+  title: "A rather long step title number {i} that says what it reads and why it matters"
+  action: fake.noop
+""" for i in range(n))
+    return runbook("many-steps", steps)
+
+
+MANUAL = runbook("check-by-hand", """
+- id: console
+  title: Look at the console
+  manual: "Open the EC2 console and check that {{ params.name }} is stopped"
+""", params="""
+name: {type: string, default: "i-0abc"}
+""")
+
+TEXTS = {"change-thing": CHANGE, "slow-wait": SLOW, "many-steps": _many(120),
+         "check-by-hand": MANUAL}
+
+
+class TaintParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str
+
+
+def registry(world: World) -> Any:
+    reg = make_registry(world)
+    reg.declare("fake.taint", params=TaintParams, destructive=False, summary="Taint {{ name }}",
+                description="Marks a thing; it stays marked until repaired.")
+
+    @reg.planner("fake.taint")
+    def plan_taint(p: TaintParams, env: Any) -> Plan:
+        return Plan(action="fake.taint", params={}, changes=(
+            Change(target_kind="Thing", target=p.name, operation="taint", before="", after="tainted"),))
+
+    @reg.applier("fake.taint")
+    def apply_taint(plan: Plan, p: TaintParams, env: Any) -> Result:
+        world.set(f"taint:{p.name}", True)
+        return Result(data={"compensation": f"out-of-service taint still on {p.name}: run "
+                                            "node-recovered when it is repaired"},
+                      message=f"tainted {p.name}")
+
+    return reg
+
+
+class NamedSource(TextSource):
+    def names(self) -> list[str]:
+        return sorted(self._texts)
+
+
+class Bot:
+    """The running app plus handles on everything a test looks at."""
+
+    def __init__(self, fake: FakeSlack, tmp: Path, *, allowed: tuple[str, ...] = (),
+                 threads: int = 4, workers: int = 4, card_interval: float = 0.0,
+                 rehearsal: Any = None) -> None:
+        """On fake actions, or (``rehearsal``, a started ``bot.sim.rehearsal.Rehearsal``) on the
+        shipped runbooks against the sandbox, with ``SANDBOX_POLICY``."""
+        self.fake = fake
+        self.rehearsal = rehearsal
+        if rehearsal is None:
+            self.clock = ManualClock()
+            self.world = World(tmp / "world.json")
+            self.db = Database(f"sqlite:///{tmp / 'state.db'}", audit_key="k")
+            reg = registry(self.world)
+            catalog: Any = FakeCatalog(reg)
+            runbooks: Any = NamedSource(TEXTS, catalog=reg)
+            policy = POLICY
+        else:
+            self.clock, self.db = rehearsal.clock, rehearsal.store
+            catalog, runbooks = rehearsal.runner.catalog, rehearsal.runner.runbooks
+            policy = SANDBOX_POLICY
+        self.settings = Settings(database_url=self.db.url, policy=policy, slack=SlackConfig(
+            bot_token=BOT_TOKEN, signing_secret=SIGNING_SECRET, api_url=fake.base_url,
+            allowed_channels=allowed))
+        self.parts = SlackParts(self.settings, store=self.db, clock=self.clock, workers=workers,
+                                card_interval=card_interval)
+        self.runner = Runner(store=self.db, catalog=catalog, runbooks=runbooks, policy=policy,
+                             clock=self.clock, membership=self.parts.membership(policy),
+                             notifiers=[self.parts.notifier])
+        self.app, self.service, _ = build_app(self.settings, self.runner, parts=self.parts)
+        self.server = http_server(self.app, host="127.0.0.1", port=0, threads=threads)
+        self.url = f"http://127.0.0.1:{self.server.effective_port}/slack/events"
+        self._thread = threading.Thread(target=self.server.run, daemon=True, name="waitress")
+        self._thread.start()
+
+    def close(self) -> None:
+        self.settle()
+        stop_http_server(self.server)
+        self._thread.join(timeout=5)
+        self.parts.work.shutdown()
+        if self.rehearsal is None:
+            self.db.close()
+
+    # -- sending --------------------------------------------------------------------------------
+
+    def post(self, body: str, **kw: Any) -> tuple[int, bytes]:
+        return send(self.url, signed(body, **kw))
+
+    def command(self, text: str, *, user: str = ALICE, settle: bool = True,
+                **kw: Any) -> tuple[int, bytes]:
+        trigger = self.fake.new_trigger_id(user)
+        out = self.post(slash_command_body(text=text, user_id=user, trigger_id=trigger), **kw)
+        if settle:
+            self.settle()
+        return out
+
+    def click(self, message: dict[str, Any], action_id: str, *, user: str,
+              settle: bool = True) -> tuple[int, bytes]:
+        el = button_in(message, action_id)
+        payload = block_actions_payload(user_id=user, action_id=action_id, value=el["value"],
+                                        block_id=el["_block_id"], message=message,
+                                        trigger_id=self.fake.new_trigger_id(user))
+        out = self.post(interaction_body(payload))
+        if settle:
+            self.settle()
+        return out
+
+    def submit(self, view: dict[str, Any], values: dict[str, dict[str, Any]], *, user: str,
+               settle: bool = True) -> tuple[int, bytes]:
+        payload = view_submission_payload(user_id=user, view=view, values=values)
+        out = self.post(interaction_body(payload))
+        if settle:
+            self.settle()
+        return out
+
+    def settle(self) -> None:
+        assert self.parts.work.idle(timeout=10), "Slack work did not finish"
+
+    # -- looking --------------------------------------------------------------------------------
+
+    def card(self) -> dict[str, Any]:
+        [card] = self.fake.messages(CHANNEL)
+        return card
+
+    def replies(self) -> list[dict[str, Any]]:
+        return self.fake.thread(CHANNEL, self.card()["ts"])[1:]
+
+    def replies_everywhere(self) -> list[dict[str, Any]]:
+        """Every thread reply of every run card in the channel."""
+        return [m for card in self.fake.messages(CHANNEL)
+                for m in self.fake.thread(CHANNEL, card["ts"])[1:]]
+
+    def run_id(self) -> str:
+        [run] = self.db.runs(limit=5)
+        return run.run_id
+
+    def events(self, run_id: str) -> list[Any]:
+        return self.db.events(run_id)
+
+    def approval(self, step: str) -> dict[str, Any]:
+        found = [m for m in self.replies() if any(
+            b.get("block_id") == f"decide:{step}" for b in m.get("blocks", []))]
+        assert found, f"no approval message with buttons for {step}: {texts(self.replies())}"
+        return found[-1]
+
+
+def button_in(message: dict[str, Any], action_id: str) -> dict[str, Any]:
+    for block in message.get("blocks", []):
+        for el in block.get("elements", []) if block.get("type") == "actions" else []:
+            if el.get("action_id") == action_id:
+                return {**el, "_block_id": block.get("block_id")}
+    raise AssertionError(f"no {action_id} button in {json.dumps(message)[:500]}")
+
+
+def texts(messages: list[dict[str, Any]]) -> list[str]:
+    out = []
+    for m in messages:
+        parts = [m.get("text", "")]
+        for b in m.get("blocks", []):
+            if isinstance(b.get("text"), dict):
+                parts.append(b["text"].get("text", ""))
+            for f in b.get("fields", []) or []:
+                parts.append(f.get("text", ""))
+            for el in b.get("elements", []) if b.get("type") == "context" else []:
+                parts.append(el.get("text", ""))
+        out.append("\n".join(parts))
+    return out
+
+
+def wait_for(cond: Callable[[], Any], *, timeout: float = 5.0) -> Any:
+    """Poll ``cond`` until it is truthy or the deadline passes (for work off the request thread)."""
+    tick = threading.Event()
+    deadline = timeout / 0.02
+    for _ in range(int(deadline)):
+        value = cond()
+        if value:
+            return value
+        tick.wait(0.02)
+    raise AssertionError("condition not met in time")
+
+
+def workspace(f: FakeSlack) -> FakeSlack:
+    """The people of the tests: alice requests, bob is on call, dave is in sre, carol is neither."""
+    f.set_usergroup(ONCALL, [BOB])
+    for uid, name in ((ALICE, "alice"), (BOB, "bob"), (CAROL, "carol"), (DAVE, "dave")):
+        f.add_user(uid, name=name)
+    return f
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeSlack]:
+    with FakeSlack() as f:
+        yield workspace(f)
+
+
+@pytest.fixture
+def make_bot(fake: FakeSlack, tmp_path: Path) -> Iterator[Callable[..., Bot]]:
+    bots: list[Bot] = []
+
+    def make(**kw: Any) -> Bot:
+        bots.append(Bot(fake, tmp_path, **kw))
+        return bots[-1]
+
+    yield make
+    for b in bots:
+        b.close()
+
+
+@pytest.fixture
+def bot(make_bot: Callable[..., Bot]) -> Bot:
+    return make_bot()

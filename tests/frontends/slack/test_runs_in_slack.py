@@ -1,0 +1,115 @@
+"""A run driven from Slack end to end: slash command, run card, approvals, thread, summary."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tests.fakes.slack_api import CHANNEL
+from tests.frontends.slack.conftest import ALICE, BOB, DAVE, Bot, button_in, texts
+
+
+def test_a_slash_command_starts_a_run_with_one_card_and_an_approval_in_its_thread(bot: Bot) -> None:
+    status, _ = bot.command("run change-thing name=web-1")
+    assert status == 200
+    card = bot.card()
+    assert "Test runbook change-thing" in texts([card])[0]
+    assert f"<@{ALICE}>" in texts([card])[0]
+    approval = bot.approval("change")
+    approve = button_in(approval, "rb_approve")
+    assert approve["style"] == "danger" and approve["confirm"]["title"]["text"]
+    assert "set Thing web-1" in texts([approval])[0]
+    assert "read 0 s ago" in texts([approval])[0]
+    run = bot.run_id()
+    assert bot.db.load(run).origin["channel"] == CHANNEL
+
+
+def test_approvals_from_eligible_people_carry_the_run_to_its_summary(bot: Bot) -> None:
+    bot.command("run change-thing name=web-1")
+    bot.click(bot.approval("change"), "rb_approve", user=BOB)
+    assert bot.world.get("web-1") == "on"
+    bot.click(bot.approval("taint"), "rb_approve", user=DAVE)
+    run = bot.db.load(bot.run_id())
+    assert run.status == "succeeded", run.outcome
+    all_text = "\n".join(texts(bot.replies()))
+    assert "Approved by <@UBOB000001>" in all_text
+    assert "out-of-service taint still on web-1: run node-recovered when it is repaired" in all_text
+    assert "succeeded" in texts([bot.card()])[0]
+
+
+def test_a_waits_progress_is_one_thread_message_edited_in_place(bot: Bot) -> None:
+    bot.command("run slow-wait")
+    run = bot.run_id()
+    [progress] = [m for m in bot.replies() if "Wait for it to settle" in texts([m])[0]]
+    for _ in range(2):
+        bot.clock.advance(30)
+        bot.runner.run_due()
+    assert bot.db.load(run).status == "succeeded"
+    versions = [texts([m])[0] for m in bot.fake.revisions(CHANNEL, progress["ts"])]
+    assert any("1 of 3" in v for v in versions) and any("2 of 3" in v for v in versions)
+    assert "done" in versions[-1]
+    assert sum("Wait for it to settle" in t for t in texts(bot.replies())) == 1
+    card_versions = bot.fake.revisions(CHANNEL, bot.card()["ts"])
+    assert len(card_versions) > 2 and len(bot.fake.messages(CHANNEL)) == 1
+
+
+def test_a_card_for_a_long_runbook_stays_within_fifty_blocks(bot: Bot) -> None:
+    bot.command("run many-steps")
+    run = bot.db.load(bot.run_id())
+    assert run.status == "succeeded" and len(run.steps) == 120
+    for version in bot.fake.revisions(CHANNEL, bot.card()["ts"]):
+        assert len(version["blocks"]) <= 50
+    assert "s119" in texts([bot.card()])[0]
+    assert not [c for c in bot.fake.calls() if not c.response.get("ok")]
+
+
+def test_a_rate_limited_card_is_retried_after_retry_after(bot: Bot) -> None:
+    bot.fake.fail_next("chat.postMessage", status=429, retry_after=0)
+    bot.command("run change-thing name=web-2")
+    posts = bot.fake.calls("chat.postMessage")
+    assert posts[0].status == 429 and posts[1].status == 200
+    assert bot.card()["ts"] and bot.approval("change")
+
+
+def test_a_card_that_fails_to_post_is_posted_at_the_runs_next_change(bot: Bot) -> None:
+    bot.fake.fail_next("chat.postMessage", status=500, retry_after=None, error="internal_error")
+    bot.command("run change-thing name=web-3")
+    first = bot.fake.calls("chat.postMessage")[0]
+    assert first.status == 500
+    assert bot.db.load(bot.run_id()).status == "awaiting_approval"
+    assert "Test runbook change-thing" in texts([bot.card()])[0]
+    assert bot.approval("change")
+
+
+def test_slack_refusing_every_message_never_breaks_the_run(bot: Bot) -> None:
+    bot.fake.fail_next("chat.postMessage", status=200, retry_after=None, error="channel_not_found",
+                       times=1000)
+    bot.command("run change-thing name=web-4")
+    run = bot.run_id()
+    assert bot.db.load(run).status == "awaiting_approval"
+    bot.command(f"approve {run} change", user=DAVE)
+    bot.command(f"approve {run}", user=BOB)
+    state = bot.db.load(run)
+    assert state.status == "succeeded", state.outcome
+    assert bot.fake.messages(CHANNEL) == []
+    assert bot.world.get("web-4") == "on"
+
+
+def test_a_fast_runs_card_is_edited_at_most_once_an_interval_and_ends_up_current(
+    make_bot: Callable[..., Bot],
+) -> None:
+    bot = make_bot(card_interval=60.0)
+    bot.command("run many-steps")
+    assert bot.db.load(bot.run_id()).status == "succeeded"
+    versions = bot.fake.revisions(CHANNEL, bot.card()["ts"])
+    assert len(versions) <= 3
+    assert "succeeded" in texts([versions[-1]])[0]
+
+
+def test_a_requester_is_told_when_the_card_cannot_be_posted_in_their_channel(bot: Bot) -> None:
+    bot.fake.fail_next("chat.postMessage", status=200, retry_after=None, error="not_in_channel",
+                       times=1000)
+    bot.command("run change-thing name=web-5")
+    run = bot.run_id()
+    [eph] = bot.fake.ephemerals(ALICE)
+    assert run in eph["text"] and "/invite @runbook-bot" in eph["text"]
+    assert bot.db.load(run).status == "awaiting_approval"

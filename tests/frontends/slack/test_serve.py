@@ -1,0 +1,130 @@
+"""``runbook-bot slack serve``: one clear message when configuration is missing, else it serves."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from bot.cli import main
+from tests.fakes.slack_api import BOT_TOKEN, FakeSlack
+from tests.frontends.slack.conftest import Bot
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture
+def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.MonkeyPatch:
+    for name in ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN",
+                 "RUNBOOK_BOT_SLACK_API_URL", "RUNBOOK_BOT_CONFIG", "RUNBOOK_BOT_SLACK_CHANNELS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("RUNBOOK_BOT_DATABASE_URL", f"sqlite:///{tmp_path / 'state.db'}")
+    return monkeypatch
+
+
+def test_missing_configuration_is_named_in_one_message(env: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["slack", "serve"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "SLACK_BOT_TOKEN" in err and "SLACK_SIGNING_SECRET" in err
+    assert main(["slack", "serve", "--socket-mode"]) == 1
+    err = capsys.readouterr().err
+    assert "SLACK_APP_TOKEN" in err and "SLACK_SIGNING_SECRET" not in err
+
+
+def test_a_malformed_api_url_or_a_refused_token_is_explained(env: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    env.setenv("SLACK_BOT_TOKEN", "xoxb-not-known")
+    env.setenv("SLACK_SIGNING_SECRET", "s3cret")
+    env.setenv("RUNBOOK_BOT_SLACK_API_URL", "http://127.0.0.1:9/api")
+    assert main(["slack", "serve"]) == 1
+    assert "must be an http(s) URL ending in /" in capsys.readouterr().err
+    with FakeSlack() as fake:
+        env.setenv("RUNBOOK_BOT_SLACK_API_URL", fake.base_url)
+        assert main(["slack", "serve"]) == 1
+    assert "Slack refused SLACK_BOT_TOKEN: invalid_auth" in capsys.readouterr().err
+
+
+def test_serve_answers_healthz_over_waitress_until_interrupted(tmp_path: Path) -> None:
+    with FakeSlack() as fake:
+        env = {**os.environ, "SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_SIGNING_SECRET": "s3cret",
+               "RUNBOOK_BOT_SLACK_API_URL": fake.base_url,
+               "RUNBOOK_BOT_RUNBOOKS_DIR": str(ROOT / "runbooks"),
+               "RUNBOOK_BOT_DATABASE_URL": f"sqlite:///{tmp_path / 'state.db'}"}
+        env.pop("RUNBOOK_BOT_CONFIG", None)
+        proc = subprocess.Popen([sys.executable, "-m", "bot", "slack", "serve", "--host",
+                                 "127.0.0.1", "--port", "0"], cwd=tmp_path, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            line = [""]
+            reader = threading.Thread(target=lambda: line.__setitem__(0, proc.stdout.readline()))
+            reader.start()
+            reader.join(timeout=20)
+            assert "serving Slack on http://127.0.0.1:" in line[0], proc.stderr.read()
+            url = line[0].split(" on ", 1)[1].split(" ", 1)[0].replace("/slack/events", "/healthz")
+            with urllib.request.urlopen(url, timeout=5) as r:
+                assert r.status == 200
+        finally:
+            proc.send_signal(signal.SIGINT)
+            try:
+                code = proc.wait(timeout=15)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                proc.stdout.close()
+                proc.stderr.close()
+        assert code == 0
+
+
+def test_the_manifests_ask_for_exactly_the_scopes_the_app_uses(
+    bot_for_scopes: tuple[str, ...],
+) -> None:
+    from ruamel.yaml import YAML
+
+    from tests.fakes.slack_api import _SCOPES
+
+    used_methods = bot_for_scopes
+    needed = {_SCOPES[m] for m in used_methods if _SCOPES.get(m)}
+    # commands: the slash command itself; groups:history: conversations.replies in private channels
+    needed |= {"commands", "groups:history"} if "conversations.replies" in used_methods else {"commands"}
+    for name in ("slack-app-manifest.yaml", "slack-app-manifest-socket.yaml"):
+        manifest = YAML(typ="safe").load((ROOT / "deploy" / name).read_text())
+        assert set(manifest["oauth_config"]["scopes"]["bot"]) == needed, name
+
+
+@pytest.fixture
+def bot_for_scopes(bot: Bot) -> tuple[str, ...]:
+    """Every Web API method the app calls in a run that is approved, exported and listed."""
+    pytest.importorskip("bot.present.transcript")
+    from tests.fakes.slack_api import CHANNEL
+    from tests.frontends.slack.conftest import BOB, CAROL, DAVE
+
+    bot.command("run change-thing")  # opens the params form
+    bot.command("run change-thing name=web-1")
+    bot.click(bot.approval("change"), "rb_reject", user=CAROL)
+    bot.click(bot.approval("change"), "rb_approve", user=BOB)
+    bot.click(bot.approval("taint"), "rb_approve", user=DAVE)
+    bot.fake.post_as_user(CHANNEL, BOB, "all good", thread_ts=bot.card()["ts"])
+    bot.command(f"export {bot.run_id()}")
+    return tuple({c.method for c in bot.fake.calls()})
+
+
+def test_socket_mode_reaches_slack_through_the_configured_api_url(bot: Bot) -> None:
+    from dataclasses import replace
+
+    from bot.frontends.slack.app import socket_mode_handler
+
+    config = replace(bot.settings.slack, app_token="xapp-1-fake")
+    handler = socket_mode_handler(bot.app, config)
+    try:
+        assert handler.client.web_client.base_url == bot.fake.base_url
+        assert handler.client.app_token == "xapp-1-fake"
+    finally:
+        handler.close()
