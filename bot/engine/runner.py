@@ -4,8 +4,10 @@ One tick: claim the run's lease, ask the conductor what is next, do that one pie
 step, apply it, or poll it), hand the outcome back, and save the new state and audit events in one
 transaction before anything else happens. A step is recorded as *applying* before ``apply()`` is
 called, so a process killed mid-apply resumes by applying again (actions are idempotent: already
-done is success) and never re-applies a step recorded as done. Waiting is a stored
-``next_check_at`` that any worker picks up (``run_due``), never a sleeping thread.
+done is success) and never re-applies a step recorded as done. A read-only step skips that
+extra save (re-reading after a crash is harmless), which halves the writes of a long run of
+checks. Waiting is a stored ``next_check_at`` that any worker picks up (``run_due``), never a
+sleeping thread.
 
 Several workers (threads, processes, replicas on a shared PostgreSQL) can serve the same store: the
 lease makes sure one of them at a time touches a run. A lease whose owner process on this host has
