@@ -126,6 +126,8 @@ def _follow(runner: Any, run_id: str, *, actor: str, interactive: bool, yes: boo
         if state.next_check_at:
             delay = (datetime.fromisoformat(state.next_check_at) - runner.clock.now()).total_seconds()
             stop.wait(max(0.05, min(delay, 5.0)))
+        else:  # another worker holds the run right now: look again shortly
+            stop.wait(0.2)
 
 
 def _ask(prompt: str) -> bool:
@@ -191,7 +193,7 @@ def cmd_decide(args: argparse.Namespace) -> int:
         if name in ("reject", "abort"):
             runner.drive(run_id)
         return 0
-    return _follow(runner, run_id, actor=actor, interactive=False, yes=False)
+    return _follow(runner, run_id, actor=actor, interactive=sys.stdin.isatty(), yes=False)
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
