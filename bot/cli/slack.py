@@ -51,6 +51,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from bot.config import load_settings
     from bot.frontends.slack.app import (
         SlackParts,
+        background_thread,
         build_app,
         check_config,
         http_server,
@@ -66,8 +67,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     runner = build_runner(settings, store=store, notifiers=[parts.notifier],
                           membership=parts.membership(settings.policy))
     app, _, _ = build_app(settings, runner, parts=parts)
-    worker = threading.Thread(target=runner.serve, kwargs={"interval": args.interval},
-                              name="runbook-bot-worker", daemon=True)
+    def work() -> None:
+        background_thread()  # the worker loop yields the CPU to the threads answering Slack
+        runner.serve(interval=args.interval)
+
+    worker = threading.Thread(target=work, name="runbook-bot-worker", daemon=True)
     worker.start()
     server = None
     try:

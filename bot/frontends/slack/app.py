@@ -17,9 +17,11 @@ waitress, a production WSGI server.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
+import os
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -49,6 +51,19 @@ DEFAULT_API_URL = "https://slack.com/api/"
 EVENTS_PATH = "/slack/events"
 
 
+def background_thread() -> None:
+    """Lower the calling thread's scheduling priority, so acks win the CPU when it is scarce.
+
+    Linux schedules threads one by one, so the threads that start and drive runs can yield to the
+    ones answering Slack. Elsewhere, or where it is not permitted, nothing changes.
+    """
+    with contextlib.suppress(AttributeError, OSError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BACKGROUND_NICE)
+
+
+BACKGROUND_NICE = 10
+
+
 class Work:
     """Two small pools for what follows an ack: quick jobs, and driving runs.
 
@@ -59,9 +74,9 @@ class Work:
 
     def __init__(self, workers: int = 4) -> None:
         self._quick = ThreadPoolExecutor(max_workers=max(1, workers // 2),
-                                         thread_name_prefix="slack-work")
+                                         thread_name_prefix="slack-work", initializer=background_thread)
         self._drive = ThreadPoolExecutor(max_workers=max(1, workers - workers // 2),
-                                         thread_name_prefix="slack-drive")
+                                         thread_name_prefix="slack-drive", initializer=background_thread)
         self._pending = 0
         self._cond = threading.Condition()
 
