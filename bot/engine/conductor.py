@@ -19,12 +19,23 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from datetime import datetime, timedelta
 from typing import Any
 
 from bot.config import PolicyConfig
 from bot.engine.approvals import Membership, effective_rule
+from bot.engine.decisions import (
+    ApplyStep,
+    AwaitPeople,
+    Decision,
+    Finished,
+    PlanStep,
+    Sleep,
+    Tick,
+    iso,
+    parse_iso,
+)
 from bot.engine.plan import ApiCall, Plan, Result
 from bot.engine.ports import ActionSpecLike
 from bot.engine.runstate import AuditDraft, RunState, StepState
@@ -39,68 +50,6 @@ R = RunStatus
 MAX_GOTOS = 25
 _UNRENDERED = re.compile(r"\{\{.*?\}\}")
 ENGINE = "runbook-bot"  # the actor of events the engine itself causes
-
-
-def iso(when: datetime) -> str:
-    return when.isoformat()
-
-
-def parse_iso(text: str) -> datetime:
-    return datetime.fromisoformat(text)
-
-
-@dataclass
-class Tick:
-    """What one decision or outcome produced: audit events, changed steps, messages to post."""
-
-    events: list[AuditDraft] = field(default_factory=list)
-    dirty: set[str] = field(default_factory=set)
-    header_dirty: bool = False
-    messages: list[str] = field(default_factory=list)
-
-    def merge(self, other: Tick) -> None:
-        self.events += other.events
-        self.dirty |= other.dirty
-        self.header_dirty |= other.header_dirty
-        self.messages += other.messages
-
-
-@dataclass(frozen=True)
-class PlanStep:
-    key: str
-    action: str
-    params: Mapping[str, Any]
-    overrides: frozenset[str]
-    recheck: bool  # the re-plan just before apply
-
-
-@dataclass(frozen=True)
-class ApplyStep:
-    key: str
-    action: str
-    plan: Plan
-    overrides: frozenset[str]
-    confirmed_by: str | None
-    poll: bool  # another poll of a step that is waiting
-
-
-@dataclass(frozen=True)
-class Sleep:
-    until: datetime
-
-
-@dataclass(frozen=True)
-class AwaitPeople:
-    key: str
-    until: datetime | None  # the approval expiry, when there is one
-
-
-@dataclass(frozen=True)
-class Finished:
-    status: RunStatus
-
-
-Decision = PlanStep | ApplyStep | Sleep | AwaitPeople | Finished
 
 
 class Conductor:

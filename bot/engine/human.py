@@ -20,7 +20,8 @@ from bot.engine.approvals import (
     effective_rule,
 )
 from bot.engine.commands import Abort, Approve, BreakGlass, Command, Confirm, Outcome, Reject, Retry
-from bot.engine.conductor import Conductor, Tick, iso
+from bot.engine.conductor import Conductor
+from bot.engine.decisions import Tick, iso
 from bot.engine.runstate import StepState, Vote
 from bot.engine.state import STEP_FINAL, RunStatus, StepStatus
 from bot.errors import PolicyError

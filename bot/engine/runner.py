@@ -29,7 +29,8 @@ from typing import Any
 from bot.config import PolicyConfig
 from bot.engine.approvals import Membership, config_membership
 from bot.engine.commands import Command, Outcome, StartRun
-from bot.engine.conductor import ApplyStep, AwaitPeople, Conductor, Finished, PlanStep, Sleep, Tick, iso
+from bot.engine.conductor import Conductor
+from bot.engine.decisions import ApplyStep, AwaitPeople, Finished, PlanStep, Sleep, Tick, iso
 from bot.engine.human import eligibility, handle
 from bot.engine.ids import new_run_id
 from bot.engine.plan import ApiCall
