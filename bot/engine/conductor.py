@@ -119,7 +119,10 @@ class Conductor:
         """Create the instances of the step at ``index``, skipping it if ``when`` is false."""
         step = self.runbook.spec.steps[index]
         position = index * 10_000
-        base = StepState(key=step.id, step_id=step.id, position=position)
+        spec = self.spec_of(step)
+        destructive = bool(spec and spec.destructive)
+        base = StepState(key=step.id, step_id=step.id, position=position, action=step.action,
+                         destructive=destructive)
         self.state.steps[base.key] = base
         tick.dirty.add(base.key)
         self.scope.touch(step.id)
@@ -152,7 +155,7 @@ class Conductor:
         del self.state.steps[base.key]
         for i, item in enumerate(items):
             s = StepState(key=f"{step.id}[{i}]", step_id=step.id, position=position + 1 + i,
-                          index=i, item=item)
+                          action=step.action, destructive=destructive, index=i, item=item)
             try:
                 s.title = self._title(step, self.scope.context(item=item))
             except RunbookBotError:

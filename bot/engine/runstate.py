@@ -44,6 +44,8 @@ class StepState:
     key: str  # "taint", or "force_detach[1]" for a foreach element
     step_id: str
     position: int  # order of the instance in the run (index of the step, then of the element)
+    action: str | None = None  # the action it calls; None for a manual step
+    destructive: bool = False  # whether that action is declared destructive
     status: StepStatus = StepStatus.PENDING
     title: str = ""
     index: int | None = None  # foreach element index

@@ -53,6 +53,8 @@ class StepView:
     expires_at: str | None
     result: dict[str, Any] | None
     votes: tuple[dict[str, Any], ...] = ()
+    action: str | None = None
+    destructive: bool = False
 
 
 @dataclass(frozen=True)
@@ -108,7 +110,7 @@ def step_view(s: StepState) -> StepView:
         approval_text=s.approval_text, needs_approval=s.needs_approval,
         needs_confirmation=s.needs_confirmation, min_approvers=s.min_approvers,
         groups=tuple(s.groups), expires_at=s.expires_at, result=s.result,
-        votes=tuple(v.__dict__ for v in s.votes))
+        votes=tuple(v.__dict__ for v in s.votes), action=s.action, destructive=s.destructive)
 
 
 def _change_line(c: dict[str, Any]) -> str:

@@ -191,7 +191,10 @@ def _facts(runner: Runner) -> RunFacts:
         return None if rb is None else [(s.id, s.title) for s in rb.spec.steps]
 
     def destructive(state: RunState, key: str) -> bool:
-        rb, s = runbook(state), state.steps.get(key)
+        s = state.steps.get(key)
+        if s is not None and s.action is not None:  # recorded by the engine with the step
+            return s.destructive
+        rb = runbook(state)
         if rb is None or s is None:
             return True  # unknown: the careful rendering, with a confirm dialog
         try:
