@@ -197,18 +197,26 @@ def plan_detach(p: VolumeDetachParams, env: Env) -> Plan:
     return Plan(action="aws.ec2.volume.detach", params={}, changes=(change,), facts=tuple(facts))
 
 
+def _moved_on(vol: Obj, p: VolumeDetachParams) -> Result | None:
+    """Done if the volume is off the instance asked for and already on its next consumer.
+
+    The attach/detach controller attaches it to the new node the moment it is free, possibly
+    between two polls of this detach: the post-condition (not on ``p.instance_id``) holds.
+    """
+    atts = [a for a in vol.get("Attachments") or () if a.get("State") != "detached"]
+    if not p.instance_id or not atts or any(a.get("InstanceId") == p.instance_id for a in atts):
+        return None
+    now_on = ", ".join(str(a.get("InstanceId")) for a in atts)
+    return Result(data={"volume_id": p.volume_id, "state": str(vol.get("State"))},
+                  message=f"volume {p.volume_id} is off {p.instance_id} (now attached to {now_on})")
+
+
 @registry.applier("aws.ec2.volume.detach")
 def apply_detach(plan: Plan, p: VolumeDetachParams, env: Env) -> Result:
     vol = _read_volume(env, p.volume_id)
-    elsewhere = [a.get("InstanceId") for a in vol.get("Attachments") or ()
-                 if a.get("State") != "detached" and a.get("InstanceId") != p.instance_id]
-    if p.instance_id and elsewhere and not any(
-            a.get("InstanceId") == p.instance_id for a in vol.get("Attachments") or ()):
-        # detached from the instance asked for, and already attached to its next consumer (the
-        # attach/detach controller was waiting for exactly this): the post-condition holds
-        return Result(data={"volume_id": p.volume_id, "state": str(vol.get("State"))},
-                      message=f"volume {p.volume_id} is off {p.instance_id} (now attached to "
-                              f"{', '.join(str(x) for x in elsewhere)})")
+    moved = _moved_on(vol, p)
+    if moved is not None:
+        return moved
     att = _attachment(vol, p)
     if att is None and vol.get("State") == "available":
         return Result(data={"volume_id": p.volume_id, "state": "available"},
@@ -223,11 +231,9 @@ def apply_detach(plan: Plan, p: VolumeDetachParams, env: Env) -> Result:
         if vol.get("State") == "available":
             return Result(data={"volume_id": p.volume_id, "state": "available"},
                           message=f"volume {p.volume_id} detached")
-        if p.instance_id and not any(a.get("InstanceId") == p.instance_id
-                                     for a in vol.get("Attachments") or ()):
-            return Result(data={"volume_id": p.volume_id, "state": str(vol.get("State"))},
-                          message=f"volume {p.volume_id} detached from {p.instance_id} and "
-                                  "already attached to its next consumer")
+        moved = _moved_on(vol, p)
+        if moved is not None:
+            return moved
     state = str((_attachment(vol, p) or {}).get("State") or vol.get("State"))
     progress = f"volume {p.volume_id} is {state}"
     env.ctx.progress = progress

@@ -48,11 +48,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
         head_seq, head_hash = head.get("seq"), head.get("hash")
         where = args.file
     elif args.run_id:
-        from bot.cli.runs import _run_id
-        from bot.cli.wiring import open_store
+        from bot.cli.wiring import open_store, run_id_arg
 
         store = open_store(settings)
-        run_id = _run_id(args.run_id)
+        run_id = run_id_arg(args.run_id)
         head_seq, head_hash = store.head(run_id)
         events = store.events(run_id, payloads=False)
         where = run_id
@@ -70,12 +69,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from bot.cli.runs import _run_id
-    from bot.cli.wiring import open_store
+    from bot.cli.wiring import open_store, run_id_arg
     from bot.config import load_settings
 
     store = open_store(load_settings())
-    for ev in store.events(_run_id(args.run_id)):
+    for ev in store.events(run_id_arg(args.run_id)):
         if args.json:
             print(json.dumps(ev.to_dict(), ensure_ascii=False))
         else:

@@ -50,8 +50,7 @@ def _thread(path: str | None) -> list[dict[str, Any]]:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from bot.cli.runs import _run_id
-    from bot.cli.wiring import open_store
+    from bot.cli.wiring import open_store, run_id_arg
     from bot.config import load_settings
     from bot.errors import ConfigError
     from bot.present.transcript import export
@@ -59,7 +58,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     thread = _thread(args.thread)
     store = open_store(load_settings())
     try:
-        text = export(store, _run_id(args.run_id), fmt=args.fmt, tz=args.tz, thread=thread)
+        text = export(store, run_id_arg(args.run_id), fmt=args.fmt, tz=args.tz, thread=thread)
     finally:
         store.close()
     if not args.output:

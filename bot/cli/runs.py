@@ -82,16 +82,6 @@ def _settings() -> Any:
     return load_settings()
 
 
-def _run_id(text: str) -> str:
-    from bot.engine.ids import parse_run_id
-    from bot.errors import NotFound
-
-    try:
-        return parse_run_id(text)
-    except ValueError as e:
-        raise NotFound(str(e)) from None
-
-
 def _follow(runner: Any, run_id: str, *, actor: str, interactive: bool, yes: bool) -> int:
     """Drive the run here until it finishes or needs someone who is not at this keyboard."""
     from bot.engine.commands import Approve, Confirm
@@ -162,13 +152,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_decide(args: argparse.Namespace) -> int:
-    from bot.cli.wiring import build_runner, identity
+    from bot.cli.wiring import build_runner, identity, run_id_arg
     from bot.engine import commands as c
     from bot.frontends.term.printer import TerminalPrinter
 
     settings = _settings()
     actor = identity(settings, args.as_user)
-    run_id = _run_id(args.run_id)
+    run_id = run_id_arg(args.run_id)
     runner = build_runner(settings, notifiers=[TerminalPrinter()])
     name = args.command_name
     step = getattr(args, "step", None)
@@ -209,12 +199,12 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from bot.cli.wiring import open_store
+    from bot.cli.wiring import open_store, run_id_arg
     from bot.present.console import status
     from bot.present.views import run_view
 
     store = open_store(_settings())
-    state = store.load(_run_id(args.run_id))
+    state = store.load(run_id_arg(args.run_id))
     titles = _titles(state)
     print(status(run_view(state, titles)))
     return 0

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bot.config import Settings
-from bot.errors import ConfigError
+from bot.errors import ConfigError, NotFound
 
 
 def open_store(settings: Settings) -> Any:
@@ -45,3 +45,13 @@ def identity(settings: Settings, as_user: str | None) -> str:
                               "the config (meant for demos and tests, never production)")
         return as_user
     return getpass.getuser()
+
+
+def run_id_arg(text: str) -> str:
+    """A run id as typed on the command line (case, spaces, no prefix), or NotFound saying why."""
+    from bot.engine.ids import parse_run_id
+
+    try:
+        return parse_run_id(text)
+    except ValueError as e:
+        raise NotFound(str(e)) from None

@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot.config import PolicyConfig
-from bot.engine.approvals import Membership, effective_rule
+from bot.engine.approvals import ApprovalRule, Membership, effective_rule
 from bot.engine.decisions import (
     ApplyStep,
     AwaitPeople,
@@ -49,6 +49,11 @@ S = StepStatus
 R = RunStatus
 MAX_GOTOS = 25
 _UNRENDERED = re.compile(r"\{\{.*?\}\}")
+
+
+def _plain_title(step: Step) -> str:
+    """A step's title with its expressions elided, for a step whose values never existed."""
+    return _UNRENDERED.sub("…", step.title)
 ENGINE = "runbook-bot"  # the actor of events the engine itself causes
 
 
@@ -64,7 +69,6 @@ class Conductor:
         self.state = state
         self._index = {s.id: i for i, s in enumerate(runbook.spec.steps)}
         self.scope = Scope(state, frozenset(s.id for s in runbook.spec.steps if s.foreach))
-        self._failed_calls: list[dict[str, Any]] = []
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -142,24 +146,21 @@ class Conductor:
                                           f"{step.foreach}")
                 items = list(value)
         except RunbookBotError as e:
-            base.title = _UNRENDERED.sub("…", step.title)
+            base.title = _plain_title(step)
             self._fail(base, now, tick, f"step {step.id!r}: {e}")
             return
         if items is None:
             base.title = self._title(step, ctx)
             return
         if not items:
-            base.title = _UNRENDERED.sub("…", step.title)
+            base.title = _plain_title(step)
             self._skip(base, now, tick, "foreach gave an empty list: nothing to do")
             return
         del self.state.steps[base.key]
         for i, item in enumerate(items):
             s = StepState(key=f"{step.id}[{i}]", step_id=step.id, position=position + 1 + i,
                           action=step.action, destructive=destructive, index=i, item=item)
-            try:
-                s.title = self._title(step, self.scope.context(item=item))
-            except RunbookBotError:
-                s.title = f"{step.title} [{i}]"
+            s.title = self._title(step, self.scope.context(item=item))
             self.state.steps[s.key] = s
             tick.dirty.add(s.key)
         tick.dirty.add(base.key)  # the placeholder row is removed
@@ -168,7 +169,7 @@ class Conductor:
         try:
             return render(step.title, ctx)[:150]
         except RunbookBotError:  # e.g. {{ item }} of a foreach step that did not run
-            return _UNRENDERED.sub("…", step.title)
+            return _plain_title(step)
 
     def _decide_step(self, s: StepState, now: datetime, tick: Tick) -> Decision | None:
         step = self.step_of(s)
@@ -268,16 +269,12 @@ class Conductor:
 
         ``calls`` are the API calls the plan made; they are audited with a failure or refusal.
         """
-        self._failed_calls = [asdict(c) for c in calls]
         s = self.state.steps[key]
         step = self.step_of(s)
         spec = self.spec_of(step)
         assert spec is not None
-        if isinstance(outcome, InterlockBlocked):
-            self._blocked(s, now, tick, outcome, phase="plan")
-            return
         if isinstance(outcome, BaseException):
-            self._error(s, step, now, tick, outcome, phase="plan")
+            self._refused(s, step, now, tick, outcome, phase="plan", calls=calls)
             return
         plan = outcome
         new_hash = plan.hash()
@@ -291,7 +288,7 @@ class Conductor:
             return
         if self.state.dry_run:
             if spec.destructive or not plan.is_noop:
-                rule = self._rule(step, spec)
+                rule = self.rule_of(step)
                 who = (f"; applying would need {rule.min_approvers} approver(s) from "
                        f"{', '.join(rule.groups) or 'any group'}" if rule.required else "")
                 self._skip(s, now, tick, f"dry run: planned only{who}")
@@ -308,24 +305,26 @@ class Conductor:
                 self.event(tick, "approval.invalidated", now, about=s, old_hash=old_hash,
                            new_hash=new_hash, voided=voided,
                            reason="the plan changed between approval and apply")
-                self._request_approval(s, step, spec, now, tick)
+                self._request_approval(s, step, now, tick)
                 return
             self._to_applying(s, now, tick)
             return
-        rule = self._rule(step, spec)
+        rule = self.rule_of(step)
         confirm = step.action == "manual.confirm"
         if rule.required or confirm:
             # break-glass voters saw this step's change and the interlock; they approve this plan
             for v in s.votes:
                 if v.kind == "break_glass" and v.plan_hash is None:
                     v.plan_hash = new_hash
-            self._request_approval(s, step, spec, now, tick, confirm=confirm)
+            self._request_approval(s, step, now, tick, confirm=confirm)
             return
         self._to_applying(s, now, tick)
 
-    def _rule(self, step: Step, spec: ActionSpecLike) -> Any:
+    def rule_of(self, step: Step) -> ApprovalRule:
+        """The approval rule of a step: runbook defaults, its own block, the destructive floor."""
+        spec = self.spec_of(step)
         return effective_rule(runbook=self.runbook.spec.approvals, step=step.approval,
-                              destructive=spec.destructive, policy=self.policy)
+                              destructive=bool(spec and spec.destructive), policy=self.policy)
 
     def _guards(self, s: StepState, step: Step, plan: Plan, now: datetime, tick: Tick) -> bool:
         if not step.guards:
@@ -349,9 +348,9 @@ class Conductor:
                 return False
         return True
 
-    def _request_approval(self, s: StepState, step: Step, spec: ActionSpecLike, now: datetime,
+    def _request_approval(self, s: StepState, step: Step, now: datetime,
                           tick: Tick, *, confirm: bool = False) -> None:
-        rule = self._rule(step, spec)
+        rule = self.rule_of(step)
         s.needs_approval = rule.required
         s.needs_confirmation = confirm and not rule.required
         s.approval_reason = rule.reason or "a person confirms this checklist item"
@@ -387,7 +386,6 @@ class Conductor:
     def applied(self, key: str, outcome: Result | BaseException, now: datetime, tick: Tick, *,
                 overridden: list[str], poll: bool, calls: Sequence[ApiCall] = ()) -> None:
         """Fold the result of ``apply()``: done, not done yet, wait_until false, or an error."""
-        self._failed_calls = [asdict(c) for c in calls]
         s = self.state.steps[key]
         step = self.step_of(s)
         tick.dirty.add(key)
@@ -395,11 +393,8 @@ class Conductor:
             self.event(tick, "interlock.overridden", now, about=s, rule=rule,
                        approvers=[v.by for v in s.votes if v.kind == "break_glass"],
                        reasons=[v.reason for v in s.votes if v.kind == "break_glass"])
-        if isinstance(outcome, InterlockBlocked):
-            self._blocked(s, now, tick, outcome, phase="apply")
-            return
         if isinstance(outcome, BaseException):
-            self._error(s, step, now, tick, outcome, phase="apply")
+            self._refused(s, step, now, tick, outcome, phase="apply", calls=calls)
             return
         result = outcome
         done_calls = [asdict(c) for c in result.calls]
@@ -488,25 +483,30 @@ class Conductor:
         self.event(tick, "step.skipped", now, about=s, reason=reason)
         self._advance_cursor(s)
 
+    def _refused(self, s: StepState, step: Step, now: datetime, tick: Tick, e: BaseException, *,
+                 phase: str, calls: Sequence[ApiCall]) -> None:
+        """``plan()`` or ``apply()`` raised: an interlock blocks the step, anything else is an error."""
+        made = [asdict(c) for c in calls]
+        if isinstance(e, InterlockBlocked):
+            self._blocked(s, now, tick, e, phase=phase, calls=made)
+        else:
+            self._error(s, step, now, tick, e, phase=phase, calls=made)
+
     def _blocked(self, s: StepState, now: datetime, tick: Tick, e: InterlockBlocked, *,
-                 phase: str) -> None:
+                 phase: str, calls: list[dict[str, Any]]) -> None:
         self.event(tick, "interlock.blocked", now, about=s, rule=e.rule, message=e.message, phase=phase,
-                   calls=self._failed_calls)
+                   calls=calls)
         if self.state.dry_run:
             self._skip(s, now, tick, f"dry run: interlock {e.rule} would refuse: {e.message}")
             return
         s.blocked = {"rule": e.rule, "message": e.message}
-        s.approved = False
         s.votes = [v for v in s.votes if v.kind != "break_glass"]
-        step = self.step_of(s)
-        spec = self.spec_of(step)
-        assert spec is not None
-        self._request_approval(s, step, spec, now, tick)
-        s.approved = False
+        self._request_approval(s, self.step_of(s), now, tick)
+        s.approved = False  # approvals of this plan stand, but only break-glass lets it apply
         self.set_run(tick, R.AWAITING_APPROVAL)
 
     def _error(self, s: StepState, step: Step, now: datetime, tick: Tick, e: BaseException, *,
-               phase: str) -> None:
+               phase: str, calls: list[dict[str, Any]]) -> None:
         text = str(e) if isinstance(e, RunbookBotError) else f"{type(e).__name__}: {e}"
         retries = step.retries
         s.attempt += 1  # failed tries so far
@@ -519,10 +519,10 @@ class Conductor:
             if phase == "plan":
                 s.plan = None
             self.event(tick, "step.retrying", now, about=s, phase=phase, error=text,
-                       attempt=s.attempt, delay=delay, calls=self._failed_calls)
+                       attempt=s.attempt, delay=delay, calls=calls)
             self._wait(s, now, tick, delay)
             return
-        self._fail(s, now, tick, f"{phase} failed: {text}", calls=self._failed_calls)
+        self._fail(s, now, tick, f"{phase} failed: {text}", calls=calls)
 
     def _fail(self, s: StepState, now: datetime, tick: Tick, error: str, *,
               calls: list[dict[str, Any]] | None = None) -> None:
@@ -581,6 +581,3 @@ class Conductor:
         if s.status == S.AWAITING_APPROVAL:
             return parse_iso(s.expires_at) if s.expires_at and not s.approved else None
         return None
-
-    def final(self, s: StepState) -> bool:
-        return s.status in STEP_FINAL

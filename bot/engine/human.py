@@ -17,7 +17,6 @@ from bot.engine.approvals import (
     canonical,
     check_approver,
     check_reason,
-    effective_rule,
 )
 from bot.engine.commands import Abort, Approve, BreakGlass, Command, Confirm, Outcome, Reject, Retry
 from bot.engine.conductor import Conductor
@@ -80,13 +79,6 @@ def _target(c: Conductor, key: str | None) -> StepState:
     raise PolicyError(f"step {s.key} is {s.status}, not waiting for a decision")
 
 
-def _rule_of(c: Conductor, s: StepState):  # type: ignore[no-untyped-def]
-    step = c.step_of(s)
-    spec = c.spec_of(step)
-    return effective_rule(runbook=c.runbook.spec.approvals, step=step.approval,
-                          destructive=bool(spec and spec.destructive), policy=c.policy)
-
-
 def _approve(c: Conductor, s: StepState, cmd: Approve, now: datetime, tick: Tick) -> Outcome:
     if s.blocked:
         raise PolicyError(
@@ -98,7 +90,7 @@ def _approve(c: Conductor, s: StepState, cmd: Approve, now: datetime, tick: Tick
     if cmd.plan_hash is not None and cmd.plan_hash != s.plan_hash:
         raise PolicyError(f"the plan of step {s.key} changed since that message was shown; "
                           "review the new plan and approve that one")
-    rule = _rule_of(c, s)
+    rule = c.rule_of(c.step_of(s))
     valid = [v for v in s.approvals() if v.plan_hash == s.plan_hash]
     check_approver(rule=rule, approver=cmd.actor, requester=c.state.requester,
                    prior=[v.by for v in valid], policy=c.policy, membership=c.membership)
@@ -131,7 +123,7 @@ def _may_decide(c: Conductor, s: StepState, actor: str) -> None:
     """Rejecting or aborting: the requester, or anyone who could approve the step."""
     if canonical(actor, c.policy) == canonical(c.state.requester, c.policy):
         return
-    rule = _rule_of(c, s)
+    rule = c.rule_of(c.step_of(s))
     try:
         check_approver(rule=rule, approver=actor, requester=c.state.requester, prior=(),
                        policy=c.policy, membership=c.membership)
@@ -158,7 +150,7 @@ def _break_glass(c: Conductor, s: StepState, cmd: BreakGlass, now: datetime, tic
         raise PolicyError(f"step {s.key} is not blocked by an interlock; break-glass only "
                           "overrides an interlock")
     reason = check_reason(cmd.reason, what="break-glass")
-    rule = _rule_of(c, s)
+    rule = c.rule_of(c.step_of(s))
     prior = [v.by for v in s.votes if v.kind == "break_glass"]
     check_approver(rule=rule, approver=cmd.actor, requester=c.state.requester, prior=prior,
                    policy=c.policy, membership=c.membership, kind="break_glass")
@@ -213,7 +205,7 @@ def eligibility(c: Conductor, s: StepState, actor: str) -> str | None:
         return None
     valid = [v.by for v in s.approvals() if v.plan_hash == s.plan_hash]
     try:
-        check_approver(rule=_rule_of(c, s), approver=actor, requester=c.state.requester,
+        check_approver(rule=c.rule_of(c.step_of(s)), approver=actor, requester=c.state.requester,
                        prior=valid, policy=c.policy, membership=c.membership)
     except PolicyError as e:
         return str(e)

@@ -25,12 +25,12 @@ def test_an_interlock_at_plan_time_blocks_the_step_and_an_approval_cannot_pass_i
     assert e.world.effects == []
 
 
-def test_an_interlock_at_apply_time_refuses_after_approval(make_engine):
+def test_an_interlock_that_starts_failing_after_approval_refuses_before_apply(make_engine):
     e = make_engine(SET)
     run = e.start("b", by="alice")
-    e.world.lock("x")  # between the approval and apply: the live read at apply refuses
-    # the lock is read at plan time too, so the recheck changes nothing in the plan facts; the
-    # interlock itself refuses before anything is written
+    e.world.lock("x")  # between the approval request and apply
+    # the plan computed again just before apply reads the lock live: the interlock refuses
+    # there, before anything is written
     e.approve(run, "bob")
     st = e.state(run)
     assert st.steps["change"].blocked is not None
