@@ -46,7 +46,7 @@ def serve() -> int:
         for line in sys.stdin:
             if line.strip() != "settle":
                 break
-            bot.parts.work.idle(timeout=300)
+            bot.settle(timeout=300)
             clicks = []
             for m in bot.replies_everywhere():
                 try:

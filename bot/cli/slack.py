@@ -2,7 +2,9 @@
 
 HTTP mode serves ``/slack/events`` and ``/healthz`` from waitress (a production WSGI server);
 ``--socket-mode`` connects out to Slack with the app-level token instead. Either way the runner's
-worker loop runs in a thread beside it, so waits end and approvals expire without anyone typing.
+worker loop runs in a thread beside it, so waits end and approvals expire without anyone typing,
+and the Slack outbox draws runs on a thread of its own (including runs changed from the terminal or
+left half-drawn by a restart).
 Configuration is checked first, and what is missing is named in one message.
 """
 
@@ -64,7 +66,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     store = open_store(settings)
     parts = SlackParts(settings, store=store)
     _verify_token(parts, settings.slack.api_url)
-    runner = build_runner(settings, store=store, notifiers=[parts.notifier],
+    runner = build_runner(settings, store=store, notifiers=[parts.outbox],
                           membership=parts.membership(settings.policy))
     app, _, _ = build_app(settings, runner, parts=parts)
     def work() -> None:
@@ -73,6 +75,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     worker = threading.Thread(target=work, name="runbook-bot-worker", daemon=True)
     worker.start()
+    parts.start()
     server = None
     try:
         if args.socket_mode:
@@ -90,6 +93,5 @@ def cmd_serve(args: argparse.Namespace) -> int:
             stop_http_server(server)
         runner.stop()
         worker.join(timeout=10)
-        parts.work.shutdown()
-        parts.notifier.flush()
+        parts.close()
     return 0

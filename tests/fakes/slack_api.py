@@ -13,7 +13,8 @@ Time comes from an injected clock (``bot.engine.ports.Clock``): trigger expiry (
 Retry-After windows are decided on it, so tests advance a ManualClock instead of sleeping.
 
 Setup: ``add_user``, ``set_usergroup``, ``add_channel``, ``add_token`` (scopes), ``new_trigger_id``,
-``post_as_user`` (a human in a thread), ``fail_next(method, status=429, retry_after=1)``.
+``post_as_user`` (a human in a thread), ``fail_next(method, status=429, retry_after=1)``,
+``clear_failures``.
 Inspection: ``messages(channel)``, ``thread(channel, ts)``, ``message``, ``revisions`` (every
 edit), ``ephemerals(user)``, ``views()``, ``uploads``, ``calls(method)``.
 """
@@ -220,6 +221,12 @@ class FakeSlack:
         code = error or ("ratelimited" if status == 429 else "internal_error")
         with self._lock:
             self._failures.setdefault(method, []).append(_Failure(status, code, retry_after, times))
+
+    def clear_failures(self) -> None:
+        """Slack is well again: no more injected failures, no rate-limit window open."""
+        with self._lock:
+            self._failures.clear()
+            self._blocked_until.clear()
 
     def post_as_user(self, channel: str, user: str, text: str, *, thread_ts: str | None = None) -> str:
         """A human's message in a channel or thread, as the transcript reads it back."""

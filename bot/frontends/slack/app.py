@@ -1,6 +1,6 @@
 """The Slack app: a bolt App on a WebClient that retries rate limits, served over HTTP or a socket.
 
-``SlackParts`` are what the runner needs before it exists (the notifier that shows runs, and the
+``SlackParts`` are what the runner needs before it exists (the outbox that shows runs, and the
 resolver of Slack user groups for approval policy); ``build_app`` then wires the runner into a
 bolt App whose listeners only acknowledge and hand work to a small pool (``Work``). Requests are
 verified by bolt against the signing secret (bad or stale signatures get 401 before any
@@ -42,8 +42,9 @@ from bot.engine.runner import Runner, membership_from
 from bot.engine.runstate import RunState
 from bot.errors import ConfigError, ExternalError, RunbookBotError
 from bot.frontends.slack.cards import CardStore, Deliveries
+from bot.frontends.slack.drawing import RunDrawer, RunFacts
 from bot.frontends.slack.identity import UserGroups
-from bot.frontends.slack.notifier import RunFacts, SlackNotifier
+from bot.frontends.slack.outbox import Outbox
 from bot.frontends.slack.service import GROUP_PREFIX, Exporter, SlackService
 
 log = logging.getLogger(__name__)
@@ -136,15 +137,25 @@ def check_config(config: SlackConfig, *, socket_mode: bool) -> None:
         raise ConfigError("Slack is not configured: " + "; ".join(problems) + " (see docs/slack.md)")
 
 
-def make_client(config: SlackConfig) -> WebClient:
+def make_client(config: SlackConfig, *, wait_out_rate_limits: bool = True) -> WebClient:
+    """A Web API client that retries broken connections and, unless told not to, waits out 429s.
+
+    The outbox's client does not wait: it reschedules the run at Slack's ``Retry-After`` and
+    draws other runs meanwhile, instead of putting its thread to sleep.
+    """
+    handlers: list[Any] = [ConnectionErrorRetryHandler(max_retry_count=2)]
+    if wait_out_rate_limits:
+        handlers.append(RateLimitErrorRetryHandler(max_retry_count=3))
     return WebClient(token=config.bot_token, base_url=config.api_url or DEFAULT_API_URL,
-                     timeout=10,
-                     retry_handlers=[ConnectionErrorRetryHandler(max_retry_count=2),
-                                     RateLimitErrorRetryHandler(max_retry_count=3)])
+                     timeout=10, retry_handlers=handlers)
 
 
 class SlackParts:
-    """The client, the message store, the user-group cache and the notifier, for one workspace."""
+    """The client, the message store, the user-group cache and the outbox, for one workspace.
+
+    ``start`` sets the outbox drawing (after a scan for runs Slack has not caught up with);
+    ``close`` finishes what is in hand and stops.
+    """
 
     def __init__(self, settings: Settings, *, store: Any, clock: Clock | None = None,
                  client: WebClient | None = None, workers: int = 4,
@@ -156,9 +167,21 @@ class SlackParts:
         self.deliveries = Deliveries(self.cards)
         self.usergroups = UserGroups(api=self.client, clock=self.clock,
                                      ttl=settings.slack.usergroup_ttl)
-        self.notifier = SlackNotifier(client=self.client, cards=self.cards, clock=self.clock,
-                                      card_interval=card_interval)
+        drawing_client = make_client(settings.slack, wait_out_rate_limits=False)
+        if client is not None:  # a client given (tests) is used as it is, for drawing too
+            drawing_client = client
+        self.drawer = RunDrawer(client=drawing_client, cards=self.cards, clock=self.clock,
+                                card_interval=card_interval)
+        self.outbox = Outbox(drawer=self.drawer, cards=self.cards, store=store, clock=self.clock,
+                             on_thread_start=background_thread)
         self.work = Work(workers)
+
+    def start(self) -> None:
+        self.outbox.start()
+
+    def close(self) -> None:
+        self.work.shutdown()
+        self.outbox.stop()
 
     def in_group(self, identity: str, member: str) -> bool:
         """Resolver of ``slack-group:S…`` members of policy groups, from the TTL cache."""
@@ -209,7 +232,7 @@ def _facts(runner: Runner) -> RunFacts:
 def build_app(settings: Settings, runner: Runner, *, parts: SlackParts | None = None,
               names: Callable[[], list[str]] | None = None,
               exporter: Exporter | None = None) -> tuple[App, SlackService, SlackParts]:
-    """The bolt App for ``runner``; its notifier is registered with the runner if it was not.
+    """The bolt App for ``runner``; the outbox is registered with the runner if it was not.
 
     ``exporter`` defaults to transcripts with the run's Slack thread merged in, where installed.
     """
@@ -218,9 +241,9 @@ def build_app(settings: Settings, runner: Runner, *, parts: SlackParts | None = 
 
     if parts is None:
         parts = SlackParts(settings, store=runner.store, clock=runner.clock)
-    if parts.notifier not in runner.notifiers:
-        runner.notifiers.append(parts.notifier)
-    parts.notifier.facts = _facts(runner)
+    if parts.outbox not in runner.notifiers:
+        runner.notifiers.append(parts.outbox)
+    parts.drawer.facts = _facts(runner)
     if names is None:
         names = getattr(runner.runbooks, "names", None)
     if exporter is None:
@@ -228,7 +251,7 @@ def build_app(settings: Settings, runner: Runner, *, parts: SlackParts | None = 
     service = SlackService(runner=runner, client=parts.client, cards=parts.cards,
                            usergroups=parts.usergroups, clock=parts.clock, names=names,
                            exporter=exporter, drive=lambda run_id: parts.work.drive(
-                               runner.drive, run_id))
+                               runner.drive, run_id), show=parts.outbox.draw)
     app = App(client=parts.client, signing_secret=settings.slack.signing_secret or "",
               token_verification_enabled=True, request_verification_enabled=True,
               process_before_response=True,

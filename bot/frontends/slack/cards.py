@@ -1,11 +1,20 @@
-"""Where each run's Slack messages are, and which Slack deliveries were already handled.
+"""Where each run's Slack messages are, how far Slack has caught up with each run, and which
+Slack deliveries were already handled.
 
 A run card is edited in place for the whole life of a run, across restarts and replicas, so the
 channel and ``ts`` of the card (and of its approval, progress and summary replies) are stored next
 to the runs, in the same database, in tables of the Slack front-end's own: the run store knows
-nothing of Slack. The same goes for deliveries: Slack redelivers a request it thinks was not
-acknowledged (``X-Slack-Retry-Num``), and bolt does not deduplicate, so every handled delivery's
-key is recorded and a second arrival with the same key is dropped, by whichever replica gets it.
+nothing of Slack.
+
+``slack_runs`` is the outbox's durable cursor: per run, the store version last drawn in Slack and
+the last audit event turned into a thread reply, a retry time after Slack failed, and a short
+claim so that two replicas never draw the same run at once. A run whose version or audit head is
+ahead of its cursor is *lagging*; whichever replica scans next draws it, so a change made by the
+terminal, by another replica, or just before a restart still reaches Slack.
+
+Deliveries: Slack redelivers a request it thinks was not acknowledged (``X-Slack-Retry-Num``), and
+bolt does not deduplicate, so every handled delivery's key is recorded and a second arrival with
+the same key is dropped, by whichever replica gets it.
 """
 
 from __future__ import annotations
@@ -14,9 +23,26 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from sqlalchemy import Column, Float, MetaData, String, Table, delete, insert, select, update
+from sqlalchemy import (
+    Column,
+    Float,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    and_,
+    delete,
+    insert,
+    inspect,
+    literal,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
+
+from bot.store.db import runs as runs_t
 
 metadata = MetaData()
 
@@ -26,6 +52,17 @@ slack_messages = Table(
     Column("key", String(200), primary_key=True),  # "card", "approval:STEP:HASH", "progress:STEP"
     Column("channel", String(40), nullable=False),
     Column("ts", String(40), nullable=False),
+)
+
+slack_runs = Table(
+    "slack_runs", metadata,
+    Column("run_id", String(16), primary_key=True),
+    Column("drawn_version", Integer, nullable=False, default=0),  # runs.version last drawn
+    Column("replied_seq", Integer, nullable=False, default=0),  # last audit seq given its reply
+    Column("retry_at", Float, nullable=True),  # Slack failed: not before this (epoch seconds)
+    Column("failures", Integer, nullable=False, default=0),  # in a row, for the back-off
+    Column("owner", String(200), nullable=True),  # the replica drawing it now
+    Column("owner_until", Float, nullable=True),
 )
 
 slack_deliveries = Table(
@@ -41,6 +78,15 @@ class Posted:
     ts: str
 
 
+@dataclass(frozen=True)
+class Cursor:
+    """How far Slack shows a run: its store version drawn, its audit events replied."""
+
+    drawn_version: int
+    replied_seq: int
+    failures: int = 0
+
+
 class CardStore:
     """Message locations per run, and the delivery log, on the run store's database engine."""
 
@@ -49,8 +95,19 @@ class CardStore:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        new_cursor_table = not inspect(engine).has_table("slack_runs")
         metadata.create_all(engine)
+        if new_cursor_table:
+            self._adopt_existing_runs()
         self._recorded = 0
+
+    def _adopt_existing_runs(self) -> None:
+        """Runs from before the cursor existed count as drawn: never replay their history."""
+        with self.engine.begin() as conn:
+            conn.execute(insert(slack_runs).from_select(
+                ["run_id", "drawn_version", "replied_seq", "failures"],
+                select(runs_t.c.id, runs_t.c.version, runs_t.c.audit_seq, literal(0))
+                .where(runs_t.c.channel.is_not(None))))
 
     def get(self, run_id: str, key: str) -> Posted | None:
         with self.engine.connect() as conn:
@@ -73,6 +130,55 @@ class CardStore:
                                        slack_messages.c.ts).where(
                 slack_messages.c.run_id == run_id)).all()
         return {r[0]: Posted(r[1], r[2]) for r in rows if r[0].startswith(prefix)}
+
+    # -- the outbox's cursor ----------------------------------------------------------------------
+
+    def claim_drawing(self, run_id: str, *, owner: str, now: float, ttl: float) -> Cursor | None:
+        """Take the run for drawing and return its cursor; None while another replica draws it."""
+        free = or_(slack_runs.c.owner.is_(None), slack_runs.c.owner_until < now,
+                   slack_runs.c.owner == owner)
+        with self.engine.begin() as conn:
+            taken = conn.execute(update(slack_runs).where(and_(slack_runs.c.run_id == run_id, free))
+                                 .values(owner=owner, owner_until=now + ttl)).rowcount
+            if not taken:
+                exists = conn.execute(select(slack_runs.c.run_id)
+                                      .where(slack_runs.c.run_id == run_id)).first()
+                if exists is not None:
+                    return None
+                try:
+                    with conn.begin_nested():
+                        conn.execute(insert(slack_runs).values(
+                            run_id=run_id, drawn_version=0, replied_seq=0, failures=0,
+                            owner=owner, owner_until=now + ttl))
+                except IntegrityError:
+                    return None  # another replica created it a moment ago, and holds it
+            row = conn.execute(select(slack_runs.c.drawn_version, slack_runs.c.replied_seq,
+                                      slack_runs.c.failures)
+                               .where(slack_runs.c.run_id == run_id)).one()
+        return Cursor(int(row[0]), int(row[1]), int(row[2]))
+
+    def release_drawing(self, run_id: str, *, owner: str, cursor: Cursor,
+                        retry_at: float | None) -> None:
+        """Record how far the run was drawn, and when to try again if Slack failed."""
+        with self.engine.begin() as conn:
+            conn.execute(update(slack_runs).where(and_(slack_runs.c.run_id == run_id,
+                                                       slack_runs.c.owner == owner))
+                         .values(drawn_version=cursor.drawn_version, replied_seq=cursor.replied_seq,
+                                 failures=cursor.failures, retry_at=retry_at, owner=None,
+                                 owner_until=None))
+
+    def lagging(self, *, now: float, limit: int = 200) -> list[str]:
+        """Runs shown in Slack whose store is ahead of what Slack shows, and that are due."""
+        cur = slack_runs
+        ahead = or_(cur.c.run_id.is_(None), runs_t.c.version > cur.c.drawn_version,
+                    runs_t.c.audit_seq > cur.c.replied_seq)
+        due = and_(or_(cur.c.retry_at.is_(None), cur.c.retry_at <= now),
+                   or_(cur.c.owner.is_(None), cur.c.owner_until < now))
+        q = (select(runs_t.c.id).select_from(runs_t.outerjoin(cur, cur.c.run_id == runs_t.c.id))
+             .where(and_(runs_t.c.channel.is_not(None), ahead, or_(cur.c.run_id.is_(None), due)))
+             .order_by(runs_t.c.created_at).limit(limit))
+        with self.engine.connect() as conn:
+            return [r[0] for r in conn.execute(q).all()]
 
     def first_delivery(self, key: str, *, now: float) -> bool:
         """Record a delivery; False when the same key was recorded before (a duplicate)."""

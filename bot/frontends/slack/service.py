@@ -24,8 +24,8 @@ from bot.engine.ports import Clock
 from bot.engine.runner import Runner
 from bot.errors import ExternalError, NotFound, ParamError, PolicyError, RunbookBotError
 from bot.frontends.slack.cards import CardStore
+from bot.frontends.slack.drawing import who
 from bot.frontends.slack.identity import UserGroups, identity_for
-from bot.frontends.slack.notifier import who
 from bot.frontends.slack.slash import USAGE, Slash
 from bot.present import blockkit as bk
 from bot.present.views import run_view
@@ -77,7 +77,8 @@ class SlackService:
     def __init__(self, *, runner: Runner, client: Any, cards: CardStore, usergroups: UserGroups,
                  clock: Clock, names: Callable[[], list[str]] | None = None,
                  exporter: Exporter | None = None,
-                 drive: Callable[[str], Any] | None = None) -> None:
+                 drive: Callable[[str], Any] | None = None,
+                 show: Callable[[str], Any] | None = None) -> None:
         self.runner = runner
         self.client = client
         self.cards = cards
@@ -86,6 +87,7 @@ class SlackService:
         self.names = names
         self.exporter = exporter
         self.drive = drive or (lambda run_id: runner.drive(run_id))  # carry a run on
+        self.show = show or (lambda run_id: None)  # draw a run in Slack now
 
     # -- answering ------------------------------------------------------------------------------
 
@@ -233,7 +235,8 @@ class SlackService:
         state = self.runner.start(c.StartRun(runbook=name, params=dict(raw),
                                              requester=person.identity, dry_run=dry_run,
                                              origin=origin))
-        if self.cards.get(state.run_id, "card") is None:  # the notifier could not post it
+        self.show(state.run_id)  # the card at once, so its requester hears if it cannot be posted
+        if self.cards.get(state.run_id, "card") is None:
             self.tell(person, f":warning: Run `{state.run_id}` started, but its card could not be "
                               "posted here; is the bot in this channel (`/invite @runbook-bot`)? "
                               f"`/runbook status {state.run_id}` shows the run meanwhile.")

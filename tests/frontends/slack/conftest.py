@@ -136,7 +136,8 @@ class Bot:
         self.fake = fake
         self.rehearsal = rehearsal
         if rehearsal is None:
-            self.clock = ManualClock()
+            # one clock for the bot and the fake Slack: Retry-After windows pass when it advances
+            self.clock = fake.clock if isinstance(fake.clock, ManualClock) else ManualClock()
             self.world = World(tmp / "world.json")
             self.db = Database(f"sqlite:///{tmp / 'state.db'}", audit_key="k")
             reg = registry(self.world)
@@ -154,18 +155,23 @@ class Bot:
                                 card_interval=card_interval)
         self.runner = Runner(store=self.db, catalog=catalog, runbooks=runbooks, policy=policy,
                              clock=self.clock, membership=self.parts.membership(policy),
-                             notifiers=[self.parts.notifier])
+                             notifiers=[self.parts.outbox])
         self.app, self.service, _ = build_app(self.settings, self.runner, parts=self.parts)
+        self.parts.start()
+        self._closed = False
         self.server = http_server(self.app, host="127.0.0.1", port=0, threads=threads)
         self.url = f"http://127.0.0.1:{self.server.effective_port}/slack/events"
         self._thread = threading.Thread(target=self.server.run, daemon=True, name="waitress")
         self._thread.start()
 
     def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
         self.settle()
         stop_http_server(self.server)
         self._thread.join(timeout=5)
-        self.parts.work.shutdown()
+        self.parts.close()
         if self.rehearsal is None:
             self.db.close()
 
@@ -201,8 +207,14 @@ class Bot:
             self.settle()
         return out
 
-    def settle(self) -> None:
-        assert self.parts.work.idle(timeout=10), "Slack work did not finish"
+    def settle(self, timeout: float = 10.0) -> None:
+        """Wait for the work after acks and for the outbox, until neither has anything left."""
+        for _ in range(100):
+            assert self.parts.work.idle(timeout=timeout), "Slack work did not finish"
+            assert self.parts.outbox.idle(timeout=timeout), "the Slack outbox did not finish"
+            if self.parts.work.idle(timeout=0):
+                return
+        raise AssertionError("Slack work kept coming")
 
     # -- looking --------------------------------------------------------------------------------
 
@@ -277,7 +289,7 @@ def workspace(f: FakeSlack) -> FakeSlack:
 
 @pytest.fixture
 def fake() -> Iterator[FakeSlack]:
-    with FakeSlack() as f:
+    with FakeSlack(clock=ManualClock()) as f:
         yield workspace(f)
 
 

@@ -43,6 +43,7 @@ def test_node_dead_ngns_recovers_from_slack_and_the_summary_names_the_taint(
                 due = datetime.fromisoformat(state.next_check_at or state.created_at)
                 r.sandbox.advance(max(0.0, (due - r.clock.now()).total_seconds()))
                 bot.runner.run_due()
+                bot.settle()
         state = bot.db.load(run)
         assert state.status == "succeeded", state.outcome
         card = texts([bot.card()])[0]

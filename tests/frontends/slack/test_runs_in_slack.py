@@ -43,6 +43,7 @@ def test_a_waits_progress_is_one_thread_message_edited_in_place(bot: Bot) -> Non
     for _ in range(2):
         bot.clock.advance(30)
         bot.runner.run_due()
+        bot.settle()
     assert bot.db.load(run).status == "succeeded"
     versions = [texts([m])[0] for m in bot.fake.revisions(CHANNEL, progress["ts"])]
     assert any("1 of 3" in v for v in versions) and any("2 of 3" in v for v in versions)
@@ -63,19 +64,28 @@ def test_a_card_for_a_long_runbook_stays_within_fifty_blocks(bot: Bot) -> None:
 
 
 def test_a_rate_limited_card_is_retried_after_retry_after(bot: Bot) -> None:
-    bot.fake.fail_next("chat.postMessage", status=429, retry_after=0)
+    bot.fake.fail_next("chat.postMessage", status=429, retry_after=5)
     bot.command("run change-thing name=web-2")
+    assert bot.db.load(bot.run_id()).status == "awaiting_approval"  # the run goes on meanwhile
+    assert bot.fake.messages(CHANNEL) == []
+    bot.clock.advance(4)
+    bot.settle()
+    assert bot.fake.messages(CHANNEL) == []  # Slack said five seconds: not before
+    bot.clock.advance(1)
+    bot.settle()
     posts = bot.fake.calls("chat.postMessage")
-    assert posts[0].status == 429 and posts[1].status == 200
+    assert [p.status for p in posts[:2]] == [429, 200]
     assert bot.card()["ts"] and bot.approval("change")
 
 
-def test_a_card_that_fails_to_post_is_posted_at_the_runs_next_change(bot: Bot) -> None:
+def test_a_card_that_fails_to_post_is_posted_on_a_later_attempt(bot: Bot) -> None:
     bot.fake.fail_next("chat.postMessage", status=500, retry_after=None, error="internal_error")
     bot.command("run change-thing name=web-3")
     first = bot.fake.calls("chat.postMessage")[0]
     assert first.status == 500
     assert bot.db.load(bot.run_id()).status == "awaiting_approval"
+    bot.clock.advance(2)
+    bot.settle()
     assert "Test runbook change-thing" in texts([bot.card()])[0]
     assert bot.approval("change")
 

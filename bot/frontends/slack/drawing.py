@@ -1,0 +1,302 @@
+"""Draws one run in Slack: its card, edited in place, and its thread.
+
+What is on screen is derived from the run as the store holds it, plus the audit events not yet
+turned into thread replies, so a message that failed to post is drawn again on the next attempt
+instead of being lost (the outbox, ``outbox.py``, decides when to draw and keeps the cursor):
+
+- the card (top-level message) is re-rendered and updated with ``chat.update`` when it changed,
+  at once when a person is needed or the run ended, otherwise at most once per ``card_interval``
+  (``chat.update`` is rate limited; a fast run's intermediate states are skipped, not queued);
+- a step waiting for a person has one approval message in the thread per plan it was shown; once
+  decided, its buttons are replaced by who decided and when, and a plan that changed marks the
+  old message superseded;
+- a wait's progress is one thread message edited in place, never a new message per poll;
+- step results, errors, retries and ``notify`` messages are thread replies, one per audit event,
+  in order (a failed one holds back the ones after it, so the thread never reads out of order);
+- a finished run gets one final summary naming what is still in place (compensations).
+
+Every Slack call is isolated: one that fails is logged and noted on the ``Drawing`` as transient
+(rate limited past its retries, a 5xx, a broken connection: worth trying again) or permanent
+(``channel_not_found``, ``invalid_blocks``...: trying again would fail the same way), and the
+rest still happen. Nothing raised here reaches a run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from slack_sdk.errors import SlackApiError
+
+from bot.engine.ports import Clock
+from bot.engine.runstate import RunState
+from bot.engine.state import StepStatus
+from bot.frontends.slack.cards import CardStore, Posted
+from bot.frontends.slack.identity import user_id_of
+from bot.present import blockkit as bk
+from bot.present.views import RunView, run_view, step_view
+from bot.store.audit import Event
+
+log = logging.getLogger(__name__)
+TERMINAL = ("succeeded", "failed", "aborted")
+_REPLY_EVENTS = ("step.failed", "step.skipped", "step.retrying", "step.succeeded")
+# Slack error codes that mean "not now" rather than "never" (docs.slack.dev, common errors)
+TRANSIENT_ERRORS = frozenset({"ratelimited", "rate_limited", "internal_error", "fatal_error",
+                              "service_unavailable", "request_timeout"})
+
+
+def _digest(blocks: list[bk.Block]) -> str:
+    return hashlib.sha1(json.dumps(blocks, sort_keys=True).encode(), usedforsecurity=False).hexdigest()
+
+
+def who(identity: str) -> str:
+    """A Slack identity as a mention; anyone else (a terminal user) by name."""
+    user = user_id_of(identity)
+    return f"<@{user}>" if user else bk.esc(identity)
+
+
+def is_transient(error: Exception) -> bool:
+    """Whether a failed Slack call is worth repeating later."""
+    if isinstance(error, SlackApiError):
+        response = error.response
+        status = int(getattr(response, "status_code", 200) or 200)
+        return status == 429 or status >= 500 or response.get("error") in TRANSIENT_ERRORS
+    return True  # a connection refused or reset, a timeout: Slack or the network, not the request
+
+
+def retry_after(error: Exception) -> float | None:
+    """Slack's Retry-After, in seconds, when the error carries one."""
+    headers = getattr(getattr(error, "response", None), "headers", None) or {}
+    for key, value in dict(headers).items():
+        if str(key).lower() == "retry-after":
+            try:
+                return float(value[0] if isinstance(value, list) else value)
+            except (TypeError, ValueError):
+                return None
+    return None
+
+
+@dataclass
+class Drawing:
+    """What one drawing of a run did: what failed, how far the thread got, what was held back."""
+
+    run_id: str
+    replied_seq: int
+    failed: list[str] = field(default_factory=list)  # Slack calls that failed transiently
+    retry_after: float | None = None  # the longest Retry-After Slack asked for
+    card_held_until: float | None = None  # a card edit held back by the interval, until then
+    card_missing: bool = False  # the card could not be posted (permanently): nothing else shown
+
+    @property
+    def complete(self) -> bool:
+        return not self.failed and self.card_held_until is None
+
+    def call(self, what: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
+        """Make one Slack call; after a transient failure, make no more (they come later)."""
+        if self.failed:
+            return None
+        try:
+            return fn(**kwargs)
+        except Exception as e:
+            code = e.response.get("error") if isinstance(e, SlackApiError) else repr(e)
+            if is_transient(e):
+                self.failed.append(what)
+                wait = retry_after(e)
+                if wait is not None:
+                    self.retry_after = max(self.retry_after or 0.0, wait)
+                log.warning("Slack %s for run %s failed (%s); it is tried again later",
+                            what, self.run_id, code)
+            else:
+                log.warning("Slack %s for run %s failed: %s", what, self.run_id, code)
+        return None
+
+
+class RunFacts:
+    """What the drawer needs from a run's runbook: step titles, which steps are destructive."""
+
+    def __init__(self, *, titles: Callable[[RunState], list[tuple[str, str]] | None],
+                 destructive: Callable[[RunState, str], bool]) -> None:
+        self.titles = titles
+        self.destructive = destructive
+
+
+NO_FACTS = RunFacts(titles=lambda state: None, destructive=lambda state, key: True)
+
+
+class RunDrawer:
+    """Renders runs into Slack calls. Callers draw one run at a time (the outbox's lock)."""
+
+    def __init__(self, *, client: Any, cards: CardStore, clock: Clock,
+                 facts: RunFacts = NO_FACTS, card_interval: float = 1.0) -> None:
+        self.client = client
+        self.cards = cards
+        self.clock = clock
+        self.facts = facts
+        self.card_interval = card_interval
+        self._sent: dict[tuple[str, str], str] = {}  # (run, message key) -> digest of last sent
+        self._card_at: dict[str, float] = {}  # run -> when its card was last edited (clock time)
+
+    def draw(self, state: RunState, events: Sequence[Event], *, replied_seq: int) -> Drawing:
+        """Bring Slack up to date with ``state``; ``events`` are those after ``replied_seq``."""
+        d = Drawing(state.run_id, replied_seq)
+        channel = str(state.origin.get("channel") or "")
+        view = run_view(state, self.facts.titles(state))
+        card = self._card(state, view, channel, d)
+        if card is None:  # no thread to reply in
+            if not d.failed:  # and no point trying again until the run changes: skip its events
+                d.card_missing = True
+                d.replied_seq = max([replied_seq, *(ev.seq for ev in events)])
+            return d
+        self._approvals(state, view, card, d)
+        self._progress(state, view, card, d)
+        for ev in events:
+            failures = len(d.failed)
+            if ev.type in _REPLY_EVENTS:
+                self._step_reply(state, ev, card, d)
+            if len(d.failed) > failures:
+                break  # keep the thread in order: this reply and the ones after it come later
+            d.replied_seq = ev.seq
+        if view.status in TERMINAL and not d.failed:
+            self._summary(state, view, card, d)
+        if view.status in TERMINAL and d.complete:
+            self.forget(state.run_id)
+        return d
+
+    def forget(self, run_id: str) -> None:
+        """A finished run changes no more: drop what was kept to skip unchanged updates."""
+        for key in [k for k in list(self._sent) if k[0] == run_id]:
+            self._sent.pop(key, None)
+        self._card_at.pop(run_id, None)
+
+    # -- Slack calls ----------------------------------------------------------------------------
+
+    def _post(self, d: Drawing, key: str, channel: str, blocks: list[bk.Block], text: str,
+              thread_ts: str | None = None) -> Posted | None:
+        r = d.call("chat.postMessage", self.client.chat_postMessage, channel=channel,
+                   text=text, blocks=blocks, thread_ts=thread_ts)
+        if r is None:
+            return None
+        posted = Posted(str(r["channel"]), str(r["ts"]))
+        if key:
+            self.cards.put(d.run_id, key, posted)
+            self._sent[(d.run_id, key)] = _digest(blocks)
+        return posted
+
+    def _update(self, d: Drawing, key: str, posted: Posted, blocks: list[bk.Block],
+                text: str) -> None:
+        payload = _digest(blocks)
+        if self._sent.get((d.run_id, key)) == payload:
+            return
+        r = d.call("chat.update", self.client.chat_update, channel=posted.channel,
+                   ts=posted.ts, text=text, blocks=blocks)
+        if r is not None:
+            self._sent[(d.run_id, key)] = payload
+
+    def _reply(self, d: Drawing, card: Posted, blocks: list[bk.Block], text: str) -> bool:
+        return d.call("chat.postMessage", self.client.chat_postMessage, channel=card.channel,
+                      text=bk.truncate(text, 3000), blocks=blocks, thread_ts=card.ts) is not None
+
+    # -- what is shown --------------------------------------------------------------------------
+
+    def _card(self, state: RunState, view: RunView, channel: str, d: Drawing) -> Posted | None:
+        blocks = bk.run_card(view, who=who)
+        text = bk.card_text(view)
+        run_id = state.run_id
+        card = self.cards.get(run_id, "card")
+        now = self.clock.now().timestamp()
+        if card is None:
+            posted = self._post(d, "card", channel, blocks, text)
+            if posted is not None:
+                self._card_at[run_id] = now
+            return posted
+        # a person is waiting on it, or it is over: show it now; otherwise at most every interval
+        urgent = view.status in TERMINAL or view.status == "awaiting_approval"
+        last = self._card_at.get(run_id)
+        if urgent or last is None or now - last >= self.card_interval:
+            if self._sent.get((run_id, "card")) != _digest(blocks):
+                self._card_at[run_id] = now
+            self._update(d, "card", card, blocks, text)
+        else:
+            d.card_held_until = last + self.card_interval
+        return card
+
+    def _approvals(self, state: RunState, view: RunView, card: Posted, d: Drawing) -> None:
+        posted = self.cards.keys(state.run_id, "approval:")
+        now = self.clock.now()
+        for s in view.steps:
+            key = f"approval:{s.key}:{(s.plan_hash or '')[:16]}"
+            destructive = self.facts.destructive(state, s.key)
+            if key not in posted and s.status == StepStatus.AWAITING_APPROVAL:
+                blocks = bk.approval_message(view, s, destructive=destructive, now=now, who=who)
+                verb = "confirm" if s.needs_confirmation and not s.needs_approval else "approve"
+                if self._post(d, key, card.channel, blocks,
+                              f"{state.run_id}: {s.key} needs a person to {verb}: {s.title}",
+                              thread_ts=card.ts) and bk.plan_needs_thread(s):
+                    self._reply(d, card, bk.full_plan(s), f"{state.run_id}: full plan of {s.key}")
+        for key, where in posted.items():
+            _, step_key, hash_part = key.split(":", 2)
+            raw = state.steps.get(step_key)
+            if raw is None:
+                continue
+            s = step_view(raw)
+            superseded = (s.plan_hash or "")[:16] != hash_part
+            destructive = self.facts.destructive(state, step_key)
+            if not superseded and s.status == StepStatus.AWAITING_APPROVAL and not raw.approved:
+                blocks = bk.approval_message(view, s, destructive=destructive, now=now, who=who)
+            else:
+                line = bk.decision_line(s, who=who, superseded=superseded)
+                blocks = bk.approval_message(view, s, destructive=destructive, now=None, who=who,
+                                             decision=line)
+            self._update(d, key, where, blocks, f"{state.run_id}: {s.key} {s.status}")
+
+    def _progress(self, state: RunState, view: RunView, card: Posted, d: Drawing) -> None:
+        posted = self.cards.keys(state.run_id, "progress:")
+        for s in view.steps:
+            key = f"progress:{s.key}"
+            if not s.progress:
+                continue
+            text = bk.progress_text(s)
+            blocks = [bk.section(text)]
+            where = posted.get(key)
+            if where is None:
+                if s.status == StepStatus.WAITING:
+                    self._post(d, key, card.channel, blocks, text, thread_ts=card.ts)
+            else:
+                self._update(d, key, where, blocks, text)
+
+    def _step_reply(self, state: RunState, ev: Event, card: Posted, d: Drawing) -> bool:
+        """The thread reply for one step event, if it has one; False when posting it failed."""
+        key = str(ev.payload.get("step", ""))
+        raw = state.steps.get(key)
+        if raw is None:
+            return True
+        s = step_view(raw)
+        if ev.type == "step.retrying":
+            delay = ev.payload.get("delay")
+            text = (f"↻ *{bk.esc(key)}* failed and is retried"
+                    + (f" in {float(delay):.0f} s" if isinstance(delay, int | float) else "")
+                    + f": {bk.esc(ev.payload.get('error', ''))}")
+            return self._reply(d, card, [bk.section(text)], text)
+        if ev.type == "step.succeeded" and raw.action == "notify":
+            message = str(ev.payload.get("message") or "")
+            if not message:
+                return True
+            message = ("[dry run] " if state.dry_run else "") + message
+            return self._reply(d, card, [bk.section(bk.esc(message))], f"{state.run_id}: {message}")
+        if ev.type == "step.succeeded" and not (s.changes or s.message):
+            return True  # a read-only step with nothing to say: the card line is enough
+        return self._reply(d, card, bk.step_reply(s, now=self.clock.now()),
+                           f"{state.run_id}: {key} {s.status}")
+
+    def _summary(self, state: RunState, view: RunView, card: Posted, d: Drawing) -> None:
+        if self.cards.get(state.run_id, "summary") is not None:
+            return
+        blocks = bk.final_summary(view, who=who)
+        text = f"{state.run_id} {view.status}: {view.outcome}"
+        for c in view.compensations:
+            text += f"\nstill in place: {c}"
+        self._post(d, "summary", card.channel, blocks, bk.truncate(text, 3000), thread_ts=card.ts)

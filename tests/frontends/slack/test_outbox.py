@@ -1,0 +1,143 @@
+"""The Slack outbox: Slack failing or slow never holds a run, and Slack always catches up.
+
+Each test breaks Slack (or the process) in one way and asserts two outcomes: the run's state in
+the store moved on regardless, and what the channel shows ends up matching it once Slack is well.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from sqlalchemy import text
+
+from bot.engine.commands import Approve
+from bot.engine.runner import Runner
+from bot.frontends.slack.cards import CardStore
+from tests.fakes.slack_api import CHANNEL
+from tests.frontends.slack.conftest import BOB, DAVE, POLICY, Bot, button_in, texts
+
+SUMMARY = "out-of-service taint still on web-1: run node-recovered when it is repaired"
+
+
+def _to_last_approval(bot: Bot) -> str:
+    bot.command("run change-thing name=web-1")
+    bot.click(bot.approval("change"), "rb_approve", user=BOB)
+    return bot.run_id()
+
+
+def _thread(bot: Bot) -> str:
+    return "\n".join(texts(bot.replies()))
+
+
+def _summaries(bot: Bot, run: str) -> int:
+    return sum((m.get("text") or "").startswith(f"{run} succeeded") for m in bot.replies())
+
+
+def test_a_summary_slack_refused_is_posted_once_slack_recovers(bot: Bot) -> None:
+    run = _to_last_approval(bot)
+    bot.fake.fail_next("chat.postMessage", status=500, retry_after=None, error="internal_error")
+    bot.click(bot.approval("taint"), "rb_approve", user=DAVE)
+    assert bot.db.load(run).status == "succeeded"  # the run did not wait for Slack
+    assert _summaries(bot, run) == 0
+    assert run in bot.parts.outbox.pending()  # a retry is scheduled, not dropped
+    bot.clock.advance(10)
+    bot.settle()
+    assert _summaries(bot, run) == 1
+    thread = _thread(bot)
+    assert thread.index("tainted web-1") < thread.index(SUMMARY)  # in order despite the failure
+    assert "succeeded" in texts([bot.card()])[0]
+    assert run not in bot.parts.outbox.pending()
+
+
+def test_a_rate_limit_is_waited_out_by_the_outbox_not_by_the_run(bot: Bot) -> None:
+    run = _to_last_approval(bot)
+    bot.fake.fail_next("chat.update", status=429, retry_after=30)
+    bot.click(bot.approval("taint"), "rb_approve", user=DAVE)
+    state = bot.db.load(run)
+    assert state.status == "succeeded"
+    assert bot.db.lease_of(run) == (None, None)  # nothing holds the run while Slack says wait
+    assert "✓ *taint*" not in texts([bot.card()])[0]
+    due = bot.parts.outbox.pending()[run]
+    assert due >= bot.clock.now().timestamp() + 30  # Slack's Retry-After is honoured
+    assert [c.status for c in bot.fake.calls("chat.update")].count(429) == 1  # no hammering
+    bot.clock.advance(30)
+    bot.settle()
+    assert "✓ *taint*" in texts([bot.card()])[0]
+    assert _summaries(bot, run) == 1
+
+
+def test_a_permanent_refusal_is_not_retried_until_the_run_changes(bot: Bot) -> None:
+    bot.fake.fail_next("chat.postMessage", status=200, retry_after=None, error="channel_not_found",
+                       times=1000)
+    bot.command("run change-thing name=web-2")
+    run = bot.run_id()
+    calls = len(bot.fake.calls("chat.postMessage"))
+    assert bot.parts.outbox.pending() == {}
+    assert bot.parts.cards.lagging(now=bot.clock.now().timestamp()) == []
+    bot.clock.advance(600)
+    bot.settle()
+    assert len(bot.fake.calls("chat.postMessage")) == calls
+    assert bot.db.load(run).status == "awaiting_approval"
+
+
+def test_a_change_made_from_the_terminal_reaches_the_card(bot: Bot) -> None:
+    bot.command("run change-thing name=web-3")
+    run = bot.run_id()
+    terminal = Runner(store=bot.db, catalog=bot.runner.catalog, runbooks=bot.runner.runbooks,
+                      policy=POLICY, clock=bot.clock)  # another process: no Slack notifier
+    assert terminal.submit(Approve(run_id=run, actor="slack:" + DAVE, step="change")).ok
+    terminal.drive(run)
+    assert bot.world.get("web-3") == "on"
+    assert button_in(bot.approval("change"), "rb_approve")  # Slack has not heard yet
+    bot.clock.advance(bot.parts.outbox.scan_every)
+    bot.settle()
+    assert f"<@{DAVE}>" in texts([bot.replies()[0]])[0]
+    assert not [b for b in bot.replies()[0]["blocks"] if b.get("type") == "actions"]
+    assert bot.approval("taint")  # and the next step's approval was posted
+
+
+def test_a_restart_draws_what_slack_missed_before_it(make_bot: Callable[..., Bot]) -> None:
+    first = make_bot()
+    first.fake.fail_next("chat.postMessage", status=503, retry_after=None,
+                         error="service_unavailable", times=1000)
+    first.command("run change-thing name=web-4")
+    run = first.run_id()
+    assert first.fake.messages(CHANNEL) == []
+    first.close()  # the bot stops with the card never posted
+    first.fake.clear_failures()
+    second = make_bot()  # a new process on the same database
+    second.clock.advance(60)
+    second.settle()
+    [card] = second.fake.messages(CHANNEL)
+    assert run in texts([card])[0] and "waiting for a person" in texts([card])[0]
+    assert second.approval("change")
+
+
+def test_two_replicas_on_one_database_draw_each_message_once(make_bot: Callable[..., Bot]) -> None:
+    one, two = make_bot(), make_bot()
+    one.command("run change-thing name=web-5")
+    two.click(one.approval("change"), "rb_approve", user=BOB)  # the click lands on the other
+    one.clock.advance(10)
+    one.settle()
+    two.settle()
+    assert len(one.fake.messages(CHANNEL)) == 1
+    run = one.run_id()
+    first, *rest = [m.get("text") for m in one.replies()]
+    assert first.startswith(f"{run}: change ")  # the approval message of change, decided since
+    assert rest == [f"{run}: taint needs a person to approve: Taint web-5", f"{run}: change succeeded"]
+
+
+def test_only_one_replica_at_a_time_may_draw_a_run(tmp_path: Path, bot: Bot) -> None:
+    cards = bot.parts.cards
+    assert cards.claim_drawing("rb-aaaaa", owner="a", now=100.0, ttl=30) is not None
+    assert cards.claim_drawing("rb-aaaaa", owner="b", now=110.0, ttl=30) is None
+    assert cards.claim_drawing("rb-aaaaa", owner="b", now=131.0, ttl=30) is not None  # a died
+
+
+def test_runs_from_before_the_outbox_existed_are_not_replayed(bot: Bot) -> None:
+    bot.command("run change-thing name=web-6")
+    with bot.db.engine.begin() as conn:
+        conn.execute(text("DROP TABLE slack_runs"))  # a database from an earlier release
+    cards = CardStore(bot.db.engine)
+    assert cards.lagging(now=bot.clock.now().timestamp() + 3600) == []
