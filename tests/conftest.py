@@ -1,1 +1,50 @@
-"""Shared test configuration. Area-specific fixtures live in each tests/<area>/conftest.py."""
+"""Shared test configuration: the two store backends. Area fixtures live in tests/<area>/conftest.py.
+
+``db_url`` runs a test on a SQLite file and on a private schema of the PostgreSQL server at
+127.0.0.1:5432 (database ``test``), the store for shared and highly available installations.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PG = "postgresql+psycopg://127.0.0.1:5432/test"
+
+
+def _postgres_or_skip() -> None:
+    sa = pytest.importorskip("sqlalchemy")
+    pytest.importorskip("psycopg", reason="psycopg is not installed (pip install runbook-bot[postgres])")
+    probe = sa.create_engine(PG)
+    try:
+        with probe.connect():
+            pass
+    except Exception as e:  # no server here: say so, do not pretend
+        pytest.skip(f"no PostgreSQL at 127.0.0.1:5432 database test ({type(e).__name__})")
+    finally:
+        probe.dispose()
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    import sqlalchemy as sa
+
+    _postgres_or_skip()
+    schema = f"rbtest_{secrets.token_hex(4)}"
+    admin = sa.create_engine(PG)
+    with admin.begin() as conn:
+        conn.execute(sa.text(f"CREATE SCHEMA {schema}"))
+    yield f"{PG}?options=-csearch_path%3D{schema}"
+    with admin.begin() as conn:
+        conn.execute(sa.text(f"DROP SCHEMA {schema} CASCADE"))
+    admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'state.db'}"
+    return str(request.getfixturevalue("pg_url"))

@@ -9,10 +9,16 @@ uploads) and answers like Slack: HTTP 200 with ``{"ok": false, "error": ...}`` f
 ``Retry-After`` when told to, and ``invalid_blocks`` (``invalid_arguments`` for views, as Slack
 does) when a payload breaks a Block Kit limit, using the app's own limits table.
 
+Channel membership is modelled: the bot is in ``ops`` and ``ops-private``; in a channel it was
+not invited to, posting, updating and reading history fail as in Slack (``not_in_channel`` in a
+public channel, ``channel_not_found`` in a private one), while a slash command's or click's
+``response_url`` (``new_response_url``: five uses in 30 minutes) still answers the person there.
+
 Time comes from an injected clock (``bot.engine.ports.Clock``): trigger expiry (3 s, one use) and
 Retry-After windows are decided on it, so tests advance a ManualClock instead of sleeping.
 
-Setup: ``add_user``, ``set_usergroup``, ``add_channel``, ``add_token`` (scopes), ``new_trigger_id``,
+Setup: ``add_user``, ``set_usergroup``, ``add_channel`` (with or without the bot), ``add_token``
+(scopes), ``new_trigger_id``, ``new_response_url``,
 ``post_as_user`` (a human in a thread), ``fail_next(method, status=429, retry_after=1)``,
 ``clear_failures``.
 Inspection: ``messages(channel)``, ``thread(channel, ts)``, ``message``, ``revisions`` (every
@@ -50,6 +56,8 @@ PRIVATE_CHANNEL = "C0PRIV0001"  # private, named "ops-private"
 BOT_SCOPES = ("commands", "chat:write", "files:write", "usergroups:read", "users:read",
               "channels:history", "groups:history")
 TRIGGER_TTL = 3.0
+RESPONSE_URL_TTL = 1800.0  # a response_url works for 30 minutes,
+RESPONSE_URL_USES = 5  # five times
 
 # method -> scope a bot token needs (docs.slack.dev method reference); None: no scope required.
 _SCOPES: dict[str, str | None] = {
@@ -114,6 +122,7 @@ class _State:
     ephemerals: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     views: dict[str, dict[str, Any]] = field(default_factory=dict)
     triggers: dict[str, tuple[float, str, bool]] = field(default_factory=dict)  # id -> (at, user, used)
+    hooks: dict[str, list[Any]] = field(default_factory=dict)  # id -> [issued, user, channel, uses]
     uploads: dict[str, Upload] = field(default_factory=dict)
     calls: list[Call] = field(default_factory=list)
 
@@ -145,6 +154,7 @@ class FakeSlack:
         self._tokens: dict[str, _Token] = {BOT_TOKEN: _Token(BOT_USER_ID, BOT_ID, BOT_SCOPES)}
         self._channels: dict[str, tuple[str, bool]] = {CHANNEL: ("ops", False),
                                                       PRIVATE_CHANNEL: ("ops-private", True)}
+        self._member_of: set[str] = {CHANNEL, PRIVATE_CHANNEL}  # channels the bot was invited to
         self._users: dict[str, dict[str, Any]] = {}
         self._groups: dict[str, list[str]] = {}
         self._failures: dict[str, list[_Failure]] = {}
@@ -191,8 +201,15 @@ class FakeSlack:
                   bot_id: str | None = BOT_ID) -> None:
         self._tokens[token] = _Token(user_id, bot_id, scopes)
 
-    def add_channel(self, channel: str, *, name: str, private: bool = False) -> None:
-        self._channels[channel] = (name, private)
+    def add_channel(self, channel: str, *, name: str, private: bool = False,
+                    bot_member: bool = True) -> None:
+        """A channel; ``bot_member=False`` for one nobody has ``/invite``d the bot to."""
+        with self._lock:
+            self._channels[channel] = (name, private)
+            if bot_member:
+                self._member_of.add(channel)
+            else:
+                self._member_of.discard(channel)
 
     def add_user(self, user_id: str, *, name: str, real_name: str = "", display_name: str = "",
                  is_bot: bool = False) -> None:
@@ -214,6 +231,13 @@ class FakeSlack:
         with self._lock:
             self._state.triggers[trigger] = (self._now(), user, False)
         return trigger
+
+    def new_response_url(self, user: str, channel: str) -> str:
+        """A response_url as Slack puts in a slash command or click, for ``user`` in ``channel``."""
+        hook = f"{next(self._seq)}/{next(self._seq):024x}"
+        with self._lock:
+            self._state.hooks[hook] = [self._now(), user, channel, 0]
+        return f"http://127.0.0.1:{self.port}/hooks/{TEAM_ID}/{hook}"
 
     def fail_next(self, method: str, *, status: int = 429, retry_after: float | None = 1,
                   error: str | None = None, times: int = 1) -> None:
@@ -283,10 +307,48 @@ class FakeSlack:
         return f"{int(self._now())}.{next(self._seq):06d}"
 
     def _channel(self, params: Mapping[str, Any], key: str = "channel") -> str:
+        """The channel named in ``params``, which the bot must be a member of."""
         channel = params.get(key)
         if not channel or channel not in self._channels:
             raise SlackError("channel_not_found")
+        if channel not in self._member_of:  # a private channel is invisible to a non-member
+            raise SlackError("channel_not_found" if self._channels[channel][1] else "not_in_channel")
         return str(channel)
+
+    def respond(self, hook: str, body: bytes) -> tuple[int, str]:
+        """A POST to a response_url: an answer to one person, where they acted."""
+        with self._lock:
+            entry = self._state.hooks.get(hook)
+            if entry is None:
+                return 404, "no_service"
+            issued, user, channel, uses = entry
+            try:
+                payload = json.loads(body or b"{}")
+            except ValueError:
+                return 400, "invalid_payload"
+            if self._now() - issued > RESPONSE_URL_TTL:
+                status, answer = 404, "expired_url"
+            elif uses >= RESPONSE_URL_USES:
+                status, answer = 404, "used_url"
+            elif not payload.get("text") and not payload.get("blocks"):
+                status, answer = 400, "no_text"
+            elif payload.get("blocks") is not None and validate_blocks(payload["blocks"]):
+                status, answer = 400, "invalid_blocks"
+            else:
+                entry[3] = uses + 1
+                status, answer = 200, "ok"
+                if payload.get("response_type") == "in_channel":
+                    self._store(channel, {"type": "message", "text": payload.get("text") or "",
+                                          "blocks": payload.get("blocks") or [], "team": TEAM_ID,
+                                          "user": BOT_USER_ID}, None, token=None)
+                else:
+                    self._state.ephemerals.setdefault(user, []).append({
+                        "type": "message", "text": payload.get("text") or "",
+                        "blocks": payload.get("blocks") or [], "channel": channel,
+                        "ts": self._next_ts(), "via": "response_url"})
+            self._state.calls.append(Call("response_url", payload, {}, None, status,
+                                          {"ok": status == 200, "error": answer}))
+            return status, answer
 
     def _find(self, channel: str, ts: str) -> dict[str, Any]:
         for m in self._state.messages.get(channel, []):
@@ -537,8 +599,8 @@ class FakeSlack:
             upload.title = entry.get("title") or upload.filename
             uploads.append(upload)
         channel = p.get("channel_id") or (p.get("channels") or "").split(",")[0] or None
-        if channel is not None and channel not in self._channels:
-            raise SlackError("channel_not_found")
+        if channel is not None:
+            self._channel({"channel": channel})
         files = [{"id": u.file_id, "name": u.filename, "title": u.title, "size": len(u.content or b""),
                   "user": tok.user_id, "created": int(self._now())} for u in uploads]
         if channel is not None:
@@ -591,6 +653,10 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         url = urlsplit(self.path)
         raw = self._read_body()
+        if url.path.startswith(f"/hooks/{TEAM_ID}/"):
+            status, text = self.fake.respond(url.path.split("/", 3)[3], raw)
+            self._send(status, text.encode(), "text/plain; charset=utf-8", {})
+            return
         if url.path.startswith("/upload/v1/"):
             # The upload URL takes the raw bytes whatever Content-Type urllib put on them.
             ok = self.fake.receive_upload(url.path.rsplit("/", 1)[-1], raw)

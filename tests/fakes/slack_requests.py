@@ -113,6 +113,7 @@ def block_actions_payload(
     trigger_id: str = "1.2.3",
     action_ts: str | None = None,
     button_text: str = "Approve",
+    response_url: str = f"https://hooks.slack.com/actions/{TEAM_ID}/1/fake",
 ) -> dict[str, Any]:
     """A button click on a message (pass the message as stored by the fake, for its ts and blocks)."""
     message = dict(message or {"type": "message", "ts": "1.000001", "text": ""})
@@ -137,7 +138,7 @@ def block_actions_payload(
         "channel": {"id": channel_id, "name": "ops"},
         "message": message,
         "state": {"values": {}},
-        "response_url": f"https://hooks.slack.com/actions/{TEAM_ID}/1/fake",
+        "response_url": response_url,
         "actions": [action],
     }
 

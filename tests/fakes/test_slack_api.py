@@ -9,6 +9,7 @@ import pytest
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
+from slack_sdk.webhook import WebhookClient
 
 from bot.engine.ports import ManualClock
 from tests.fakes.slack_api import BOT_TOKEN, BOT_USER_ID, CHANNEL, PRIVATE_CHANNEL, FakeSlack
@@ -332,3 +333,33 @@ def test_a_reply_to_a_message_that_does_not_exist_is_refused(client: WebClient, 
     assert error_of(lambda: client.chat_postMessage(channel=CHANNEL, text="x", thread_ts="1.000009")
                     ) == "thread_not_found"
     assert fake.messages(CHANNEL) == []
+
+
+def test_a_bot_outside_a_channel_cannot_post_or_read_there(client: WebClient, fake: FakeSlack) -> None:
+    fake.add_channel("C0PUB00002", name="inc-1", bot_member=False)
+    fake.add_channel("C0PRV00002", name="inc-2", private=True, bot_member=False)
+    for channel, error in (("C0PUB00002", "not_in_channel"), ("C0PRV00002", "channel_not_found")):
+        with pytest.raises(SlackApiError) as e:
+            client.chat_postMessage(channel=channel, text="hello")
+        assert e.value.response["error"] == error
+        with pytest.raises(SlackApiError) as e:
+            client.chat_postEphemeral(channel=channel, user="U0HUMAN001", text="psst")
+        assert e.value.response["error"] == error
+    assert fake.messages("C0PUB00002") == []
+
+
+def test_a_response_url_answers_one_person_five_times_in_thirty_minutes(
+    fake: FakeSlack, clock: ManualClock,
+) -> None:
+    fake.add_channel("C0PUB00003", name="inc-3", bot_member=False)
+    url = fake.new_response_url("U0HUMAN001", "C0PUB00003")
+    hook = WebhookClient(url)
+    for i in range(5):
+        assert hook.send(text=f"answer {i}", response_type="ephemeral").status_code == 200
+    assert hook.send(text="one too many").status_code == 404
+    answers = fake.ephemerals("U0HUMAN001")
+    assert [a["text"] for a in answers] == [f"answer {i}" for i in range(5)]
+    assert {a["channel"] for a in answers} == {"C0PUB00003"} and fake.messages("C0PUB00003") == []
+    late = WebhookClient(fake.new_response_url("U0HUMAN001", "C0PUB00003"))
+    clock.advance(1801)
+    assert late.send(text="too late").status_code == 404

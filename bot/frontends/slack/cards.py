@@ -140,22 +140,21 @@ class CardStore:
         with self.engine.begin() as conn:
             taken = conn.execute(update(slack_runs).where(and_(slack_runs.c.run_id == run_id, free))
                                  .values(owner=owner, owner_until=now + ttl)).rowcount
-            if not taken:
-                exists = conn.execute(select(slack_runs.c.run_id)
-                                      .where(slack_runs.c.run_id == run_id)).first()
-                if exists is not None:
-                    return None
-                try:
-                    with conn.begin_nested():
-                        conn.execute(insert(slack_runs).values(
-                            run_id=run_id, drawn_version=0, replied_seq=0, failures=0,
-                            owner=owner, owner_until=now + ttl))
-                except IntegrityError:
-                    return None  # another replica created it a moment ago, and holds it
             row = conn.execute(select(slack_runs.c.drawn_version, slack_runs.c.replied_seq,
                                       slack_runs.c.failures)
-                               .where(slack_runs.c.run_id == run_id)).one()
-        return Cursor(int(row[0]), int(row[1]), int(row[2]))
+                               .where(slack_runs.c.run_id == run_id)).first()
+        if taken and row is not None:
+            return Cursor(int(row[0]), int(row[1]), int(row[2]))
+        if row is not None:
+            return None  # another replica holds it
+        try:  # a run new to Slack: nothing drawn yet
+            with self.engine.begin() as conn:
+                conn.execute(insert(slack_runs).values(run_id=run_id, drawn_version=0, replied_seq=0,
+                                                       failures=0, owner=owner,
+                                                       owner_until=now + ttl))
+        except IntegrityError:
+            return None  # another replica created it a moment ago, and holds it
+        return Cursor(0, 0, 0)
 
     def release_drawing(self, run_id: str, *, owner: str, cursor: Cursor,
                         retry_at: float | None) -> None:

@@ -6,7 +6,11 @@ non-blocking submit, so the job is queued before Slack hears back) and acks; the
 touches neither the engine nor the database. A job first records its delivery durably
 (``Deliveries``) and does nothing if another replica had it. A button click is also recorded under
 its meaning (who, which button, which run, step and plan), so a double click, which Slack
-delivers as two different requests, counts once.
+delivers as two different requests, counts once; a click the engine refused is forgotten again,
+so the same person can click once the reason is gone (added to the on-call group, say).
+
+With allowed channels configured, every gesture is checked against them: slash commands, clicks
+and form submissions alike.
 """
 
 from __future__ import annotations
@@ -32,8 +36,10 @@ def _person(body: dict[str, Any]) -> Person:
     user = body.get("user_id") or (body.get("user") or {}).get("id")
     channel = body.get("channel_id") or (body.get("channel") or {}).get("id")
     team = body.get("team_id") or (body.get("team") or {}).get("id")
+    url = body.get("response_url")
     return Person(user=str(user), channel=str(channel) if channel else None,
-               team=str(team) if team else None)
+                  team=str(team) if team else None,
+                  response_url=str(url) if isinstance(url, str) and url.startswith("http") else None)
 
 
 def _value(body: dict[str, Any]) -> dict[str, Any]:
@@ -54,6 +60,13 @@ def _field(state: dict[str, Any], block_id: str) -> str:
 def register(app: App, *, service: SlackService, work: Any, deliveries: Deliveries,
              config: SlackConfig) -> None:
     allowed = set(config.allowed_channels)
+
+    def off_limits(channel: str | None) -> str | None:
+        """Why the bot does not act in ``channel`` (None: it does)."""
+        if not allowed or channel in allowed:
+            return None
+        return ("runbook-bot is not enabled in this channel; ask in one of: "
+                + ", ".join(f"<#{ch}>" for ch in sorted(allowed)))
 
     def now() -> float:
         return service.clock.now().timestamp()
@@ -76,9 +89,9 @@ def register(app: App, *, service: SlackService, work: Any, deliveries: Deliveri
     @app.command("/runbook")
     def runbook_command(ack: Any, body: dict[str, Any], context: Any) -> None:
         person = _person(body)
-        if allowed and person.channel not in allowed:
-            ack(text="runbook-bot is not enabled in this channel; ask in one of: "
-                     + ", ".join(f"<#{ch}>" for ch in sorted(allowed)))
+        refusal = off_limits(person.channel)
+        if refusal:
+            ack(text=refusal)
             return
         try:
             cmd = parse(str(body.get("text") or ""))
@@ -99,6 +112,11 @@ def register(app: App, *, service: SlackService, work: Any, deliveries: Deliveri
         if not run_id:
             ack()
             return
+        refusal = off_limits(person.channel)
+        if refusal:
+            work.submit(service.tell, person, refusal)
+            ack()
+            return
         key = f"click:{person.user}:{kind}:{run_id}:{step}:{plan_hash}"
 
         def again() -> None:
@@ -113,8 +131,8 @@ def register(app: App, *, service: SlackService, work: Any, deliveries: Deliveri
             cmd = c.Approve(run_id=run_id, actor=person.identity, step=step, plan_hash=plan_hash)
         else:
             cmd = c.Confirm(run_id=run_id, actor=person.identity, step=step)
-        handoff(context, _decide_click, service, deliveries, cmd, person, key, keys=[key],
-                duplicate=again)
+        handoff(context, _decide_once, service, deliveries, cmd, person, key, clicked=True,
+                keys=[key], duplicate=again)
         ack()
 
     @app.action(bk.ACTION_APPROVE)
@@ -129,7 +147,10 @@ def register(app: App, *, service: SlackService, work: Any, deliveries: Deliveri
     def reject_clicked(ack: Any, body: dict[str, Any], context: Any) -> None:
         person = _person(body)
         v = _value(body)
-        if v.get("r"):
+        refusal = off_limits(person.channel)
+        if refusal:
+            work.submit(service.tell, person, refusal)
+        elif v.get("r"):
             meta = json.dumps({**v, "c": person.channel}, separators=(",", ":"))
             handoff(context, _open_reject, service, person, str(body.get("trigger_id")), v, meta)
         ack()
@@ -142,20 +163,29 @@ def register(app: App, *, service: SlackService, work: Any, deliveries: Deliveri
             ack(response_action="errors", errors={bk.REASON_BLOCK: problem})
             return
         meta = json.loads(view.get("private_metadata") or "{}")
+        refusal = off_limits(meta.get("c"))
+        if refusal:
+            ack(response_action="errors", errors={bk.REASON_BLOCK: bk.truncate(refusal, 150, pointer="")})
+            return
         person = Person(user=str(body["user"]["id"]), channel=meta.get("c"))
         key = f"reject:{person.user}:{meta.get('r')}:{meta.get('s')}:{meta.get('h')}"
         if deliveries.fresh(key):
-            handoff(context, service.decide, c.Reject(run_id=str(meta.get("r")),
-                                                      actor=person.identity, reason=reason,
-                                                      step=meta.get("s")), person, keys=[key])
+            handoff(context, _decide_once, service, deliveries,
+                    c.Reject(run_id=str(meta.get("r")), actor=person.identity, reason=reason,
+                             step=meta.get("s")), person, key, clicked=False, keys=[key])
         ack()
 
     @app.view(bk.VIEW_RUN)
     def run_submitted(ack: Any, body: dict[str, Any], view: dict[str, Any], context: Any) -> None:
         meta = json.loads(view.get("private_metadata") or "{}")
         person = Person(user=str(body["user"]["id"]), channel=meta.get("channel"),
-                     team=(body.get("team") or {}).get("id"))
+                        team=(body.get("team") or {}).get("id"))
         values = view["state"]["values"]
+        refusal = off_limits(person.channel)
+        if refusal:
+            ack(response_action="errors",
+                errors={b: bk.truncate(refusal, 150, pointer="") for b in values})
+            return
         raw = {block_id.split(":", 1)[1]: _field(values, block_id) for block_id in values
                if block_id.startswith("param:")}
         raw = {k: v for k, v in raw.items() if v != ""}
@@ -179,9 +209,11 @@ def register(app: App, *, service: SlackService, work: Any, deliveries: Deliveri
         log.error("Slack listener failed: %s", error, exc_info=error)
 
 
-def _decide_click(service: SlackService, deliveries: Deliveries, cmd: c.Command, person: Person,
-                  key: str) -> None:
-    if service.decide(cmd, person, clicked=True) is None:  # not submitted (membership could not be read)
+def _decide_once(service: SlackService, deliveries: Deliveries, cmd: c.Command, person: Person,
+                 key: str, *, clicked: bool) -> None:
+    """Submit a decision recorded under ``key``; if it did not count, let it be made again."""
+    out = service.decide(cmd, person, clicked=clicked)
+    if out is None or not out.ok:  # not submitted, or refused (and audited): it may be repeated
         deliveries.forget(key)
 
 

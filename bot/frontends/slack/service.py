@@ -2,8 +2,9 @@
 
 Listeners (``listeners.py``) ack within Slack's 3 s and hand a job to the worker pool; the jobs are
 here. A gesture becomes an engine command (``StartRun``, ``Approve``, ``Reject``...), submitted to
-the runner, and the outcome is answered to the person who acted, privately (``chat.postEphemeral``);
-everyone else sees the run card and its thread change. The engine decides who may do what and
+the runner, and the outcome is answered to the person who acted, privately: through the request's
+``response_url``, which works even in a channel the bot has not been invited to, or else
+``chat.postEphemeral``. Everyone else sees the run card and its thread change. The engine decides who may do what and
 audits refusals; this module only names people (``slack:U…``) and, for a click, reads the Slack
 user groups named in the step's approver groups afresh, so membership is current at click time.
 """
@@ -17,6 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry.builtin_handlers import ConnectionErrorRetryHandler
+from slack_sdk.webhook import WebhookClient
 
 from bot.engine import commands as c
 from bot.engine.approvals import check_reason
@@ -46,6 +49,7 @@ class Person:
     user: str  # Slack user id
     channel: str | None
     team: str | None = None
+    response_url: str | None = None  # answers this person where they acted (5 uses, 30 min)
 
     @property
     def identity(self) -> str:
@@ -93,14 +97,31 @@ class SlackService:
 
     def tell(self, person: Person, text: str, blocks: list[bk.Block] | None = None) -> None:
         """A private answer to one person; failing to deliver it never raises."""
+        text = bk.truncate(text, 3000)
+        if person.response_url and self._respond(person.response_url, text, blocks):
+            return
         if person.channel is None:
             log.info("no channel to answer %s in: %s", person.user, text)
             return
         try:
             self.client.chat_postEphemeral(channel=person.channel, user=person.user,
-                                           text=bk.truncate(text, 3000), blocks=blocks)
+                                           text=text, blocks=blocks)
         except SlackApiError as e:
             log.warning("could not answer %s: %s", person.user, e.response.get("error"))
+
+    def _respond(self, url: str, text: str, blocks: list[bk.Block] | None) -> bool:
+        """Answer through a response_url; False when Slack did not take it (used up, expired)."""
+        hook = WebhookClient(url, timeout=10,
+                             retry_handlers=[ConnectionErrorRetryHandler(max_retry_count=1)])
+        try:
+            r = hook.send(text=text, blocks=blocks, response_type="ephemeral",
+                          replace_original=False)
+        except Exception as e:  # a broken connection: fall back to chat.postEphemeral
+            log.warning("could not answer through the response_url: %s", e)
+            return False
+        if r.status_code != 200:
+            log.info("the response_url refused an answer (%s %s)", r.status_code, r.body)
+        return r.status_code == 200
 
     # -- slash commands -------------------------------------------------------------------------
 
@@ -111,6 +132,8 @@ class SlackService:
             self.tell(person, f":warning: {e}")
 
     def _slash(self, cmd: Slash, person: Person, trigger_id: str | None) -> None:
+        if cmd.run_id is not None:
+            self._in_its_channel(cmd.run_id, person)
         v = cmd.verb
         if v == "help":
             self.tell(person, USAGE, [bk.section(USAGE)])
@@ -133,6 +156,16 @@ class SlackService:
         else:
             assert cmd.run_id is not None
             self.decide(self._command(cmd, person), person)
+
+    def _in_its_channel(self, run_id: str, person: Person) -> None:
+        """A run started in Slack is read and decided in its own channel, where the incident is.
+
+        Everyone there sees what was done; a private channel's run stays private.
+        """
+        channel = self.runner.store.load(run_id).origin.get("channel")
+        if channel and person.channel and channel != person.channel:
+            raise PolicyError(f"run `{run_id}` belongs to <#{channel}>; use `/runbook` there, "
+                              "where everyone following it sees what is done")
 
     def _command(self, cmd: Slash, person: Person) -> c.Command:
         run_id, actor = str(cmd.run_id), person.identity

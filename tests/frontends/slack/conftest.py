@@ -130,7 +130,7 @@ class Bot:
 
     def __init__(self, fake: FakeSlack, tmp: Path, *, allowed: tuple[str, ...] = (),
                  threads: int = 4, workers: int = 4, card_interval: float = 0.0,
-                 rehearsal: Any = None) -> None:
+                 rehearsal: Any = None, db_url: str | None = None) -> None:
         """On fake actions, or (``rehearsal``, a started ``bot.sim.rehearsal.Rehearsal``) on the
         shipped runbooks against the sandbox, with ``SANDBOX_POLICY``."""
         self.fake = fake
@@ -139,7 +139,7 @@ class Bot:
             # one clock for the bot and the fake Slack: Retry-After windows pass when it advances
             self.clock = fake.clock if isinstance(fake.clock, ManualClock) else ManualClock()
             self.world = World(tmp / "world.json")
-            self.db = Database(f"sqlite:///{tmp / 'state.db'}", audit_key="k")
+            self.db = Database(db_url or f"sqlite:///{tmp / 'state.db'}", audit_key="k")
             reg = registry(self.world)
             catalog: Any = FakeCatalog(reg)
             runbooks: Any = NamedSource(TEXTS, catalog=reg)
@@ -180,20 +180,25 @@ class Bot:
     def post(self, body: str, **kw: Any) -> tuple[int, bytes]:
         return send(self.url, signed(body, **kw))
 
-    def command(self, text: str, *, user: str = ALICE, settle: bool = True,
+    def command(self, text: str, *, user: str = ALICE, settle: bool = True, channel: str = CHANNEL,
                 **kw: Any) -> tuple[int, bytes]:
         trigger = self.fake.new_trigger_id(user)
-        out = self.post(slash_command_body(text=text, user_id=user, trigger_id=trigger), **kw)
+        out = self.post(slash_command_body(text=text, user_id=user, trigger_id=trigger,
+                                           channel_id=channel,
+                                           response_url=self.fake.new_response_url(user, channel)),
+                        **kw)
         if settle:
             self.settle()
         return out
 
     def click(self, message: dict[str, Any], action_id: str, *, user: str,
-              settle: bool = True) -> tuple[int, bytes]:
+              settle: bool = True, channel: str = CHANNEL) -> tuple[int, bytes]:
         el = button_in(message, action_id)
         payload = block_actions_payload(user_id=user, action_id=action_id, value=el["value"],
                                         block_id=el["_block_id"], message=message,
-                                        trigger_id=self.fake.new_trigger_id(user))
+                                        trigger_id=self.fake.new_trigger_id(user),
+                                        channel_id=channel,
+                                        response_url=self.fake.new_response_url(user, channel))
         out = self.post(interaction_body(payload))
         if settle:
             self.settle()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 from tests.fakes.slack_api import CHANNEL
 from tests.frontends.slack.conftest import ALICE, BOB, CAROL, DAVE, ONCALL, Bot, button_in, texts
@@ -56,6 +57,34 @@ def test_a_click_that_cannot_check_membership_is_not_counted_and_can_be_repeated
     assert "command.approve" not in [e.type for e in bot.events(run)]
     assert bot.world.get("web-1") is None
     bot.click(bot.approval("change"), "rb_approve", user=BOB)
+    assert bot.world.get("web-1") == "on"
+
+
+def test_a_refused_click_counts_once_the_reason_is_gone(bot: Bot) -> None:
+    bot.command("run change-thing name=web-1")
+    run = bot.run_id()
+    bot.fake.set_usergroup(ONCALL, [])  # bob is not on call yet
+    bot.click(bot.approval("change"), "rb_approve", user=BOB)
+    assert "not in an approver group" in bot.fake.ephemerals(BOB)[-1]["text"]
+    bot.fake.set_usergroup(ONCALL, [BOB])  # the rotation hands over
+    bot.click(bot.approval("change"), "rb_approve", user=BOB)
+    assert "already counted" not in bot.fake.ephemerals(BOB)[-1]["text"]
+    assert bot.world.get("web-1") == "on"
+    types = [e.type for e in bot.events(run)]
+    assert types.count("command.refused") == 1 and types.count("approval.granted") == 1
+
+
+def test_a_click_in_a_channel_outside_the_allowed_ones_changes_nothing(
+    make_bot: Callable[..., Bot],
+) -> None:
+    bot = make_bot(allowed=(CHANNEL,))
+    bot.command("run change-thing name=web-1")
+    run = bot.run_id()
+    bot.click(bot.approval("change"), "rb_approve", user=BOB, channel="C0ELSEWHERE")
+    assert "not enabled in this channel" in bot.fake.ephemerals(BOB)[-1]["text"]
+    assert bot.world.get("web-1") is None
+    assert "command.approve" not in [e.type for e in bot.events(run)]
+    bot.click(bot.approval("change"), "rb_approve", user=BOB)  # in the run's own channel
     assert bot.world.get("web-1") == "on"
 
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.fakes.slack_api import CHANNEL
+from tests.fakes.slack_api import CHANNEL, PRIVATE_CHANNEL
 from tests.frontends.slack.conftest import ALICE, BOB, DAVE, Bot, texts
 
 
@@ -120,6 +120,19 @@ def test_a_channel_outside_the_allowed_ones_is_told_where_to_go(make_bot: Callab
     status, body = bot.command("run change-thing name=a")
     assert status == 200 and "not enabled in this channel" in body.decode()
     assert "<#C0OTHER001>" in body.decode() and bot.db.runs() == []
+
+
+def test_a_run_is_read_and_decided_only_in_its_own_channel(bot: Bot) -> None:
+    bot.command("run change-thing name=web-1")
+    run = bot.run_id()
+    for text in (f"status {run}", f"approve {run} change", f"abort {run} wrong place"):
+        bot.command(text, user=DAVE, channel=PRIVATE_CHANNEL)
+        answer = bot.fake.ephemerals(DAVE)[-1]
+        assert f"belongs to <#{CHANNEL}>" in answer["text"] and "web-1" not in answer["text"]
+    state = bot.db.load(run)
+    assert state.status == "awaiting_approval" and bot.world.get("web-1") is None
+    bot.command(f"approve {run} change", user=DAVE)  # in the run's channel
+    assert bot.world.get("web-1") == "on"
 
 
 def test_a_dry_run_plans_every_step_and_says_so_on_the_card(bot: Bot) -> None:

@@ -7,8 +7,8 @@ the store moved on regardless, and what the channel shows ends up matching it on
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
+import pytest
 from sqlalchemy import text
 
 from bot.engine.commands import Approve
@@ -18,6 +18,12 @@ from tests.fakes.slack_api import CHANNEL
 from tests.frontends.slack.conftest import BOB, DAVE, POLICY, Bot, button_in, texts
 
 SUMMARY = "out-of-service taint still on web-1: run node-recovered when it is repaired"
+
+
+@pytest.fixture
+def any_bot(make_bot: Callable[..., Bot], db_url: str) -> Bot:
+    """A bot on SQLite, and again on PostgreSQL (the store of replicated installations)."""
+    return make_bot(db_url=db_url)
 
 
 def _to_last_approval(bot: Bot) -> str:
@@ -81,7 +87,8 @@ def test_a_permanent_refusal_is_not_retried_until_the_run_changes(bot: Bot) -> N
     assert bot.db.load(run).status == "awaiting_approval"
 
 
-def test_a_change_made_from_the_terminal_reaches_the_card(bot: Bot) -> None:
+def test_a_change_made_from_the_terminal_reaches_the_card(any_bot: Bot) -> None:
+    bot = any_bot
     bot.command("run change-thing name=web-3")
     run = bot.run_id()
     terminal = Runner(store=bot.db, catalog=bot.runner.catalog, runbooks=bot.runner.runbooks,
@@ -114,8 +121,9 @@ def test_a_restart_draws_what_slack_missed_before_it(make_bot: Callable[..., Bot
     assert second.approval("change")
 
 
-def test_two_replicas_on_one_database_draw_each_message_once(make_bot: Callable[..., Bot]) -> None:
-    one, two = make_bot(), make_bot()
+def test_two_replicas_on_one_database_draw_each_message_once(make_bot: Callable[..., Bot],
+                                                             db_url: str) -> None:
+    one, two = make_bot(db_url=db_url), make_bot(db_url=db_url)
     one.command("run change-thing name=web-5")
     two.click(one.approval("change"), "rb_approve", user=BOB)  # the click lands on the other
     one.clock.advance(10)
@@ -128,14 +136,15 @@ def test_two_replicas_on_one_database_draw_each_message_once(make_bot: Callable[
     assert rest == [f"{run}: taint needs a person to approve: Taint web-5", f"{run}: change succeeded"]
 
 
-def test_only_one_replica_at_a_time_may_draw_a_run(tmp_path: Path, bot: Bot) -> None:
-    cards = bot.parts.cards
+def test_only_one_replica_at_a_time_may_draw_a_run(any_bot: Bot) -> None:
+    cards = any_bot.parts.cards
     assert cards.claim_drawing("rb-aaaaa", owner="a", now=100.0, ttl=30) is not None
     assert cards.claim_drawing("rb-aaaaa", owner="b", now=110.0, ttl=30) is None
     assert cards.claim_drawing("rb-aaaaa", owner="b", now=131.0, ttl=30) is not None  # a died
 
 
-def test_runs_from_before_the_outbox_existed_are_not_replayed(bot: Bot) -> None:
+def test_runs_from_before_the_outbox_existed_are_not_replayed(any_bot: Bot) -> None:
+    bot = any_bot
     bot.command("run change-thing name=web-6")
     with bot.db.engine.begin() as conn:
         conn.execute(text("DROP TABLE slack_runs"))  # a database from an earlier release

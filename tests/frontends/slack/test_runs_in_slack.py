@@ -115,11 +115,16 @@ def test_a_fast_runs_card_is_edited_at_most_once_an_interval_and_ends_up_current
     assert "succeeded" in texts([versions[-1]])[0]
 
 
-def test_a_requester_is_told_when_the_card_cannot_be_posted_in_their_channel(bot: Bot) -> None:
-    bot.fake.fail_next("chat.postMessage", status=200, retry_after=None, error="not_in_channel",
-                       times=1000)
-    bot.command("run change-thing name=web-5")
+def test_a_requester_is_told_when_the_bot_is_not_in_their_channel(bot: Bot) -> None:
+    bot.fake.add_channel("C0NEWINC01", name="inc-4711", bot_member=False)
+    bot.command("run change-thing name=web-5", channel="C0NEWINC01")
     run = bot.run_id()
-    [eph] = bot.fake.ephemerals(ALICE)
+    assert {c.response["error"] for c in bot.fake.calls("chat.postMessage")} == {"not_in_channel"}
+    [eph] = bot.fake.ephemerals(ALICE)  # through the command's response_url: no membership needed
+    assert eph["via"] == "response_url" and eph["channel"] == "C0NEWINC01"
     assert run in eph["text"] and "/invite @runbook-bot" in eph["text"]
     assert bot.db.load(run).status == "awaiting_approval"
+    bot.fake.add_channel("C0NEWINC01", name="inc-4711", bot_member=True)  # /invite @runbook-bot
+    bot.command(f"approve {run} change", user=DAVE, channel="C0NEWINC01")
+    [card] = bot.fake.messages("C0NEWINC01")  # the run's next change brings its card
+    assert run in texts([card])[0] and "✓ *change*" in texts([card])[0]
