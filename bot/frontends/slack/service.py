@@ -4,9 +4,10 @@ Listeners (``listeners.py``) ack within Slack's 3 s and hand a job to the worker
 here. A gesture becomes an engine command (``StartRun``, ``Approve``, ``Reject``...), submitted to
 the runner, and the outcome is answered to the person who acted, privately: through the request's
 ``response_url``, which works even in a channel the bot has not been invited to, or else
-``chat.postEphemeral``. Everyone else sees the run card and its thread change. The engine decides who may do what and
-audits refusals; this module only names people (``slack:U…``) and, for a click, reads the Slack
-user groups named in the step's approver groups afresh, so membership is current at click time.
+``chat.postEphemeral``. Everyone else sees the run card and its thread change. The engine decides
+who may do what and audits refusals; this module only names people (``slack:U…``) and, for a
+click, reads the Slack user groups named in the step's approver groups afresh, so membership is
+current at click time. A run started in Slack is read and decided in its own channel only.
 """
 
 from __future__ import annotations
