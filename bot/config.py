@@ -127,6 +127,26 @@ def _tuple_of_str(raw: Any, where: str) -> tuple[str, ...]:
     return tuple(str(x) for x in raw)
 
 
+def _seconds(raw: Any, where: str, default: float) -> float:
+    """A positive number of seconds from the config file, or a ConfigError naming the key."""
+    if raw is None:
+        return default
+    if isinstance(raw, bool) or not isinstance(raw, int | float | str):
+        raise ConfigError(f"{where} must be a number of seconds, like {default:g} (got {raw!r})")
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{where} must be a number of seconds, like {default:g} "
+                          f"(got {raw!r})") from None
+    if not value > 0:
+        raise ConfigError(f"{where} must be more than 0 seconds (got {raw!r})")
+    return value
+
+
+SLACK_KEYS = ("bot_token", "signing_secret", "app_token", "api_url", "allowed_channels",
+              "usergroup_ttl")
+
+
 def settings_from_mapping(data: Mapping[str, Any], env: Mapping[str, str]) -> Settings:
     """Build Settings from a parsed config file plus environment overrides."""
     known = {"database_url", "audit_key", "runbooks_dir", "redact_patterns", "clusters",
@@ -158,6 +178,11 @@ def settings_from_mapping(data: Mapping[str, Any], env: Mapping[str, str]) -> Se
     except (TypeError, ValueError) as e:
         raise ConfigError(f"policy: {e}") from e
     s = data.get("slack") or {}
+    if not isinstance(s, dict):
+        raise ConfigError("slack must be a mapping (see deploy/runbook-bot.example.yaml)")
+    unknown_slack = sorted(set(s) - set(SLACK_KEYS))
+    if unknown_slack:
+        raise ConfigError(f"unknown keys under slack: {unknown_slack}; valid keys: {list(SLACK_KEYS)}")
     channels = env.get("RUNBOOK_BOT_SLACK_CHANNELS")
     slack = SlackConfig(
         bot_token=env.get("SLACK_BOT_TOKEN") or s.get("bot_token"),
@@ -166,7 +191,7 @@ def settings_from_mapping(data: Mapping[str, Any], env: Mapping[str, str]) -> Se
         api_url=env.get("RUNBOOK_BOT_SLACK_API_URL") or s.get("api_url"),
         allowed_channels=tuple(c.strip() for c in channels.split(",") if c.strip())
         if channels else _tuple_of_str(s.get("allowed_channels"), "slack.allowed_channels"),
-        usergroup_ttl=float(s.get("usergroup_ttl", 300.0)),
+        usergroup_ttl=_seconds(s.get("usergroup_ttl"), "slack.usergroup_ttl", 300.0),
     )
     return Settings(
         database_url=env.get("RUNBOOK_BOT_DATABASE_URL")
@@ -178,7 +203,7 @@ def settings_from_mapping(data: Mapping[str, Any], env: Mapping[str, str]) -> Se
         clusters=clusters,
         policy=policy,
         slack=slack,
-        lease_seconds=float(data.get("lease_seconds", 60.0)),
+        lease_seconds=_seconds(data.get("lease_seconds"), "lease_seconds", 60.0),
     )
 
 

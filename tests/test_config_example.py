@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from ruamel.yaml import YAML
 
 from bot.config import settings_from_mapping
+from bot.errors import ConfigError
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "deploy" / "runbook-bot.example.yaml"
 
@@ -20,3 +22,12 @@ def test_the_example_config_loads_with_its_clusters_and_groups():
     assert "bob" in s.policy.groups["sre-oncall"]
     assert s.policy.aliases["slack:U0123ALICE"] == "alice"
     assert s.policy.max_out_of_service_nodes == 3
+
+
+def test_a_slack_setting_that_is_not_seconds_is_named_with_what_would_be_valid():
+    with pytest.raises(ConfigError) as e:
+        settings_from_mapping({"slack": {"usergroup_ttl": "5m"}}, {})
+    assert str(e.value) == "slack.usergroup_ttl must be a number of seconds, like 300 (got '5m')"
+    with pytest.raises(ConfigError, match=r"unknown keys under slack: \['channels'\]"):
+        settings_from_mapping({"slack": {"channels": ["C0OPS00001"]}}, {})
+    assert settings_from_mapping({"slack": {"usergroup_ttl": 60}}, {}).slack.usergroup_ttl == 60

@@ -291,7 +291,8 @@ def run_card(view: RunView, *, who: Who = _plain_who) -> list[Block]:
     for c in view.compensations[:5]:
         blocks.append(context(f"Still in place: {esc(c)}"))
     blocks.append(context("Plans, approvals and details are in the thread."))
-    return limit_blocks(blocks)
+    # only a runbook of well over a thousand steps comes near: then the export lists every one
+    return limit_blocks(blocks, pointer=f"(`/runbook export {view.run_id}` lists every step)")
 
 
 def card_text(view: RunView) -> str:

@@ -20,7 +20,7 @@ Retry-After windows are decided on it, so tests advance a ManualClock instead of
 Setup: ``add_user``, ``set_usergroup``, ``add_channel`` (with or without the bot), ``add_token``
 (scopes), ``new_trigger_id``, ``new_response_url``,
 ``post_as_user`` (a human in a thread), ``fail_next(method, status=429, retry_after=1)``,
-``clear_failures``.
+``clear_failures``, ``start_socket_mode`` (``slack_socket.FakeSocketMode``, for the app token).
 Inspection: ``messages(channel)``, ``thread(channel, ts)``, ``message``, ``revisions`` (every
 edit), ``ephemerals(user)``, ``views()``, ``uploads``, ``calls(method)``.
 """
@@ -47,6 +47,7 @@ from bot.frontends.slack.blocks import validate_blocks, validate_view
 TEAM_ID = "T0FAKE0001"
 TEAM_NAME = "Fake Workspace"
 BOT_TOKEN = "xoxb-fake-bot-token"
+APP_TOKEN = "xapp-1-A0APP00001-fake"  # the app-level token of Socket Mode (connections:write)
 BOT_USER_ID = "U0BOT00001"
 BOT_ID = "B0BOT00001"
 APP_ID = "A0APP00001"
@@ -66,6 +67,7 @@ _SCOPES: dict[str, str | None] = {
     "usergroups.users.list": "usergroups:read", "users.info": "users:read",
     "files.getUploadURLExternal": "files:write", "files.completeUploadExternal": "files:write",
     "conversations.replies": "channels:history",  # groups:history for private channels
+    "apps.connections.open": "connections:write",  # an app-level token's scope
 }
 
 
@@ -151,7 +153,9 @@ class FakeSlack:
         self._lock = threading.RLock()
         self._seq = itertools.count(1)
         self._state = _State()
-        self._tokens: dict[str, _Token] = {BOT_TOKEN: _Token(BOT_USER_ID, BOT_ID, BOT_SCOPES)}
+        self._tokens: dict[str, _Token] = {BOT_TOKEN: _Token(BOT_USER_ID, BOT_ID, BOT_SCOPES),
+                                           APP_TOKEN: _Token("", None, ("connections:write",))}
+        self.socket_mode: Any = None  # a FakeSocketMode once start_socket_mode is called
         self._channels: dict[str, tuple[str, bool]] = {CHANNEL: ("ops", False),
                                                       PRIVATE_CHANNEL: ("ops-private", True)}
         self._member_of: set[str] = {CHANNEL, PRIVATE_CHANNEL}  # channels the bot was invited to
@@ -173,7 +177,18 @@ class FakeSlack:
         self._thread.start()
         return self
 
+    def start_socket_mode(self) -> Any:
+        """Serve Socket Mode too: ``apps.connections.open`` then answers with its URL."""
+        from tests.fakes.slack_socket import FakeSocketMode
+
+        if self.socket_mode is None:
+            self.socket_mode = FakeSocketMode()
+        return self.socket_mode
+
     def stop(self) -> None:
+        if self.socket_mode is not None:
+            self.socket_mode.close()
+            self.socket_mode = None
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -453,6 +468,13 @@ class FakeSlack:
 
     def _m_api_test(self, tok: _Token, token: str, p: dict[str, Any]) -> dict[str, Any]:
         return {"args": p}
+
+    def _m_apps_connections_open(self, tok: _Token, token: str, p: dict[str, Any]) -> dict[str, Any]:
+        if not token.startswith("xapp-"):
+            raise SlackError("not_allowed_token_type")
+        if self.socket_mode is None:
+            raise SlackError("internal_error")  # the test did not start Socket Mode
+        return {"url": self.socket_mode.url}
 
     def _m_auth_test(self, tok: _Token, token: str, p: dict[str, Any]) -> dict[str, Any]:
         body = {"url": "https://fake-workspace.slack.com/", "team": TEAM_NAME, "user": "runbook-bot",

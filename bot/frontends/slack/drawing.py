@@ -11,8 +11,9 @@ instead of being lost (the outbox, ``outbox.py``, decides when to draw and keeps
   decided, its buttons are replaced by who decided and when, and a plan that changed marks the
   old message superseded;
 - a wait's progress is one thread message edited in place, never a new message per poll;
-- step results, errors, retries and ``notify`` messages are thread replies, one per audit event,
-  in order (a failed one holds back the ones after it, so the thread never reads out of order);
+- step results, errors, retries, ``notify`` messages and approval requests are thread replies, one
+  per audit event, in the order they happened (a failed one holds back the ones after it, so the
+  thread never reads out of order);
 - a finished run gets one final summary naming what is still in place (compensations).
 
 Every Slack call is isolated: one that fails is logged and noted on the ``Drawing`` as transient
@@ -44,6 +45,7 @@ from bot.store.audit import Event
 log = logging.getLogger(__name__)
 TERMINAL = ("succeeded", "failed", "aborted")
 _REPLY_EVENTS = ("step.failed", "step.skipped", "step.retrying", "step.succeeded")
+_ASKING_EVENTS = ("approval.requested", "confirmation.requested")
 # Slack error codes that mean "not now" rather than "never" (docs.slack.dev, common errors)
 TRANSIENT_ERRORS = frozenset({"ratelimited", "rate_limited", "internal_error", "fatal_error",
                               "service_unavailable", "request_timeout"})
@@ -151,15 +153,17 @@ class RunDrawer:
                 d.card_missing = True
                 d.replied_seq = max([replied_seq, *(ev.seq for ev in events)])
             return d
-        self._approvals(state, view, card, d)
-        self._progress(state, view, card, d)
-        for ev in events:
+        for ev in events:  # the thread in the order things happened
             failures = len(d.failed)
-            if ev.type in _REPLY_EVENTS:
+            if ev.type in _ASKING_EVENTS:
+                self._ask(state, view, card, d, str(ev.payload.get("step", "")))
+            elif ev.type in _REPLY_EVENTS:
                 self._step_reply(state, ev, card, d)
             if len(d.failed) > failures:
                 break  # keep the thread in order: this reply and the ones after it come later
             d.replied_seq = ev.seq
+        self._approvals(state, view, card, d)
+        self._progress(state, view, card, d)
         if view.status in TERMINAL and not d.failed:
             self._summary(state, view, card, d)
         if view.status in TERMINAL and d.complete:
@@ -224,20 +228,27 @@ class RunDrawer:
             d.card_held_until = last + self.card_interval
         return card
 
-    def _approvals(self, state: RunState, view: RunView, card: Posted, d: Drawing) -> None:
+    def _ask(self, state: RunState, view: RunView, card: Posted, d: Drawing, step_key: str) -> None:
+        """Post the approval message of a step that asked for a person, if it still waits and
+        this plan's message is not posted yet (the plan's hash is in its key)."""
         posted = self.cards.keys(state.run_id, "approval:")
-        now = self.clock.now()
         for s in view.steps:
             key = f"approval:{s.key}:{(s.plan_hash or '')[:16]}"
-            destructive = self.facts.destructive(state, s.key)
-            if key not in posted and s.status == StepStatus.AWAITING_APPROVAL:
-                blocks = bk.approval_message(view, s, destructive=destructive, now=now, who=who)
-                verb = "confirm" if s.needs_confirmation and not s.needs_approval else "approve"
-                if self._post(d, key, card.channel, blocks,
-                              f"{state.run_id}: {s.key} needs a person to {verb}: {s.title}",
-                              thread_ts=card.ts) and bk.plan_needs_thread(s):
-                    self._reply(d, card, bk.full_plan(s), f"{state.run_id}: full plan of {s.key}")
-        for key, where in posted.items():
+            if s.key != step_key or key in posted or s.status != StepStatus.AWAITING_APPROVAL:
+                continue
+            blocks = bk.approval_message(view, s, destructive=self.facts.destructive(state, s.key),
+                                         now=self.clock.now(), who=who)
+            verb = "confirm" if s.needs_confirmation and not s.needs_approval else "approve"
+            if self._post(d, key, card.channel, blocks,
+                          f"{state.run_id}: {s.key} needs a person to {verb}: {s.title}",
+                          thread_ts=card.ts) and bk.plan_needs_thread(s):
+                self._reply(d, card, bk.full_plan(s), f"{state.run_id}: full plan of {s.key}")
+
+    def _approvals(self, state: RunState, view: RunView, card: Posted, d: Drawing) -> None:
+        """Bring the approval messages already posted up to date: buttons while the step waits,
+        then who decided and when, or that the plan changed."""
+        now = self.clock.now()
+        for key, where in self.cards.keys(state.run_id, "approval:").items():
             _, step_key, hash_part = key.split(":", 2)
             raw = state.steps.get(step_key)
             if raw is None:
@@ -290,7 +301,7 @@ class RunDrawer:
         if ev.type == "step.succeeded" and not (s.changes or s.message):
             return True  # a read-only step with nothing to say: the card line is enough
         return self._reply(d, card, bk.step_reply(s, now=self.clock.now()),
-                           f"{state.run_id}: {key} {s.status}")
+                           f"{state.run_id}: {key} {ev.type.removeprefix('step.')}")
 
     def _summary(self, state: RunState, view: RunView, card: Posted, d: Drawing) -> None:
         if self.cards.get(state.run_id, "summary") is not None:

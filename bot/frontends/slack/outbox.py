@@ -149,8 +149,9 @@ class Outbox:
                 return None
             after, retry_at, drawing = cursor, None, None
             try:
-                state = self.store.load(run_id)
+                # events first: the state read after them is at least as new as the last one
                 events = self.store.events(run_id, after=cursor.replied_seq)
+                state = self.store.load(run_id)
                 drawing = self.drawer.draw(state, events, replied_seq=cursor.replied_seq)
                 failures = cursor.failures + 1 if drawing.failed else 0
                 version = state.version if drawing.complete else cursor.drawn_version

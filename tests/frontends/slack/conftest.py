@@ -91,13 +91,30 @@ MANUAL = runbook("check-by-hand", """
 name: {type: string, default: "i-0abc"}
 """)
 
+WIDE = runbook("cordon-fleet", """
+- id: cordon
+  title: "Cordon {{ params.nodes }} nodes"
+  action: fake.wide
+  with: {count: "{{ params.nodes }}"}
+  approval: {required: true}
+""", params="""
+nodes: {type: integer, minimum: 1, maximum: 1000, default: 400}
+""", approvals="""
+groups: [sre]
+""")
+
 TEXTS = {"change-thing": CHANGE, "slow-wait": SLOW, "many-steps": _many(120),
-         "check-by-hand": MANUAL}
+         "check-by-hand": MANUAL, "cordon-fleet": WIDE}
 
 
 class TaintParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     name: str
+
+
+class WideParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    count: int
 
 
 def registry(world: World) -> Any:
@@ -116,6 +133,20 @@ def registry(world: World) -> Any:
         return Result(data={"compensation": f"out-of-service taint still on {p.name}: run "
                                             "node-recovered when it is repaired"},
                       message=f"tainted {p.name}")
+
+    reg.declare("fake.wide", params=WideParams, destructive=True, summary="Cordon {{ count }} nodes",
+                description="A change with a plan too long for one message.")
+
+    @reg.planner("fake.wide")
+    def plan_wide(p: WideParams, env: Any) -> Plan:
+        return Plan(action="fake.wide", params={}, changes=tuple(
+            Change(target_kind="Node", target=f"ip-10-0-{i // 250}-{i % 250}", operation="cordon",
+                   before="schedulable", after="cordoned") for i in range(p.count)))
+
+    @reg.applier("fake.wide")
+    def apply_wide(plan: Plan, p: WideParams, env: Any) -> Result:
+        world.set("cordoned", p.count)
+        return Result(data={}, message=f"cordoned {p.count} nodes")
 
     return reg
 

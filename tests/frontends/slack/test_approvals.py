@@ -183,3 +183,44 @@ def test_a_plan_that_changed_before_apply_supersedes_its_approval_message(bot: B
     assert new["ts"] != old["ts"] and "off -&gt; on" in texts([new])[0]
     assert "The plan changed" in texts([bot.fake.message(CHANNEL, old["ts"])])[0]
     assert bot.world.get("web-1") == "off"
+
+
+def test_two_people_break_glass_on_a_blocked_step_with_reasons(bot: Bot) -> None:
+    bot.world.lock("web-1")
+    bot.command("run change-thing name=web-1")
+    run = bot.run_id()
+    bot.command(f"break-glass {run} I asked for it, so I override it", user=ALICE)
+    assert "command.refused" in [e.type for e in bot.events(run)]  # the requester never counts
+    bot.command(f"break-glass {run} the lock is stale, its holder left hours ago", user=BOB)
+    assert "1 of 2" in texts(bot.fake.ephemerals(BOB))[-1]
+    assert bot.world.get("web-1") is None  # one person is not enough
+    bot.command(f"break-glass {run} confirmed with the lock holder by phone", user=DAVE)
+    assert bot.world.get("web-1") == "on"
+    [over] = [e.payload for e in bot.events(run) if e.type == "interlock.overridden"]
+    assert over["approvers"] == ["slack:" + BOB, "slack:" + DAVE]
+    assert "confirmed with the lock holder by phone" in over["reasons"]
+
+
+def test_a_manual_step_is_confirmed_with_the_text_command_too(bot: Bot) -> None:
+    bot.command("run check-by-hand")
+    run = bot.run_id()
+    ts = bot.approval("console")["ts"]
+    bot.command(f"confirm {run}", user=BOB)
+    assert bot.db.load(run).status == "succeeded"
+    message = bot.fake.message(CHANNEL, ts)
+    assert f"Confirmed by <@{BOB}>" in texts([message])[0]
+    assert not [b for b in message["blocks"] if b["type"] == "actions"]
+
+
+def test_an_approval_nobody_gave_in_time_loses_its_buttons(bot: Bot) -> None:
+    bot.command("run change-thing name=web-1")
+    run = bot.run_id()
+    ts = bot.approval("change")["ts"]
+    bot.clock.advance(1801)
+    bot.runner.run_due()
+    bot.settle()
+    assert bot.db.load(run).steps["change"].status == "expired"
+    message = bot.fake.message(CHANNEL, ts)
+    assert "The approval expired before anyone decided" in texts([message])[0]
+    assert not [b for b in message["blocks"] if b["type"] == "actions"]
+    assert bot.world.get("web-1") is None

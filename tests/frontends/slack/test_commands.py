@@ -73,19 +73,24 @@ def test_export_says_when_transcripts_are_not_available(bot: Bot) -> None:
     assert "Export is not available" in answers(bot)[-1]
 
 
-def test_export_uploads_the_transcript_with_the_threads_conversation(bot: Bot) -> None:
-    pytest.importorskip("bot.present.transcript")
+@pytest.mark.parametrize("fmt", ["md", "html", "json"])
+def test_export_uploads_the_transcript_with_the_threads_conversation(bot: Bot, fmt: str) -> None:
     bot.command("run change-thing name=web-1")
     run = bot.run_id()
     bot.fake.post_as_user(CHANNEL, BOB, "checked the node console, it is really gone",
                           thread_ts=bot.card()["ts"])
-    bot.command(f"export {run} md", user=DAVE)
+    bot.command(f"export {run} {fmt}", user=DAVE)
     [upload] = bot.fake.uploads
-    assert upload.filename == f"{run}.md" and upload.content
+    assert upload.filename == f"{run}.{fmt}" and upload.content
     assert upload.channel == CHANNEL and upload.thread_ts == bot.card()["ts"]
     text = upload.content.decode()
     assert run in text and "checked the node console, it is really gone" in text
-    assert "bob" in text
+    if fmt == "json":
+        doc = json.loads(text)
+        assert doc["events"][0]["type"] == "run.created"
+        assert doc["integrity"]["verified"] is True  # the chain checked out when exported
+    else:
+        assert "bob" in text
 
 
 def test_a_missing_param_opens_a_form_and_invalid_values_are_shown_inline(bot: Bot) -> None:

@@ -133,7 +133,7 @@ def test_two_replicas_on_one_database_draw_each_message_once(make_bot: Callable[
     run = one.run_id()
     first, *rest = [m.get("text") for m in one.replies()]
     assert first.startswith(f"{run}: change ")  # the approval message of change, decided since
-    assert rest == [f"{run}: taint needs a person to approve: Taint web-5", f"{run}: change succeeded"]
+    assert rest == [f"{run}: change succeeded", f"{run}: taint needs a person to approve: Taint web-5"]
 
 
 def test_only_one_replica_at_a_time_may_draw_a_run(any_bot: Bot) -> None:

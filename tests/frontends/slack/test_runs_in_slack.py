@@ -63,6 +63,20 @@ def test_a_card_for_a_long_runbook_stays_within_fifty_blocks(bot: Bot) -> None:
     assert not [c for c in bot.fake.calls() if not c.response.get("ok")]
 
 
+def test_a_plan_too_long_for_its_approval_is_cut_there_and_given_whole_in_the_thread(bot: Bot) -> None:
+    bot.command("run cordon-fleet")
+    approval = bot.approval("cordon")
+    shown = texts([approval])[0]
+    assert "… full plan in the thread" in shown and "ip-10-0-1-149" not in shown
+    [whole] = [m for m in bot.replies() if "Full plan of `cordon`" in texts([m])[0]]
+    assert "(400 changes)" in texts([whole])[0] and "ip-10-0-1-149" in texts([whole])[0]
+    for message in (approval, whole, bot.card()):
+        assert len(message["blocks"]) <= 50
+    assert all(c.response.get("ok") for c in bot.fake.calls())  # Slack took every message
+    bot.click(approval, "rb_approve", user=BOB)
+    assert bot.world.get("cordoned") == 400
+
+
 def test_a_rate_limited_card_is_retried_after_retry_after(bot: Bot) -> None:
     bot.fake.fail_next("chat.postMessage", status=429, retry_after=5)
     bot.command("run change-thing name=web-2")

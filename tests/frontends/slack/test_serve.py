@@ -8,13 +8,17 @@ import subprocess
 import sys
 import threading
 import urllib.request
+from dataclasses import replace
 from pathlib import Path
+from urllib.parse import parse_qsl
 
 import pytest
 
 from bot.cli import main
-from tests.fakes.slack_api import BOT_TOKEN, FakeSlack
-from tests.frontends.slack.conftest import Bot
+from bot.frontends.slack.app import socket_mode_handler
+from tests.fakes.slack_api import APP_TOKEN, BOT_TOKEN, CHANNEL, FakeSlack
+from tests.fakes.slack_requests import block_actions_payload, slash_command_body
+from tests.frontends.slack.conftest import ALICE, BOB, Bot, button_in, texts
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -117,10 +121,6 @@ def bot_for_scopes(bot: Bot) -> tuple[str, ...]:
 
 
 def test_socket_mode_reaches_slack_through_the_configured_api_url(bot: Bot) -> None:
-    from dataclasses import replace
-
-    from bot.frontends.slack.app import socket_mode_handler
-
     config = replace(bot.settings.slack, app_token="xapp-1-fake")
     handler = socket_mode_handler(bot.app, config)
     try:
@@ -128,3 +128,34 @@ def test_socket_mode_reaches_slack_through_the_configured_api_url(bot: Bot) -> N
         assert handler.client.app_token == "xapp-1-fake"
     finally:
         handler.close()
+
+
+def test_a_run_is_started_and_approved_over_socket_mode(bot: Bot) -> None:
+    socket = bot.fake.start_socket_mode()
+    handler = socket_mode_handler(bot.app, replace(bot.settings.slack, app_token=APP_TOKEN))
+    handler.connect()
+    try:
+        help_ack = socket.ack_of(socket.send("slash_commands", _slash_fields("help", ALICE)))
+        assert "`/runbook` commands" in help_ack["payload"]["text"]  # answered inside the ack
+        started = socket.send("slash_commands", _slash_fields("run change-thing name=web-9", ALICE))
+        assert socket.ack_of(started).get("payload") in (None, {})
+        bot.settle()
+        assert "web-9" in texts([bot.card()])[0]
+        approval = bot.approval("change")
+        el = button_in(approval, "rb_approve")
+        click = block_actions_payload(user_id=BOB, action_id="rb_approve", value=el["value"],
+                                      block_id=el["_block_id"], message=approval)
+        socket.ack_of(socket.send("interactive", click))
+        bot.settle()
+        assert bot.world.get("web-9") == "on"
+        # Slack redelivers an envelope it thinks was lost: the same payload changes nothing
+        socket.ack_of(socket.send("slash_commands", _slash_fields("run change-thing name=web-9",
+                                                                  ALICE), retry_attempt=1))
+        bot.settle()
+        assert len(bot.db.runs()) == 1 and len(bot.fake.messages(CHANNEL)) == 1
+    finally:
+        handler.close()
+
+
+def _slash_fields(text: str, user: str) -> dict[str, str]:
+    return dict(parse_qsl(slash_command_body(text=text, user_id=user)))
