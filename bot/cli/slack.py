@@ -56,6 +56,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         background_thread,
         build_app,
         check_config,
+        collect_garbage_for_latency,
         http_server,
         socket_mode_handler,
         stop_http_server,
@@ -76,6 +77,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     worker = threading.Thread(target=work, name="runbook-bot-worker", daemon=True)
     worker.start()
     parts.start()
+    collect_garbage_for_latency()
     server = None
     try:
         if args.socket_mode:

@@ -31,6 +31,7 @@ from sqlalchemy import (
     String,
     Table,
     and_,
+    bindparam,
     delete,
     insert,
     inspect,
@@ -87,6 +88,29 @@ class Cursor:
     failures: int = 0
 
 
+_MSG = and_(slack_messages.c.run_id == bindparam("rid"), slack_messages.c.key == bindparam("k"))
+_GET = select(slack_messages.c.channel, slack_messages.c.ts).where(_MSG)
+_KEYS = select(slack_messages.c.key, slack_messages.c.channel, slack_messages.c.ts).where(
+    slack_messages.c.run_id == bindparam("rid"))
+_ADD = insert(slack_messages).values(run_id=bindparam("rid"), key=bindparam("k"),
+                                     channel=bindparam("ch"), ts=bindparam("at"))
+_MOVE = update(slack_messages).where(_MSG).values(channel=bindparam("ch"), ts=bindparam("at"))
+
+_RUN = slack_runs.c.run_id == bindparam("rid")
+_CLAIM = update(slack_runs).where(and_(_RUN, or_(
+    slack_runs.c.owner.is_(None), slack_runs.c.owner_until < bindparam("now"),
+    slack_runs.c.owner == bindparam("who")))).values(owner=bindparam("who"),
+                                                     owner_until=bindparam("until"))
+_CURSOR = select(slack_runs.c.drawn_version, slack_runs.c.replied_seq,
+                 slack_runs.c.failures).where(_RUN)
+_NEW_CURSOR = insert(slack_runs).values(run_id=bindparam("rid"), drawn_version=0, replied_seq=0,
+                                        failures=0, owner=bindparam("who"),
+                                        owner_until=bindparam("until"))
+_RELEASE = update(slack_runs).where(and_(_RUN, slack_runs.c.owner == bindparam("who"))).values(
+    drawn_version=bindparam("version"), replied_seq=bindparam("seq"),
+    failures=bindparam("fails"), retry_at=bindparam("again"), owner=None, owner_until=None)
+
+
 class CardStore:
     """Message locations per run, and the delivery log, on the run store's database engine."""
 
@@ -111,47 +135,38 @@ class CardStore:
 
     def get(self, run_id: str, key: str) -> Posted | None:
         with self.engine.connect() as conn:
-            row = conn.execute(select(slack_messages.c.channel, slack_messages.c.ts).where(
-                slack_messages.c.run_id == run_id, slack_messages.c.key == key)).first()
+            row = conn.execute(_GET, {"rid": run_id, "k": key}).first()
         return Posted(row[0], row[1]) if row else None
 
     def put(self, run_id: str, key: str, posted: Posted) -> None:
-        with self.engine.begin() as conn:
-            done = conn.execute(update(slack_messages).where(
-                slack_messages.c.run_id == run_id, slack_messages.c.key == key,
-            ).values(channel=posted.channel, ts=posted.ts)).rowcount
-            if not done:
-                conn.execute(insert(slack_messages).values(run_id=run_id, key=key,
-                                                           channel=posted.channel, ts=posted.ts))
+        params = {"rid": run_id, "k": key, "ch": posted.channel, "at": posted.ts}
+        try:  # a key is nearly always new: a message is posted once and then edited
+            with self.engine.begin() as conn:
+                conn.execute(_ADD, params)
+        except IntegrityError:
+            with self.engine.begin() as conn:
+                conn.execute(_MOVE, params)
 
     def keys(self, run_id: str, prefix: str = "") -> dict[str, Posted]:
         with self.engine.connect() as conn:
-            rows = conn.execute(select(slack_messages.c.key, slack_messages.c.channel,
-                                       slack_messages.c.ts).where(
-                slack_messages.c.run_id == run_id)).all()
+            rows = conn.execute(_KEYS, {"rid": run_id}).all()
         return {r[0]: Posted(r[1], r[2]) for r in rows if r[0].startswith(prefix)}
 
     # -- the outbox's cursor ----------------------------------------------------------------------
 
     def claim_drawing(self, run_id: str, *, owner: str, now: float, ttl: float) -> Cursor | None:
         """Take the run for drawing and return its cursor; None while another replica draws it."""
-        free = or_(slack_runs.c.owner.is_(None), slack_runs.c.owner_until < now,
-                   slack_runs.c.owner == owner)
+        params = {"rid": run_id, "who": owner, "now": now, "until": now + ttl}
         with self.engine.begin() as conn:
-            taken = conn.execute(update(slack_runs).where(and_(slack_runs.c.run_id == run_id, free))
-                                 .values(owner=owner, owner_until=now + ttl)).rowcount
-            row = conn.execute(select(slack_runs.c.drawn_version, slack_runs.c.replied_seq,
-                                      slack_runs.c.failures)
-                               .where(slack_runs.c.run_id == run_id)).first()
+            taken = conn.execute(_CLAIM, params).rowcount
+            row = conn.execute(_CURSOR, params).first()
         if taken and row is not None:
             return Cursor(int(row[0]), int(row[1]), int(row[2]))
         if row is not None:
             return None  # another replica holds it
         try:  # a run new to Slack: nothing drawn yet
             with self.engine.begin() as conn:
-                conn.execute(insert(slack_runs).values(run_id=run_id, drawn_version=0, replied_seq=0,
-                                                       failures=0, owner=owner,
-                                                       owner_until=now + ttl))
+                conn.execute(_NEW_CURSOR, params)
         except IntegrityError:
             return None  # another replica created it a moment ago, and holds it
         return Cursor(0, 0, 0)
@@ -160,11 +175,9 @@ class CardStore:
                         retry_at: float | None) -> None:
         """Record how far the run was drawn, and when to try again if Slack failed."""
         with self.engine.begin() as conn:
-            conn.execute(update(slack_runs).where(and_(slack_runs.c.run_id == run_id,
-                                                       slack_runs.c.owner == owner))
-                         .values(drawn_version=cursor.drawn_version, replied_seq=cursor.replied_seq,
-                                 failures=cursor.failures, retry_at=retry_at, owner=None,
-                                 owner_until=None))
+            conn.execute(_RELEASE, {"rid": run_id, "who": owner, "version": cursor.drawn_version,
+                                    "seq": cursor.replied_seq, "fails": cursor.failures,
+                                    "again": retry_at})
 
     def lagging(self, *, now: float, limit: int = 200) -> list[str]:
         """Runs shown in Slack whose store is ahead of what Slack shows, and that are due."""

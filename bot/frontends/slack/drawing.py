@@ -92,6 +92,10 @@ class Drawing:
     retry_after: float | None = None  # the longest Retry-After Slack asked for
     card_held_until: float | None = None  # a card edit held back by the interval, until then
     card_missing: bool = False  # the card could not be posted (permanently): nothing else shown
+    posted: dict[str, Posted] = field(default_factory=dict)  # the run's messages, by key
+
+    def posted_under(self, prefix: str) -> dict[str, Posted]:
+        return {k: v for k, v in self.posted.items() if k.startswith(prefix)}
 
     @property
     def complete(self) -> bool:
@@ -144,7 +148,7 @@ class RunDrawer:
 
     def draw(self, state: RunState, events: Sequence[Event], *, replied_seq: int) -> Drawing:
         """Bring Slack up to date with ``state``; ``events`` are those after ``replied_seq``."""
-        d = Drawing(state.run_id, replied_seq)
+        d = Drawing(state.run_id, replied_seq, posted=self.cards.keys(state.run_id))
         channel = str(state.origin.get("channel") or "")
         view = run_view(state, self.facts.titles(state))
         card = self._card(state, view, channel, d)
@@ -187,6 +191,7 @@ class RunDrawer:
         posted = Posted(str(r["channel"]), str(r["ts"]))
         if key:
             self.cards.put(d.run_id, key, posted)
+            d.posted[key] = posted
             self._sent[(d.run_id, key)] = _digest(blocks)
         return posted
 
@@ -210,7 +215,7 @@ class RunDrawer:
         blocks = bk.run_card(view, who=who)
         text = bk.card_text(view)
         run_id = state.run_id
-        card = self.cards.get(run_id, "card")
+        card = d.posted.get("card")
         now = self.clock.now().timestamp()
         if card is None:
             posted = self._post(d, "card", channel, blocks, text)
@@ -231,10 +236,9 @@ class RunDrawer:
     def _ask(self, state: RunState, view: RunView, card: Posted, d: Drawing, step_key: str) -> None:
         """Post the approval message of a step that asked for a person, if it still waits and
         this plan's message is not posted yet (the plan's hash is in its key)."""
-        posted = self.cards.keys(state.run_id, "approval:")
         for s in view.steps:
             key = f"approval:{s.key}:{(s.plan_hash or '')[:16]}"
-            if s.key != step_key or key in posted or s.status != StepStatus.AWAITING_APPROVAL:
+            if s.key != step_key or key in d.posted or s.status != StepStatus.AWAITING_APPROVAL:
                 continue
             blocks = bk.approval_message(view, s, destructive=self.facts.destructive(state, s.key),
                                          now=self.clock.now(), who=who)
@@ -248,7 +252,7 @@ class RunDrawer:
         """Bring the approval messages already posted up to date: buttons while the step waits,
         then who decided and when, or that the plan changed."""
         now = self.clock.now()
-        for key, where in self.cards.keys(state.run_id, "approval:").items():
+        for key, where in d.posted_under("approval:").items():
             _, step_key, hash_part = key.split(":", 2)
             raw = state.steps.get(step_key)
             if raw is None:
@@ -265,7 +269,7 @@ class RunDrawer:
             self._update(d, key, where, blocks, f"{state.run_id}: {s.key} {s.status}")
 
     def _progress(self, state: RunState, view: RunView, card: Posted, d: Drawing) -> None:
-        posted = self.cards.keys(state.run_id, "progress:")
+        posted = d.posted_under("progress:")
         for s in view.steps:
             key = f"progress:{s.key}"
             if not s.progress:
@@ -304,7 +308,7 @@ class RunDrawer:
                            f"{state.run_id}: {key} {ev.type.removeprefix('step.')}")
 
     def _summary(self, state: RunState, view: RunView, card: Posted, d: Drawing) -> None:
-        if self.cards.get(state.run_id, "summary") is not None:
+        if "summary" in d.posted:
             return
         blocks = bk.final_summary(view, who=who)
         text = f"{state.run_id} {view.status}: {view.outcome}"
