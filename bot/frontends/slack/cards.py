@@ -24,6 +24,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from sqlalchemy import (
+    Boolean,
     Column,
     Float,
     Integer,
@@ -43,6 +44,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
+from bot.store.db import ACTIVE
 from bot.store.db import runs as runs_t
 
 metadata = MetaData()
@@ -64,6 +66,8 @@ slack_runs = Table(
     Column("failures", Integer, nullable=False, default=0),  # in a row, for the back-off
     Column("owner", String(200), nullable=True),  # the replica drawing it now
     Column("owner_until", Float, nullable=True),
+    # a finished run drawn to its summary: scans skip it, so they stay small as history grows
+    Column("done", Boolean, nullable=False, default=False, index=True),
 )
 
 slack_deliveries = Table(
@@ -105,10 +109,11 @@ _CURSOR = select(slack_runs.c.drawn_version, slack_runs.c.replied_seq,
                  slack_runs.c.failures).where(_RUN)
 _NEW_CURSOR = insert(slack_runs).values(run_id=bindparam("rid"), drawn_version=0, replied_seq=0,
                                         failures=0, owner=bindparam("who"),
-                                        owner_until=bindparam("until"))
+                                        owner_until=bindparam("until"), done=False)
 _RELEASE = update(slack_runs).where(and_(_RUN, slack_runs.c.owner == bindparam("who"))).values(
     drawn_version=bindparam("version"), replied_seq=bindparam("seq"),
-    failures=bindparam("fails"), retry_at=bindparam("again"), owner=None, owner_until=None)
+    failures=bindparam("fails"), retry_at=bindparam("again"), done=bindparam("finished"),
+    owner=None, owner_until=None)
 
 
 class CardStore:
@@ -129,8 +134,9 @@ class CardStore:
         """Runs from before the cursor existed count as drawn: never replay their history."""
         with self.engine.begin() as conn:
             conn.execute(insert(slack_runs).from_select(
-                ["run_id", "drawn_version", "replied_seq", "failures"],
-                select(runs_t.c.id, runs_t.c.version, runs_t.c.audit_seq, literal(0))
+                ["run_id", "drawn_version", "replied_seq", "failures", "done"],
+                select(runs_t.c.id, runs_t.c.version, runs_t.c.audit_seq, literal(0),
+                       runs_t.c.status.not_in(ACTIVE))
                 .where(runs_t.c.channel.is_not(None))))
 
     def get(self, run_id: str, key: str) -> Posted | None:
@@ -172,25 +178,35 @@ class CardStore:
         return Cursor(0, 0, 0)
 
     def release_drawing(self, run_id: str, *, owner: str, cursor: Cursor,
-                        retry_at: float | None) -> None:
-        """Record how far the run was drawn, and when to try again if Slack failed."""
+                        retry_at: float | None, done: bool = False) -> None:
+        """Record how far the run was drawn, when to try again if Slack failed, and whether the
+        run is over and shown to its end (``done``: later scans skip it)."""
         with self.engine.begin() as conn:
             conn.execute(_RELEASE, {"rid": run_id, "who": owner, "version": cursor.drawn_version,
                                     "seq": cursor.replied_seq, "fails": cursor.failures,
-                                    "again": retry_at})
+                                    "again": retry_at, "finished": done})
 
     def lagging(self, *, now: float, limit: int = 200) -> list[str]:
-        """Runs shown in Slack whose store is ahead of what Slack shows, and that are due."""
+        """Runs shown in Slack whose store is ahead of what Slack shows, and that are due.
+
+        Two small queries rather than one join over all history: runs Slack is still following
+        (not ``done``), and active runs Slack has never drawn (their replica stopped first).
+        """
         cur = slack_runs
-        ahead = or_(cur.c.run_id.is_(None), runs_t.c.version > cur.c.drawn_version,
-                    runs_t.c.audit_seq > cur.c.replied_seq)
+        ahead = or_(runs_t.c.version > cur.c.drawn_version, runs_t.c.audit_seq > cur.c.replied_seq)
         due = and_(or_(cur.c.retry_at.is_(None), cur.c.retry_at <= now),
                    or_(cur.c.owner.is_(None), cur.c.owner_until < now))
-        q = (select(runs_t.c.id).select_from(runs_t.outerjoin(cur, cur.c.run_id == runs_t.c.id))
-             .where(and_(runs_t.c.channel.is_not(None), ahead, or_(cur.c.run_id.is_(None), due)))
-             .order_by(runs_t.c.created_at).limit(limit))
+        following = (select(runs_t.c.id, runs_t.c.created_at)
+                     .select_from(cur.join(runs_t, runs_t.c.id == cur.c.run_id))
+                     .where(and_(cur.c.done.is_(False), ahead, due)))
+        never_drawn = (select(runs_t.c.id, runs_t.c.created_at)
+                       .where(and_(runs_t.c.status.in_(ACTIVE), runs_t.c.channel.is_not(None),
+                                   ~select(cur.c.run_id).where(cur.c.run_id == runs_t.c.id)
+                                   .exists())))
         with self.engine.connect() as conn:
-            return [r[0] for r in conn.execute(q).all()]
+            rows = [*conn.execute(following.limit(limit)).all(),
+                    *conn.execute(never_drawn.limit(limit)).all()]
+        return [r[0] for r in sorted(rows, key=lambda r: r[1])[:limit]]
 
     def first_delivery(self, key: str, *, now: float) -> bool:
         """Record a delivery; False when the same key was recorded before (a duplicate)."""

@@ -25,6 +25,7 @@ import os
 import socket
 import threading
 import uuid
+import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -32,7 +33,7 @@ from bot.engine.ports import Clock
 from bot.engine.runstate import AuditDraft, RunState
 from bot.errors import NotFound
 from bot.frontends.slack.cards import CardStore, Cursor
-from bot.frontends.slack.drawing import Drawing, RunDrawer
+from bot.frontends.slack.drawing import TERMINAL, Drawing, RunDrawer
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,9 @@ class Outbox:
         self._hold: dict[str, float] = {}  # run -> not before then: Slack failed, or said wait
         self._drawing = 0
         self._cond = threading.Condition()
-        self._locks: dict[str, threading.Lock] = {}
+        # one of a fixed set of locks per run: runs drawn at once on two threads (the outbox and
+        # a person's request) take turns, and no lock is kept per run for ever
+        self._locks = [threading.Lock() for _ in range(64)]
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._scanned_at = -math.inf
@@ -130,8 +133,7 @@ class Outbox:
     # -- drawing --------------------------------------------------------------------------------
 
     def _lock(self, run_id: str) -> threading.Lock:
-        with self._cond:
-            return self._locks.setdefault(run_id, threading.Lock())
+        return self._locks[zlib.crc32(run_id.encode()) % len(self._locks)]
 
     def draw(self, run_id: str) -> Drawing | None:
         """Draw one run now, on the calling thread; None when it is held back after a failure or
@@ -147,7 +149,7 @@ class Outbox:
             if cursor is None:
                 self.mark(run_id, now + 1.0)  # theirs may predate this change: look again soon
                 return None
-            after, retry_at, drawing = cursor, None, None
+            after, retry_at, drawing, done = cursor, None, None, False
             try:
                 # events first: the state read after them is at least as new as the last one
                 events = self.store.events(run_id, after=cursor.replied_seq)
@@ -163,6 +165,8 @@ class Outbox:
                 elif drawing.failed:
                     retry_at = now + self._delay(failures, drawing.retry_after)
                 after = Cursor(version, drawing.replied_seq, failures)
+                done = (retry_at is None and version == state.version
+                        and str(state.status) in TERMINAL)
             except NotFound:
                 log.warning("run %s is gone from the store; nothing to draw", run_id)
             except Exception:
@@ -171,7 +175,7 @@ class Outbox:
                 retry_at = now + self._delay(after.failures, None)
             finally:
                 self.cards.release_drawing(run_id, owner=self.owner, cursor=after,
-                                           retry_at=retry_at)
+                                           retry_at=retry_at, done=done)
             with self._cond:
                 if retry_at is None:
                     self._hold.pop(run_id, None)

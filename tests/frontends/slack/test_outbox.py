@@ -11,7 +11,7 @@ from collections.abc import Callable
 import pytest
 from sqlalchemy import text
 
-from bot.engine.commands import Approve
+from bot.engine.commands import Approve, StartRun
 from bot.engine.runner import Runner
 from bot.frontends.slack.cards import CardStore
 from tests.fakes.slack_api import CHANNEL
@@ -102,6 +102,33 @@ def test_a_change_made_from_the_terminal_reaches_the_card(any_bot: Bot) -> None:
     assert f"<@{DAVE}>" in texts([bot.replies()[0]])[0]
     assert not [b for b in bot.replies()[0]["blocks"] if b.get("type") == "actions"]
     assert bot.approval("taint")  # and the next step's approval was posted
+
+
+def test_a_run_started_by_a_replica_that_stopped_before_drawing_it_is_drawn(any_bot: Bot) -> None:
+    bot = any_bot
+    gone = Runner(store=bot.db, catalog=bot.runner.catalog, runbooks=bot.runner.runbooks,
+                  policy=POLICY, clock=bot.clock)  # a replica that died right after the start
+    state = gone.start(StartRun(runbook="change-thing", params={"name": "web-7"},
+                                requester="slack:" + BOB,
+                                origin={"frontend": "slack", "channel": CHANNEL}))
+    assert bot.fake.messages(CHANNEL) == []
+    bot.clock.advance(bot.parts.outbox.scan_every)
+    bot.settle()
+    [card] = bot.fake.messages(CHANNEL)
+    assert state.run_id in texts([card])[0]
+
+
+def test_a_finished_run_drawn_to_its_summary_drops_out_of_the_scans(any_bot: Bot) -> None:
+    bot = any_bot
+    run = _to_last_approval(bot)
+    bot.click(bot.approval("taint"), "rb_approve", user=DAVE)
+    assert _summaries(bot, run) == 1
+    with bot.db.engine.connect() as conn:
+        done = conn.execute(text("SELECT done FROM slack_runs WHERE run_id = :r"), {"r": run}).scalar()
+    assert done
+    with bot.db.engine.begin() as conn:  # even if its row moved on, a done run is not redrawn
+        conn.execute(text("UPDATE runs SET version = version + 1 WHERE id = :r"), {"r": run})
+    assert bot.parts.cards.lagging(now=bot.clock.now().timestamp()) == []
 
 
 def test_a_restart_draws_what_slack_missed_before_it(make_bot: Callable[..., Bot]) -> None:
