@@ -210,8 +210,8 @@ def main() -> int:
         clicks = _ask(fake, "clicks")["clicks"]
         click_ms = _measure(url, clicks, args.concurrency)
         _ask(app, "settle")
-        print(f"{'runs started':16} n={runs:4}  each drawn in Slack (card and approval) "
-              f"{settled:.1f} s after the first command")
+        print(f"{'runs started':16} n={runs:4}  all shown in Slack (card and approval) "
+              f"{settled:.1f} s after the first command was sent")
         ok = _report("slash command", slash_ms) & _report("button click", click_ms)
         if runs != args.requests or len(clicks) != args.requests:
             print(f"FAIL: {runs} runs and {len(clicks)} approvals for {args.requests} commands")

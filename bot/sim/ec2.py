@@ -265,7 +265,7 @@ class Ec2Sim:
         self.hang_stuck.discard(vid)
         if self.shadow.get(vid):
             self.shadow[vid].pop()
-        return None  # moto detaches; on_change runs after the forward
+        return None  # moto detaches; on_change runs after the forward, before the reply
 
     def _do_AttachVolume(self, params: dict[str, str]) -> bytes | None:
         vid, iid = params.get("VolumeId", ""), params.get("InstanceId", "")
@@ -513,9 +513,11 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         headers["Host"] = f"{self.ec2._moto_addr[0]}:{self.ec2._moto_addr[1]}"
         status, resp_headers, data = self.ec2.forward(method, self.path, headers, raw)
         data = self.ec2.rewrite(action, data)
-        self._reply(status, data, resp_headers.get("Content-Type", "text/xml"))
+        # the controllers react before the caller hears back, as with the fake API server: once a
+        # write returns, the cluster has followed and any invariant it broke is on record
         if action in WRITES and status < 300:
             self.ec2.on_change()
+        self._reply(status, data, resp_headers.get("Content-Type", "text/xml"))
 
     def do_POST(self) -> None:
         self._serve("POST")
