@@ -335,14 +335,13 @@ class Database:
             out.append(st)
         return out
 
-    def events(self, run_id: str, *, payloads: bool = True, after: int = 0) -> list[Event]:
-        """The run's chain in seq order, from ``after + 1``; ``payloads=False`` skips parsing
-        them (for verify)."""
+    def events(self, run_id: str, *, payloads: bool = True, after: int = 0,
+               limit: int | None = None) -> list[Event]:
+        """The run's chain in seq order, from ``after + 1`` (at most ``limit`` of them);
+        ``payloads=False`` skips parsing them (for verify)."""
+        q = _EVENTS.where(events_t.c.seq > after) if after else _EVENTS
         with self.engine.connect() as conn:
-            if after:
-                rows = conn.execute(_EVENTS.where(events_t.c.seq > after), {"rid": run_id}).all()
-            else:
-                rows = conn.execute(_EVENTS, {"rid": run_id}).all()
+            rows = conn.execute(q if limit is None else q.limit(limit), {"rid": run_id}).all()
         loads = json.loads
         return [Event(seq=r[0], ts=r[1], actor=r[2], type=r[3],
                       payload=loads(r[4]) if payloads else {}, prev_hash=r[5], hash=r[6],

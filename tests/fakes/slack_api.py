@@ -114,6 +114,7 @@ class _Failure:
     error: str
     retry_after: float | None
     times: int
+    after: int = 0  # calls to let through first
 
 
 @dataclass
@@ -255,11 +256,13 @@ class FakeSlack:
         return f"http://127.0.0.1:{self.port}/hooks/{TEAM_ID}/{hook}"
 
     def fail_next(self, method: str, *, status: int = 429, retry_after: float | None = 1,
-                  error: str | None = None, times: int = 1) -> None:
-        """Make the next ``times`` calls of ``method`` fail (429 with Retry-After by default)."""
+                  error: str | None = None, times: int = 1, after: int = 0) -> None:
+        """Make ``times`` calls of ``method`` fail (429 with Retry-After by default), once
+        ``after`` more calls of it have gone through."""
         code = error or ("ratelimited" if status == 429 else "internal_error")
         with self._lock:
-            self._failures.setdefault(method, []).append(_Failure(status, code, retry_after, times))
+            self._failures.setdefault(method, []).append(
+                _Failure(status, code, retry_after, times, after))
 
     def clear_failures(self) -> None:
         """Slack is well again: no more injected failures, no rate-limit window open."""
@@ -434,7 +437,9 @@ class FakeSlack:
                ) -> tuple[int, dict[str, Any], dict[str, str]]:
         now = self._now()
         queue = self._failures.get(method)
-        if queue:
+        if queue and queue[0].after > 0:
+            queue[0].after -= 1
+        elif queue:
             failure = queue[0]
             failure.times -= 1
             if failure.times <= 0:

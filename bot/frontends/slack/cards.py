@@ -19,6 +19,7 @@ the same key is dropped, by whichever replica gets it.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -46,6 +47,8 @@ from sqlalchemy.exc import IntegrityError
 
 from bot.store.db import ACTIVE
 from bot.store.db import runs as runs_t
+
+log = logging.getLogger(__name__)
 
 metadata = MetaData()
 
@@ -112,7 +115,8 @@ _NEW_CURSOR = insert(slack_runs).values(run_id=bindparam("rid"), drawn_version=0
                                         owner_until=bindparam("until"), done=False)
 _RELEASE = update(slack_runs).where(and_(_RUN, slack_runs.c.owner == bindparam("who"))).values(
     drawn_version=bindparam("version"), replied_seq=bindparam("seq"),
-    failures=bindparam("fails"), retry_at=bindparam("again"), done=bindparam("finished"),
+    failures=bindparam("fails"), retry_at=bindparam("again"),
+    done=or_(slack_runs.c.done, bindparam("finished", type_=Boolean)),  # once done, done
     owner=None, owner_until=None)
 
 
@@ -182,15 +186,20 @@ class CardStore:
         """Record how far the run was drawn, when to try again if Slack failed, and whether the
         run is over and shown to its end (``done``: later scans skip it)."""
         with self.engine.begin() as conn:
-            conn.execute(_RELEASE, {"rid": run_id, "who": owner, "version": cursor.drawn_version,
-                                    "seq": cursor.replied_seq, "fails": cursor.failures,
-                                    "again": retry_at, "finished": done})
+            kept = conn.execute(_RELEASE, {"rid": run_id, "who": owner,
+                                           "version": cursor.drawn_version,
+                                           "seq": cursor.replied_seq, "fails": cursor.failures,
+                                           "again": retry_at, "finished": done}).rowcount
+        if not kept:
+            log.warning("the claim on drawing run %s ran out before its drawing ended; another "
+                        "replica may have drawn it too", run_id)
 
-    def lagging(self, *, now: float, limit: int = 200) -> list[str]:
+    def lagging(self, *, now: float, limit: int = 200, thorough: bool = False) -> list[str]:
         """Runs shown in Slack whose store is ahead of what Slack shows, and that are due.
 
         Two small queries rather than one join over all history: runs Slack is still following
-        (not ``done``), and active runs Slack has never drawn (their replica stopped first).
+        (not ``done``), and active runs Slack has never drawn (their replica stopped first);
+        ``thorough`` looks at finished runs never drawn too, which reads every run's id.
         """
         cur = slack_runs
         ahead = or_(runs_t.c.version > cur.c.drawn_version, runs_t.c.audit_seq > cur.c.replied_seq)
@@ -200,9 +209,11 @@ class CardStore:
                      .select_from(cur.join(runs_t, runs_t.c.id == cur.c.run_id))
                      .where(and_(cur.c.done.is_(False), ahead, due)))
         never_drawn = (select(runs_t.c.id, runs_t.c.created_at)
-                       .where(and_(runs_t.c.status.in_(ACTIVE), runs_t.c.channel.is_not(None),
+                       .where(and_(runs_t.c.channel.is_not(None),
                                    ~select(cur.c.run_id).where(cur.c.run_id == runs_t.c.id)
                                    .exists())))
+        if not thorough:
+            never_drawn = never_drawn.where(runs_t.c.status.in_(ACTIVE))
         with self.engine.connect() as conn:
             rows = [*conn.execute(following.limit(limit)).all(),
                     *conn.execute(never_drawn.limit(limit)).all()]

@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,9 +47,16 @@ log = logging.getLogger(__name__)
 TERMINAL = ("succeeded", "failed", "aborted")
 _REPLY_EVENTS = ("step.failed", "step.skipped", "step.retrying", "step.succeeded")
 _ASKING_EVENTS = ("approval.requested", "confirmation.requested")
-# Slack error codes that mean "not now" rather than "never" (docs.slack.dev, common errors)
-TRANSIENT_ERRORS = frozenset({"ratelimited", "rate_limited", "internal_error", "fatal_error",
-                              "service_unavailable", "request_timeout"})
+# Slack error codes that mean "not now" rather than "never" (docs.slack.dev, common errors):
+# Slack's own trouble, and the workspace-wide ones an admin fixes (a rotated or revoked token, a
+# scope missing after a manifest change), after which every run must still be shown in full
+TRANSIENT_ERRORS = frozenset({
+    "ratelimited", "rate_limited", "internal_error", "fatal_error", "service_unavailable",
+    "request_timeout", "invalid_auth", "not_authed", "account_inactive", "token_revoked",
+    "token_expired", "missing_scope", "no_permission", "team_access_not_granted"})
+# A drawing does this much and then hands over to the next one, so it never outlives its claim
+# on the run (``Outbox.claim_ttl``) however far behind Slack is.
+DRAWING_BUDGET_SECONDS = 30.0
 
 
 def _digest(blocks: list[bk.Block]) -> str:
@@ -92,6 +100,8 @@ class Drawing:
     retry_after: float | None = None  # the longest Retry-After Slack asked for
     card_held_until: float | None = None  # a card edit held back by the interval, until then
     card_missing: bool = False  # the card could not be posted (permanently): nothing else shown
+    finished: bool = False  # the thread reached the run's end: its summary is posted (or refused)
+    more: bool = False  # stopped early with events left: draw again at once
     posted: dict[str, Posted] = field(default_factory=dict)  # the run's messages, by key
 
     def posted_under(self, prefix: str) -> dict[str, Posted]:
@@ -134,7 +144,13 @@ NO_FACTS = RunFacts(titles=lambda state: None, destructive=lambda state, key: Tr
 
 
 class RunDrawer:
-    """Renders runs into Slack calls. Callers draw one run at a time (the outbox's lock)."""
+    """Renders runs into Slack calls. Callers draw one run at a time (the outbox's lock).
+
+    The card follows the run's state. The thread follows the audit events, in order, from the
+    approval requests and step results to the final summary at ``run.finished``, so a reply is
+    never posted ahead of what came before it, and the run is shown to its end only when the
+    thread got there.
+    """
 
     def __init__(self, *, client: Any, cards: CardStore, clock: Clock,
                  facts: RunFacts = NO_FACTS, card_interval: float = 1.0) -> None:
@@ -146,33 +162,54 @@ class RunDrawer:
         self._sent: dict[tuple[str, str], str] = {}  # (run, message key) -> digest of last sent
         self._card_at: dict[str, float] = {}  # run -> when its card was last edited (clock time)
 
-    def draw(self, state: RunState, events: Sequence[Event], *, replied_seq: int) -> Drawing:
-        """Bring Slack up to date with ``state``; ``events`` are those after ``replied_seq``."""
-        d = Drawing(state.run_id, replied_seq, posted=self.cards.keys(state.run_id))
+    def draw(self, state: RunState, events: Sequence[Event], *, replied_seq: int,
+             more: bool = False) -> Drawing:
+        """Bring Slack up to date with ``state``; ``events`` are those after ``replied_seq``
+        (``more``: and there are others after them, for the next drawing).
+
+        ``state`` was read after ``events``, so it is at least as new as the last of them.
+        Anything that goes wrong on our side (the database, a bug) is caught here and counted
+        like a transient Slack failure, keeping how far the thread got.
+        """
+        d = Drawing(state.run_id, replied_seq, more=more)
+        try:
+            self._draw(state, events, d)
+        except Exception as e:
+            log.exception("drawing run %s in Slack failed", state.run_id)
+            d.failed.append(f"drawing ({type(e).__name__})")
+        if d.finished and d.complete:
+            self.forget(state.run_id)
+        return d
+
+    def _draw(self, state: RunState, events: Sequence[Event], d: Drawing) -> None:
+        d.posted = self.cards.keys(state.run_id)
         channel = str(state.origin.get("channel") or "")
         view = run_view(state, self.facts.titles(state))
         card = self._card(state, view, channel, d)
         if card is None:  # no thread to reply in
             if not d.failed:  # and no point trying again until the run changes: skip its events
                 d.card_missing = True
-                d.replied_seq = max([replied_seq, *(ev.seq for ev in events)])
-            return d
+                d.replied_seq = max([d.replied_seq, *(ev.seq for ev in events)])
+                d.finished = any(ev.type == "run.finished" for ev in events)
+            return
+        started = time.monotonic()
         for ev in events:  # the thread in the order things happened
             failures = len(d.failed)
             if ev.type in _ASKING_EVENTS:
                 self._ask(state, view, card, d, str(ev.payload.get("step", "")))
             elif ev.type in _REPLY_EVENTS:
                 self._step_reply(state, ev, card, d)
+            elif ev.type == "run.finished":
+                self._summary(state, view, card, d)
             if len(d.failed) > failures:
                 break  # keep the thread in order: this reply and the ones after it come later
             d.replied_seq = ev.seq
+            d.finished = d.finished or ev.type == "run.finished"
+            if time.monotonic() - started > DRAWING_BUDGET_SECONDS:
+                d.more = True  # Slack is slow today: hand over, the claim must not run out
+                break
         self._approvals(state, view, card, d)
         self._progress(state, view, card, d)
-        if view.status in TERMINAL and not d.failed:
-            self._summary(state, view, card, d)
-        if view.status in TERMINAL and d.complete:
-            self.forget(state.run_id)
-        return d
 
     def forget(self, run_id: str) -> None:
         """A finished run changes no more: drop what was kept to skip unchanged updates."""
@@ -235,18 +272,23 @@ class RunDrawer:
 
     def _ask(self, state: RunState, view: RunView, card: Posted, d: Drawing, step_key: str) -> None:
         """Post the approval message of a step that asked for a person, if it still waits and
-        this plan's message is not posted yet (the plan's hash is in its key)."""
+        this plan's message is not posted yet (the plan's hash is in its key), then, for a plan
+        too long for it, the whole plan as its own reply."""
         for s in view.steps:
-            key = f"approval:{s.key}:{(s.plan_hash or '')[:16]}"
-            if s.key != step_key or key in d.posted or s.status != StepStatus.AWAITING_APPROVAL:
+            if s.key != step_key or s.status != StepStatus.AWAITING_APPROVAL:
                 continue
-            blocks = bk.approval_message(view, s, destructive=self.facts.destructive(state, s.key),
-                                         now=self.clock.now(), who=who)
-            verb = "confirm" if s.needs_confirmation and not s.needs_approval else "approve"
-            if self._post(d, key, card.channel, blocks,
-                          f"{state.run_id}: {s.key} needs a person to {verb}: {s.title}",
-                          thread_ts=card.ts) and bk.plan_needs_thread(s):
-                self._reply(d, card, bk.full_plan(s), f"{state.run_id}: full plan of {s.key}")
+            key = f"approval:{s.key}:{(s.plan_hash or '')[:16]}"
+            if key not in d.posted:
+                verb = "confirm" if s.needs_confirmation and not s.needs_approval else "approve"
+                blocks = bk.approval_message(view, s, destructive=self.facts.destructive(
+                    state, s.key), now=self.clock.now(), who=who)
+                self._post(d, key, card.channel, blocks,
+                           f"{state.run_id}: {s.key} needs a person to {verb}: {s.title}",
+                           thread_ts=card.ts)
+            plan_key = "plan:" + key.removeprefix("approval:")
+            if key in d.posted and plan_key not in d.posted and bk.plan_needs_thread(s):
+                self._post(d, plan_key, card.channel, bk.full_plan(s),
+                           f"{state.run_id}: full plan of {s.key}", thread_ts=card.ts)
 
     def _approvals(self, state: RunState, view: RunView, card: Posted, d: Drawing) -> None:
         """Bring the approval messages already posted up to date: buttons while the step waits,

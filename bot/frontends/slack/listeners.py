@@ -151,7 +151,9 @@ def register(app: App, *, service: SlackService, work: Any, deliveries: Deliveri
         if refusal:
             work.submit(service.tell, person, refusal)
         elif v.get("r"):
-            meta = json.dumps({**v, "c": person.channel}, separators=(",", ":"))
+            # the click's channel and response_url travel with the form: a submission has neither
+            meta = json.dumps({**v, "c": person.channel, "u": person.response_url},
+                              separators=(",", ":"))
             handoff(context, _open_reject, service, person, str(body.get("trigger_id")), v, meta)
         ack()
 
@@ -167,7 +169,8 @@ def register(app: App, *, service: SlackService, work: Any, deliveries: Deliveri
         if refusal:
             ack(response_action="errors", errors={bk.REASON_BLOCK: bk.truncate(refusal, 150, pointer="")})
             return
-        person = Person(user=str(body["user"]["id"]), channel=meta.get("c"))
+        person = Person(user=str(body["user"]["id"]), channel=meta.get("c"),
+                        response_url=meta.get("u"))
         key = f"reject:{person.user}:{meta.get('r')}:{meta.get('s')}:{meta.get('h')}"
         if deliveries.fresh(key):
             handoff(context, _decide_once, service, deliveries,

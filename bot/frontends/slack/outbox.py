@@ -33,9 +33,11 @@ from bot.engine.ports import Clock
 from bot.engine.runstate import AuditDraft, RunState
 from bot.errors import NotFound
 from bot.frontends.slack.cards import CardStore, Cursor
-from bot.frontends.slack.drawing import TERMINAL, Drawing, RunDrawer
+from bot.frontends.slack.drawing import Drawing, RunDrawer
 
 log = logging.getLogger(__name__)
+EVENTS_PER_DRAWING = 200  # a long backlog (Slack was down for an hour) is drawn in parts
+THOROUGH_SCAN_EVERY = 60.0  # seconds between scans that also look at finished runs
 
 
 class Outbox:
@@ -66,6 +68,7 @@ class Outbox:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._scanned_at = -math.inf
+        self._thorough_at = -math.inf
 
     # -- the Notifier port ----------------------------------------------------------------------
 
@@ -111,8 +114,11 @@ class Outbox:
     def scan(self) -> int:
         """Mark every run whose store is ahead of Slack and that is due; how many were."""
         now = self._now()
+        thorough = now - self._thorough_at >= THOROUGH_SCAN_EVERY
         try:
-            lagging = self.cards.lagging(now=now)
+            lagging = self.cards.lagging(now=now, thorough=thorough)
+            if thorough:
+                self._thorough_at = now
         except Exception:
             log.exception("could not look for runs that Slack has not caught up with")
             lagging = []
@@ -152,27 +158,35 @@ class Outbox:
             after, retry_at, drawing, done = cursor, None, None, False
             try:
                 # events first: the state read after them is at least as new as the last one
-                events = self.store.events(run_id, after=cursor.replied_seq)
+                events = self.store.events(run_id, after=cursor.replied_seq,
+                                           limit=EVENTS_PER_DRAWING + 1)
+                more = len(events) > EVENTS_PER_DRAWING
+                events = events[:EVENTS_PER_DRAWING]
                 state = self.store.load(run_id)
-                drawing = self.drawer.draw(state, events, replied_seq=cursor.replied_seq)
+                drawing = self.drawer.draw(state, events, replied_seq=cursor.replied_seq,
+                                           more=more)
                 failures = cursor.failures + 1 if drawing.failed else 0
                 version = state.version if drawing.complete else cursor.drawn_version
                 if drawing.failed and failures >= self.give_up_after:
-                    log.error("Slack has failed %d times in a row for run %s; it is shown as it "
-                              "is until the run changes again", failures, run_id)
+                    self._give_up(run_id, failures)
                     version, failures = state.version, 0
                     drawing.replied_seq = max([drawing.replied_seq, *(e.seq for e in events)])
                 elif drawing.failed:
                     retry_at = now + self._delay(failures, drawing.retry_after)
                 after = Cursor(version, drawing.replied_seq, failures)
-                done = (retry_at is None and version == state.version
-                        and str(state.status) in TERMINAL)
+                # shown to its end: the thread reached run.finished and the card shows it
+                done = drawing.finished and not drawing.more and version == state.version
             except NotFound:
                 log.warning("run %s is gone from the store; nothing to draw", run_id)
-            except Exception:
+            except Exception:  # the database, most likely: the same back-off as Slack's failures
                 log.exception("drawing run %s in Slack failed", run_id)
-                after = Cursor(cursor.drawn_version, cursor.replied_seq, cursor.failures + 1)
-                retry_at = now + self._delay(after.failures, None)
+                failures = cursor.failures + 1
+                if failures >= self.give_up_after:
+                    self._give_up(run_id, failures)
+                    failures = 0
+                else:
+                    retry_at = now + self._delay(failures, None)
+                after = Cursor(cursor.drawn_version, cursor.replied_seq, failures)
             finally:
                 self.cards.release_drawing(run_id, owner=self.owner, cursor=after,
                                            retry_at=retry_at, done=done)
@@ -182,9 +196,16 @@ class Outbox:
                 else:  # changes marked while drawing wait too: Slack said not before then
                     self._hold[run_id] = self._due[run_id] = retry_at
                     self._cond.notify_all()
-            if retry_at is None and drawing is not None and drawing.card_held_until is not None:
-                self.mark(run_id, drawing.card_held_until)
+            if retry_at is None and drawing is not None:
+                if drawing.more:
+                    self.mark(run_id)  # a long backlog: on with it after the others due now
+                elif drawing.card_held_until is not None:
+                    self.mark(run_id, drawing.card_held_until)
             return drawing
+
+    def _give_up(self, run_id: str, failures: int) -> None:
+        log.error("drawing run %s in Slack has failed %d times in a row; it is shown as it is "
+                  "until the run changes again", run_id, failures)
 
     # -- the outbox thread ----------------------------------------------------------------------
 

@@ -269,8 +269,8 @@ class SlackService:
         state = self.runner.start(c.StartRun(runbook=name, params=dict(raw),
                                              requester=person.identity, dry_run=dry_run,
                                              origin=origin))
-        self.show(state.run_id)  # the card at once, so its requester hears if it cannot be posted
-        if self.cards.get(state.run_id, "card") is None:
+        drawing = self.show(state.run_id)  # the card at once: its requester hears if it cannot be
+        if getattr(drawing, "card_missing", False):  # posted here (a slow Slack is retried instead)
             self.tell(person, f":warning: Run `{state.run_id}` started, but its card could not be "
                               "posted here; is the bot in this channel (`/invite @runbook-bot`)? "
                               f"`/runbook status {state.run_id}` shows the run meanwhile.")

@@ -135,6 +135,18 @@ def test_reject_asks_for_a_reason_in_a_modal_and_stops_the_run(bot: Bot) -> None
     assert bot.world.effects == []
 
 
+def test_a_refused_rejection_from_the_form_is_answered_where_the_button_was(bot: Bot) -> None:
+    bot.command("run change-thing name=web-1")
+    run = bot.run_id()
+    bot.click(bot.approval("change"), "rb_reject", user=CAROL)
+    [view] = bot.fake.views()
+    bot.submit(view, {"reason": {"value": "I do not like the look of it"}}, user=CAROL)
+    [answer] = bot.fake.ephemerals(CAROL)
+    assert answer["via"] == "response_url" and "not in an approver group" in answer["text"]
+    assert bot.db.load(run).status == "awaiting_approval"
+    assert refusals(bot, run)[0][0] == "slack:" + CAROL
+
+
 def test_text_fallbacks_approve_and_reject_like_the_buttons(bot: Bot) -> None:
     bot.command("run change-thing name=web-1")
     run = bot.run_id()

@@ -7,13 +7,16 @@ the store moved on regardless, and what the channel shows ends up matching it on
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from sqlalchemy import text
 
-from bot.engine.commands import Approve, StartRun
+from bot.engine.commands import Approve, Confirm, StartRun
 from bot.engine.runner import Runner
 from bot.frontends.slack.cards import CardStore
+from bot.frontends.slack.drawing import RunFacts
+from bot.frontends.slack.outbox import THOROUGH_SCAN_EVERY
 from tests.fakes.slack_api import CHANNEL
 from tests.frontends.slack.conftest import BOB, DAVE, POLICY, Bot, button_in, texts
 
@@ -177,3 +180,98 @@ def test_runs_from_before_the_outbox_existed_are_not_replayed(any_bot: Bot) -> N
         conn.execute(text("DROP TABLE slack_runs"))  # a database from an earlier release
     cards = CardStore(bot.db.engine)
     assert cards.lagging(now=bot.clock.now().timestamp() + 3600) == []
+
+
+class _FinishedBeforeLoad:
+    """The store, but the run is finished by another process between the outbox reading its
+    events and reading its state: the window a drawing must not take for "shown to its end"."""
+
+    def __init__(self, db: Any, finish: Callable[[], None]) -> None:
+        self.db, self.finish = db, finish
+
+    def events(self, *args: Any, **kwargs: Any) -> Any:
+        return self.db.events(*args, **kwargs)
+
+    def load(self, run_id: str) -> Any:
+        finish, self.finish = self.finish, lambda: None
+        finish()
+        return self.db.load(run_id)
+
+
+def test_a_run_finished_while_it_was_being_drawn_gets_its_whole_thread_in_order(bot: Bot) -> None:
+    run = _to_last_approval(bot)
+    terminal = Runner(store=bot.db, catalog=bot.runner.catalog, runbooks=bot.runner.runbooks,
+                      policy=POLICY, clock=bot.clock)
+
+    def finish() -> None:
+        assert terminal.submit(Approve(run_id=run, actor="slack:" + DAVE, step="taint")).ok
+        terminal.drive(run)
+
+    bot.parts.outbox.store = _FinishedBeforeLoad(bot.db, finish)
+    bot.parts.outbox.mark(run)
+    bot.settle()
+    assert bot.db.load(run).status == "succeeded"
+    assert _summaries(bot, run) == 0  # its events were read before it finished: not yet
+    bot.parts.outbox.store = bot.db
+    bot.clock.advance(bot.parts.outbox.scan_every)
+    bot.settle()
+    thread = _thread(bot)
+    assert _summaries(bot, run) == 1 and thread.index("tainted web-1") < thread.index(SUMMARY)
+
+
+def test_a_full_plan_that_failed_to_post_is_posted_on_the_retry(bot: Bot) -> None:
+    # the card and the approval go through; the long plan's own reply does not
+    bot.fake.fail_next("chat.postMessage", status=500, retry_after=None, error="internal_error",
+                       after=2)
+    bot.command("run cordon-fleet")
+    assert not [m for m in bot.replies() if "Full plan of `cordon`" in texts([m])[0]]
+    bot.clock.advance(2)
+    bot.settle()
+    assert len([m for m in bot.replies() if "Full plan of `cordon`" in texts([m])[0]]) == 1
+    assert len([m for m in bot.replies() if "needs a person" in (m.get("text") or "")]) == 1
+
+
+def test_a_revoked_token_is_retried_not_skipped(bot: Bot) -> None:
+    run = _to_last_approval(bot)
+    bot.fake.fail_next("chat.postMessage", status=200, retry_after=None, error="token_revoked",
+                       times=3)
+    bot.click(bot.approval("taint"), "rb_approve", user=DAVE)
+    assert _summaries(bot, run) == 0 and run in bot.parts.outbox.pending()
+    for _ in range(3):  # an admin reinstalls the app meanwhile
+        bot.clock.advance(300)
+        bot.settle()
+    assert _summaries(bot, run) == 1
+
+
+def test_a_run_that_cannot_be_drawn_at_all_is_given_up_on(bot: Bot) -> None:
+    bot.command("run change-thing name=web-8")
+    run = bot.run_id()
+
+    def broken(state: Any) -> Any:
+        raise RuntimeError("a bug in rendering")
+
+    bot.parts.drawer.facts = RunFacts(titles=broken, destructive=lambda state, key: True)
+    bot.parts.outbox.give_up_after = 3
+    bot.parts.outbox.mark(run)
+    bot.settle()
+    for _ in range(2):  # the first failure is behind us; the third is the last
+        assert run in bot.parts.outbox.pending()  # backing off, not spinning
+        bot.clock.advance(300)
+        bot.settle()
+    assert run not in bot.parts.outbox.pending()
+    assert bot.parts.cards.lagging(now=bot.clock.now().timestamp(), thorough=True) == []
+
+
+def test_a_finished_run_no_replica_drew_is_found_by_the_thorough_scan(bot: Bot) -> None:
+    gone = Runner(store=bot.db, catalog=bot.runner.catalog, runbooks=bot.runner.runbooks,
+                  policy=POLICY, clock=bot.clock)
+    state = gone.start(StartRun(runbook="check-by-hand", params={}, requester="slack:" + BOB,
+                                origin={"frontend": "slack", "channel": CHANNEL}))
+    gone.drive(state.run_id)
+    assert gone.submit(Confirm(run_id=state.run_id, actor="slack:" + DAVE)).ok
+    gone.drive(state.run_id)
+    assert bot.db.load(state.run_id).status == "succeeded"
+    bot.clock.advance(THOROUGH_SCAN_EVERY)
+    bot.settle()
+    [card] = bot.fake.messages(CHANNEL)
+    assert state.run_id in texts([card])[0] and _summaries(bot, state.run_id) == 1

@@ -82,6 +82,7 @@ def test_a_rate_limited_card_is_retried_after_retry_after(bot: Bot) -> None:
     bot.command("run change-thing name=web-2")
     assert bot.db.load(bot.run_id()).status == "awaiting_approval"  # the run goes on meanwhile
     assert bot.fake.messages(CHANNEL) == []
+    assert bot.fake.ephemerals(ALICE) == []  # slow, not refused: no "invite the bot" hint
     bot.clock.advance(4)
     bot.settle()
     assert bot.fake.messages(CHANNEL) == []  # Slack said five seconds: not before
