@@ -184,9 +184,8 @@ class SlackParts:
         self.deliveries = Deliveries(self.cards)
         self.usergroups = UserGroups(api=self.client, clock=self.clock,
                                      ttl=settings.slack.usergroup_ttl)
-        drawing_client = make_client(settings.slack, wait_out_rate_limits=False)
-        if client is not None:  # a client given (tests) is used as it is, for drawing too
-            drawing_client = client
+        # a client given (tests) is used as it is, for drawing too
+        drawing_client = client or make_client(settings.slack, wait_out_rate_limits=False)
         self.drawer = RunDrawer(client=drawing_client, cards=self.cards, clock=self.clock,
                                 card_interval=card_interval)
         self.outbox = Outbox(drawer=self.drawer, cards=self.cards, store=store, clock=self.clock,

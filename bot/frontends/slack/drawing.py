@@ -226,25 +226,26 @@ class RunDrawer:
         if r is None:
             return None
         posted = Posted(str(r["channel"]), str(r["ts"]))
-        if key:
-            self.cards.put(d.run_id, key, posted)
-            d.posted[key] = posted
-            self._sent[(d.run_id, key)] = _digest(blocks)
+        self.cards.put(d.run_id, key, posted)
+        d.posted[key] = posted
+        self._sent[(d.run_id, key)] = _digest(blocks)
         return posted
 
     def _update(self, d: Drawing, key: str, posted: Posted, blocks: list[bk.Block],
-                text: str) -> None:
+                text: str) -> bool:
+        """Edit a message if what it shows changed; whether an edit was asked of Slack."""
         payload = _digest(blocks)
         if self._sent.get((d.run_id, key)) == payload:
-            return
+            return False
         r = d.call("chat.update", self.client.chat_update, channel=posted.channel,
                    ts=posted.ts, text=text, blocks=blocks)
         if r is not None:
             self._sent[(d.run_id, key)] = payload
+        return True
 
-    def _reply(self, d: Drawing, card: Posted, blocks: list[bk.Block], text: str) -> bool:
-        return d.call("chat.postMessage", self.client.chat_postMessage, channel=card.channel,
-                      text=bk.truncate(text, 3000), blocks=blocks, thread_ts=card.ts) is not None
+    def _reply(self, d: Drawing, card: Posted, blocks: list[bk.Block], text: str) -> None:
+        d.call("chat.postMessage", self.client.chat_postMessage, channel=card.channel,
+               text=bk.truncate(text, 3000), blocks=blocks, thread_ts=card.ts)
 
     # -- what is shown --------------------------------------------------------------------------
 
@@ -263,9 +264,8 @@ class RunDrawer:
         urgent = view.status in TERMINAL or view.status == "awaiting_approval"
         last = self._card_at.get(run_id)
         if urgent or last is None or now - last >= self.card_interval:
-            if self._sent.get((run_id, "card")) != _digest(blocks):
+            if self._update(d, "card", card, blocks, text):
                 self._card_at[run_id] = now
-            self._update(d, "card", card, blocks, text)
         else:
             d.card_held_until = last + self.card_interval
         return card
@@ -274,21 +274,21 @@ class RunDrawer:
         """Post the approval message of a step that asked for a person, if it still waits and
         this plan's message is not posted yet (the plan's hash is in its key), then, for a plan
         too long for it, the whole plan as its own reply."""
-        for s in view.steps:
-            if s.key != step_key or s.status != StepStatus.AWAITING_APPROVAL:
-                continue
-            key = f"approval:{s.key}:{(s.plan_hash or '')[:16]}"
-            if key not in d.posted:
-                verb = "confirm" if s.needs_confirmation and not s.needs_approval else "approve"
-                blocks = bk.approval_message(view, s, destructive=self.facts.destructive(
-                    state, s.key), now=self.clock.now(), who=who)
-                self._post(d, key, card.channel, blocks,
-                           f"{state.run_id}: {s.key} needs a person to {verb}: {s.title}",
-                           thread_ts=card.ts)
-            plan_key = "plan:" + key.removeprefix("approval:")
-            if key in d.posted and plan_key not in d.posted and bk.plan_needs_thread(s):
-                self._post(d, plan_key, card.channel, bk.full_plan(s),
-                           f"{state.run_id}: full plan of {s.key}", thread_ts=card.ts)
+        s = next((x for x in view.steps if x.key == step_key), None)
+        if s is None or s.status != StepStatus.AWAITING_APPROVAL:
+            return  # decided before Slack was drawn: the card says how
+        key = f"approval:{s.key}:{(s.plan_hash or '')[:16]}"
+        if key not in d.posted:
+            verb = "confirm" if s.needs_confirmation and not s.needs_approval else "approve"
+            blocks = bk.approval_message(view, s, destructive=self.facts.destructive(state, s.key),
+                                         now=self.clock.now(), who=who)
+            self._post(d, key, card.channel, blocks,
+                       f"{state.run_id}: {s.key} needs a person to {verb}: {s.title}",
+                       thread_ts=card.ts)
+        plan_key = "plan:" + key.removeprefix("approval:")
+        if key in d.posted and plan_key not in d.posted and bk.plan_needs_thread(s):
+            self._post(d, plan_key, card.channel, bk.full_plan(s),
+                       f"{state.run_id}: full plan of {s.key}", thread_ts=card.ts)
 
     def _approvals(self, state: RunState, view: RunView, card: Posted, d: Drawing) -> None:
         """Bring the approval messages already posted up to date: buttons while the step waits,
@@ -325,29 +325,28 @@ class RunDrawer:
             else:
                 self._update(d, key, where, blocks, text)
 
-    def _step_reply(self, state: RunState, ev: Event, card: Posted, d: Drawing) -> bool:
-        """The thread reply for one step event, if it has one; False when posting it failed."""
+    def _step_reply(self, state: RunState, ev: Event, card: Posted, d: Drawing) -> None:
+        """The thread reply for one step event, if it has one (a failure is noted on ``d``)."""
         key = str(ev.payload.get("step", ""))
         raw = state.steps.get(key)
         if raw is None:
-            return True
+            return
         s = step_view(raw)
         if ev.type == "step.retrying":
             delay = ev.payload.get("delay")
             text = (f"↻ *{bk.esc(key)}* failed and is retried"
                     + (f" in {float(delay):.0f} s" if isinstance(delay, int | float) else "")
                     + f": {bk.esc(ev.payload.get('error', ''))}")
-            return self._reply(d, card, [bk.section(text)], text)
-        if ev.type == "step.succeeded" and raw.action == "notify":
+            self._reply(d, card, [bk.section(text)], text)
+        elif ev.type == "step.succeeded" and raw.action == "notify":
             message = str(ev.payload.get("message") or "")
-            if not message:
-                return True
-            message = ("[dry run] " if state.dry_run else "") + message
-            return self._reply(d, card, [bk.section(bk.esc(message))], f"{state.run_id}: {message}")
-        if ev.type == "step.succeeded" and not (s.changes or s.message):
-            return True  # a read-only step with nothing to say: the card line is enough
-        return self._reply(d, card, bk.step_reply(s, now=self.clock.now()),
-                           f"{state.run_id}: {key} {ev.type.removeprefix('step.')}")
+            if message:
+                message = ("[dry run] " if state.dry_run else "") + message
+                self._reply(d, card, [bk.section(bk.esc(message))], f"{state.run_id}: {message}")
+        elif ev.type != "step.succeeded" or s.changes or s.message:
+            # (a read-only step with nothing to say has no reply: the card line is enough)
+            self._reply(d, card, bk.step_reply(s, now=self.clock.now()),
+                        f"{state.run_id}: {key} {ev.type.removeprefix('step.')}")
 
     def _summary(self, state: RunState, view: RunView, card: Posted, d: Drawing) -> None:
         if "summary" in d.posted:

@@ -167,12 +167,11 @@ class Outbox:
                                            more=more)
                 failures = cursor.failures + 1 if drawing.failed else 0
                 version = state.version if drawing.complete else cursor.drawn_version
-                if drawing.failed and failures >= self.give_up_after:
-                    self._give_up(run_id, failures)
-                    version, failures = state.version, 0
-                    drawing.replied_seq = max([drawing.replied_seq, *(e.seq for e in events)])
-                elif drawing.failed:
-                    retry_at = now + self._delay(failures, drawing.retry_after)
+                if drawing.failed:
+                    retry_at = self._next_try(run_id, failures, now, drawing.retry_after)
+                    if retry_at is None:  # shown as it is: skip what could not be shown
+                        version, failures = state.version, 0
+                        drawing.replied_seq = max([drawing.replied_seq, *(e.seq for e in events)])
                 after = Cursor(version, drawing.replied_seq, failures)
                 # shown to its end: the thread reached run.finished and the card shows it
                 done = drawing.finished and not drawing.more and version == state.version
@@ -181,12 +180,9 @@ class Outbox:
             except Exception:  # the database, most likely: the same back-off as Slack's failures
                 log.exception("drawing run %s in Slack failed", run_id)
                 failures = cursor.failures + 1
-                if failures >= self.give_up_after:
-                    self._give_up(run_id, failures)
-                    failures = 0
-                else:
-                    retry_at = now + self._delay(failures, None)
-                after = Cursor(cursor.drawn_version, cursor.replied_seq, failures)
+                retry_at = self._next_try(run_id, failures, now, None)
+                after = Cursor(cursor.drawn_version, cursor.replied_seq,
+                               0 if retry_at is None else failures)
             finally:
                 self.cards.release_drawing(run_id, owner=self.owner, cursor=after,
                                            retry_at=retry_at, done=done)
@@ -203,9 +199,13 @@ class Outbox:
                     self.mark(run_id, drawing.card_held_until)
             return drawing
 
-    def _give_up(self, run_id: str, failures: int) -> None:
+    def _next_try(self, run_id: str, failures: int, now: float, asked: float | None) -> float | None:
+        """When to draw again after ``failures`` in a row; None once it is given up on."""
+        if failures < self.give_up_after:
+            return now + self._delay(failures, asked)
         log.error("drawing run %s in Slack has failed %d times in a row; it is shown as it is "
                   "until the run changes again", run_id, failures)
+        return None
 
     # -- the outbox thread ----------------------------------------------------------------------
 
@@ -224,9 +224,8 @@ class Outbox:
         self._stop.set()
         with self._cond:
             self._cond.notify_all()
-        if self._thread is not None:
-            self._thread.join(timeout=timeout)
-            self._thread = None
+        self._thread.join(timeout=timeout)
+        self._thread = None
 
     def _loop(self) -> None:
         if self._on_thread_start is not None:

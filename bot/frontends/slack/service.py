@@ -28,7 +28,7 @@ from bot.engine.ports import Clock
 from bot.engine.runner import Runner
 from bot.errors import ExternalError, NotFound, ParamError, PolicyError, RunbookBotError
 from bot.frontends.slack.cards import CardStore
-from bot.frontends.slack.drawing import who
+from bot.frontends.slack.drawing import Drawing, who
 from bot.frontends.slack.identity import UserGroups, identity_for
 from bot.frontends.slack.slash import USAGE, Slash
 from bot.present import blockkit as bk
@@ -83,7 +83,7 @@ class SlackService:
                  clock: Clock, names: Callable[[], list[str]] | None = None,
                  exporter: Exporter | None = None,
                  drive: Callable[[str], Any] | None = None,
-                 show: Callable[[str], Any] | None = None) -> None:
+                 show: Callable[[str], Drawing | None] | None = None) -> None:
         self.runner = runner
         self.client = client
         self.cards = cards
@@ -270,7 +270,7 @@ class SlackService:
                                              requester=person.identity, dry_run=dry_run,
                                              origin=origin))
         drawing = self.show(state.run_id)  # the card at once: its requester hears if it cannot be
-        if getattr(drawing, "card_missing", False):  # posted here (a slow Slack is retried instead)
+        if drawing is not None and drawing.card_missing:  # posted (a slow Slack is retried instead)
             self.tell(person, f":warning: Run `{state.run_id}` started, but its card could not be "
                               "posted here; is the bot in this channel (`/invite @runbook-bot`)? "
                               f"`/runbook status {state.run_id}` shows the run meanwhile.")
