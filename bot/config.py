@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -92,9 +92,6 @@ class Settings:
             raise ConfigError(
                 f"unknown cluster {name!r}; configured: {', '.join(sorted(self.clusters))}"
             ) from None
-
-    def with_overrides(self, **changes: Any) -> Settings:
-        return replace(self, **changes)
 
 
 def default_database_url(env: Mapping[str, str]) -> str:

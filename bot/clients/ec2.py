@@ -28,7 +28,7 @@ from typing import Any
 
 import boto3
 from botocore.config import Config
-from botocore.credentials import RefreshableCredentials
+from botocore.credentials import CredentialProvider, CredentialResolver, RefreshableCredentials
 from botocore.exceptions import BotoCoreError, ClientError, ConnectTimeoutError, ReadTimeoutError
 from botocore.session import get_session
 
@@ -67,6 +67,25 @@ def boto3_client(
     return session.client("ec2", endpoint_url=endpoint_url, config=config)
 
 
+class _AssumedRole(CredentialProvider):  # type: ignore[misc]  # botocore is untyped
+    """A botocore credential provider: STS AssumeRole credentials that refresh before they expire.
+
+    It is the only provider in its session's resolver, so nothing from the environment or the
+    shared config files is used in its place.
+    """
+
+    METHOD = "runbook-bot-assume-role"
+    CANONICAL_NAME = "custom-runbook-bot-assume-role"  # botocore asks custom providers for custom-
+
+    def __init__(self, fetch: Callable[[], dict[str, str]]) -> None:
+        super().__init__()
+        self._fetch = fetch
+
+    def load(self) -> RefreshableCredentials:
+        return RefreshableCredentials.create_from_metadata(
+            metadata=self._fetch(), refresh_using=self._fetch, method=self.METHOD)
+
+
 def _assumed_role_client(cfg: ClusterConfig, *, endpoint_url: str | None) -> Any:
     """An EC2 client whose credentials come from STS AssumeRole and refresh before they expire."""
     base = boto3.session.Session(profile_name=cfg.profile, region_name=cfg.region)
@@ -80,8 +99,8 @@ def _assumed_role_client(cfg: ClusterConfig, *, endpoint_url: str | None) -> Any
                 "token": creds["SessionToken"], "expiry_time": creds["Expiration"].isoformat()}
 
     botocore_session = get_session()
-    botocore_session._credentials = RefreshableCredentials.create_from_metadata(
-        metadata=refresh(), refresh_using=refresh, method="sts-assume-role")
+    botocore_session.register_component("credential_provider",
+                                        CredentialResolver(providers=[_AssumedRole(refresh)]))
     session = boto3.session.Session(botocore_session=botocore_session, region_name=cfg.region)
     config = Config(region_name=cfg.region,
                     retries={"mode": cfg.retry_mode, "max_attempts": cfg.max_attempts},

@@ -124,7 +124,3 @@ def check_reason(reason: str, *, what: str) -> str:
     if len(text) < MIN_REASON:
         raise PolicyError(f"{what} needs a written reason of at least {MIN_REASON} characters")
     return text
-
-
-def quorum(rule: ApprovalRule, count: int) -> bool:
-    return count >= rule.min_approvers

@@ -130,10 +130,6 @@ class Ec2Sim:
         host, port = self._httpd.server_address[:2]
         return f"http://{host!r}:{port}".replace("'", "")
 
-    @property
-    def moto_endpoint(self) -> str:
-        return f"http://{self._moto_addr[0]}:{self._moto_addr[1]}"
-
     def start(self) -> None:
         # moto keeps its state in process-wide backends: start each sandbox from a clean region.
         self.backend.reset()

@@ -56,8 +56,12 @@ def test_a_cluster_with_a_role_arn_calls_ec2_with_assumed_role_credentials(ec2, 
     cfg = ClusterConfig(name="prod", region="us-east-1",
                         role_arn="arn:aws:iam::123456789012:role/runbook-bot")
     client = Ec2Client.from_cluster(cfg, endpoint_url=endpoint)
-    creds = client.client._request_signer._credentials.get_frozen_credentials()
+    signing = client.client._request_signer._credentials
+    assert signing.method == "runbook-bot-assume-role"  # the session's one credential provider
+    creds = signing.get_frozen_credentials()
     assert creds.access_key != "base" and creds.token  # temporary credentials from STS
+    # they carry STS's expiry (an hour), so botocore fetches new ones before then
+    assert not signing.refresh_needed() and signing.refresh_needed(refresh_in=3700)
     calls = []
     client.bound(calls).describe_instances(["i-0123456789abcdef0"])
     assert [c.outcome for c in calls] == ["ok"]

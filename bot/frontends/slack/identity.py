@@ -92,10 +92,6 @@ class UserGroups:
     def is_member(self, identity: str, usergroup: str, *, fresh: bool = False) -> bool:
         return identity in self.members(usergroup, fresh=fresh)
 
-    def recheck(self, identity: str, usergroup: str) -> bool:
-        """Membership read from Slack now, for the moment of a click; refreshes the cache too."""
-        return self.is_member(identity, usergroup, fresh=True)
-
     def forget(self, usergroup: str | None = None) -> None:
         """Drop cached membership (all groups when None), e.g. on a subteam_members_changed event."""
         with self._lock:

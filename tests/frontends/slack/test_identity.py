@@ -68,12 +68,12 @@ def test_a_lookup_after_the_ttl_calls_slack_again(groups: UserGroups, fake: Fake
     assert lookups(fake) == 2
 
 
-def test_the_recheck_at_click_time_calls_slack_even_within_the_ttl(groups: UserGroups, fake: FakeSlack,
-                                                                   clock: ManualClock) -> None:
+def test_a_fresh_read_at_click_time_calls_slack_even_within_the_ttl(groups: UserGroups, fake: FakeSlack,
+                                                                    clock: ManualClock) -> None:
     assert groups.is_member("slack:U0BOB00001", GROUP)
     fake.set_usergroup(GROUP, ["U0ALICE001"])  # Bob left the on-call group a minute ago
     clock.advance(60)
-    assert not groups.recheck("slack:U0BOB00001", GROUP)
+    assert not groups.is_member("slack:U0BOB00001", GROUP, fresh=True)
     assert lookups(fake) == 2
     assert not groups.is_member("slack:U0BOB00001", GROUP)  # the fresh read refreshed the cache
     assert lookups(fake) == 2
@@ -85,12 +85,12 @@ def test_an_unknown_group_is_a_permanent_error(groups: UserGroups) -> None:
     assert caught.value.code == "no_such_subteam"
 
 
-def test_a_rate_limited_recheck_fails_closed_with_a_retryable_error(groups: UserGroups,
-                                                                    fake: FakeSlack) -> None:
+def test_a_rate_limited_fresh_read_fails_closed_with_a_retryable_error(groups: UserGroups,
+                                                                       fake: FakeSlack) -> None:
     assert groups.is_member("slack:U0BOB00001", GROUP)
     fake.fail_next("usergroups.users.list", status=429, retry_after=20)
     with pytest.raises(RetryableError) as caught:
-        groups.recheck("slack:U0BOB00001", GROUP)
+        groups.is_member("slack:U0BOB00001", GROUP, fresh=True)
     assert (caught.value.code, caught.value.retry_after) == ("ratelimited", 20.0)
 
 
