@@ -18,10 +18,12 @@ rules:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from bot.config import PolicyConfig
+from bot.engine.runstate import RunState
+from bot.engine.state import StepStatus
 from bot.errors import PolicyError
 from bot.runbook.model import Approval
 
@@ -85,11 +87,27 @@ def config_membership(policy: PolicyConfig) -> Membership:
     return is_member
 
 
-def eligible_groups(rule: ApprovalRule, policy: PolicyConfig) -> tuple[str, ...]:
+def eligible_groups(groups: Sequence[str], policy: PolicyConfig) -> tuple[str, ...]:
     """The groups whose members may approve: the step's, else every configured group."""
-    if rule.groups:
-        return rule.groups
+    if groups:
+        return tuple(groups)
     return tuple(sorted(policy.groups))
+
+
+def approver_groups(state: RunState, step: str | None, policy: PolicyConfig) -> tuple[str, ...]:
+    """The groups whose members may decide the step a command names, as the engine checks them.
+
+    ``step`` is a step's key or id, as people type it; None names the first step waiting for a
+    decision. The groups are those recorded when the step asked for people. Empty when no such
+    step is waiting (the engine refuses the command). A front-end that resolves members itself
+    (Slack user groups) reads these to refresh them before it submits a decision.
+    """
+    waiting = [s for s in state.steps.values() if s.status == StepStatus.AWAITING_APPROVAL]
+    if step is not None:
+        waiting = [s for s in waiting if step in (s.key, s.step_id)]
+    if not waiting:
+        return ()
+    return eligible_groups(waiting[0].groups, policy)
 
 
 def check_approver(*, rule: ApprovalRule, approver: str, requester: str,
@@ -97,7 +115,7 @@ def check_approver(*, rule: ApprovalRule, approver: str, requester: str,
                    kind: str = "approve") -> None:
     """Raise PolicyError saying why ``approver`` may not approve; return if they may."""
     person = canonical(approver, policy)
-    groups = eligible_groups(rule, policy)
+    groups = eligible_groups(rule.groups, policy)
     if not groups:
         raise PolicyError(
             "no approver groups are configured: define policy.groups in the bot's config "

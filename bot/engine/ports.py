@@ -1,7 +1,7 @@
 """Ports: the Protocols through which the engine reaches everything outside it.
 
 The engine imports no SDK, no database driver and no front-end. It is handed implementations of
-these at wiring time (``bot/cli.py``), and tests hand it in-memory ones.
+these at wiring time (``bot/cli/wiring.py``), and tests hand it in-memory ones.
 """
 
 from __future__ import annotations
@@ -124,7 +124,12 @@ class Notifier(Protocol):
 
 
 class RunbookSource(Protocol):
-    """Where runbooks come from: name -> (parsed runbook, its YAML text, its file)."""
+    """Where runbooks come from: name -> (parsed runbook, its YAML text, its file).
+
+    ``parse`` is the process's one cache of parsed runbooks (``bot.runbook.source.ParseCache``,
+    bounded by count): the runner resumes runs through it and front-ends read runbooks through it,
+    so none keeps a cache of its own.
+    """
 
     def get(self, name: str) -> tuple[Runbook, str, str]: ...
     def parse(self, text: str, *, file: str) -> Runbook: ...

@@ -81,7 +81,6 @@ class Runner:
         self.notifiers = list(notifiers)
         self.lease_seconds = lease_seconds
         self.lease_wait = lease_wait
-        self._parsed: dict[tuple[str, str], Runbook] = {}
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self._stop = threading.Event()
@@ -105,7 +104,6 @@ class Runner:
                 self.store.create(state, [created])
             except RunIdTaken:
                 continue
-            self._parsed[(runbook.name, text)] = runbook
             self._notify(state, [created], [])
             return state
         raise RunbookBotError("could not allocate a run id")  # pragma: no cover
@@ -190,10 +188,8 @@ class Runner:
     # -- internals ------------------------------------------------------------------------------
 
     def _runbook(self, state: RunState) -> Runbook:
-        key = (state.runbook, state.runbook_text)
-        if key not in self._parsed:
-            self._parsed[key] = self.runbooks.parse(state.runbook_text, file=state.runbook_file)
-        return self._parsed[key]
+        """The run's runbook from the text it started with, through the source's parse cache."""
+        return self.runbooks.parse(state.runbook_text, file=state.runbook_file)
 
     def _conductor(self, state: RunState) -> Conductor:
         runbook = self._runbook(state)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from bot.errors import ParamError
@@ -60,14 +61,31 @@ def coerce_param(name: str, spec: Param, raw: Any) -> Any:
     raise ParamError(f"param {name!r}: unknown type {kind!r}")
 
 
-def coerce_params(runbook: Runbook, raw: Mapping[str, Any]) -> dict[str, Any]:
-    """All parameters of a run, typed, with defaults filled in. Reports every problem at once."""
+@dataclass(frozen=True)
+class ParamCheck:
+    """A run's params checked: the typed values, and every problem, for a message or for a form."""
+
+    values: dict[str, Any]  # typed, defaults filled in (complete only when there are no problems)
+    problems: list[str]  # each naming its param and what is valid, in the order of the runbook
+    fields: dict[str, str]  # param -> what is wrong with it, for a form; "" -> the unknown params
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def check_params(runbook: Runbook, raw: Mapping[str, Any]) -> ParamCheck:
+    """Check every parameter of a run at once; an empty value counts as not given."""
     declared = runbook.spec.params
     problems: list[str] = []
+    fields: dict[str, str] = {}
     unknown = sorted(set(raw) - set(declared))
+    takes = ", ".join(declared) or "none"
     for name in unknown:
-        valid = ", ".join(declared) or "none"
-        problems.append(f"unknown param {name!r} (this runbook takes: {valid})")
+        problems.append(f"unknown param {name!r} (this runbook takes: {takes})")
+    if unknown:
+        fields[""] = (f"unknown param{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} "
+                      f"(this runbook takes: {takes})")
     values: dict[str, Any] = {}
     for name, spec in declared.items():
         if name in raw and raw[name] is not None and raw[name] != "":
@@ -75,16 +93,24 @@ def coerce_params(runbook: Runbook, raw: Mapping[str, Any]) -> dict[str, Any]:
                 values[name] = coerce_param(name, spec, raw[name])
             except ParamError as e:
                 problems.append(str(e))
+                fields[name] = str(e).removeprefix(f"param {name!r}: ")
         elif spec.default is not None:
             values[name] = coerce_param(name, spec, spec.default)
         elif spec.required:
             hint = f" ({spec.description})" if spec.description else ""
             problems.append(f"missing required param {name!r}{hint}")
+            fields[name] = "required" + (f": {spec.description}" if spec.description else "")
         else:
             values[name] = None
-    if problems:
-        raise ParamError("; ".join(problems))
-    return values
+    return ParamCheck(values=values, problems=problems, fields=fields)
+
+
+def coerce_params(runbook: Runbook, raw: Mapping[str, Any]) -> dict[str, Any]:
+    """All parameters of a run, typed, with defaults filled in. Reports every problem at once."""
+    check = check_params(runbook, raw)
+    if not check.ok:
+        raise ParamError("; ".join(check.problems))
+    return check.values
 
 
 def parse_assignments(pairs: list[str]) -> dict[str, str]:

@@ -2,13 +2,15 @@
 
 A run keeps the text it started with, so ``parse`` re-reads that text (not the file, which may have
 changed since) when a run resumes after a restart. Parsing and validating a runbook costs
-milliseconds, so parsed documents are kept by their exact text: starting the hundredth run of
-the same runbook, or a burst of runs from Slack, parses it once.
+milliseconds, so parsed documents are kept by their exact text (``ParseCache``): starting the
+hundredth run of the same runbook, a burst of runs from Slack, or drawing a run's card again
+parses it once. The source's cache is the only one in the process: the runner and every
+front-end parse through ``parse``.
 """
 
 from __future__ import annotations
 
-import threading
+import functools
 from pathlib import Path
 
 from bot.errors import NotFound, RunbookError
@@ -16,34 +18,39 @@ from bot.runbook.loader import load_text, runbook_files
 from bot.runbook.model import Runbook
 from bot.runbook.validate import Catalog
 
+# Parsed runbooks kept per source, by count. A long-running server meets a new text only when a
+# runbook file is edited or an old run (which keeps the text it started with) is resumed or shown,
+# so this holds every runbook and its recent edits. The shipped runbooks hold 10 to 70 KiB each
+# once parsed (tracemalloc), so a full cache of runbooks that size stays under 20 MiB.
+PARSED_RUNBOOKS = 256
 
-class _Parsed:
-    """Parsed runbooks by (file, text); a changed file has a new text and is parsed again."""
 
-    def __init__(self, catalog: Catalog | None) -> None:
+class ParseCache:
+    """Parsed runbooks by (file, text); the least recently used is dropped beyond ``size``.
+
+    A changed file has a new text and is parsed again. Only valid runbooks are kept: a text that
+    fails to parse raises again the next time (it costs the same milliseconds, and says why).
+    """
+
+    def __init__(self, catalog: Catalog | None, *, size: int = PARSED_RUNBOOKS) -> None:
         self.catalog = catalog
-        self._cache: dict[tuple[str, str], Runbook] = {}
-        self._lock = threading.Lock()
+        self._parsed = functools.lru_cache(maxsize=size)(self._load)
+
+    def _load(self, file: str, text: str) -> Runbook:
+        return load_text(text, file=file, catalog=self.catalog)
 
     def parse(self, text: str, *, file: str) -> Runbook:
-        key = (file, text)
-        with self._lock:
-            hit = self._cache.get(key)
-        if hit is not None:
-            return hit
-        runbook = load_text(text, file=file, catalog=self.catalog)
-        with self._lock:
-            if len(self._cache) > 256:
-                self._cache.clear()
-            self._cache[key] = runbook
-        return runbook
+        return self._parsed(file, text)
+
+    def __len__(self) -> int:
+        return self._parsed.cache_info().currsize
 
 
 class DirectorySource:
     def __init__(self, directory: str | Path, *, catalog: Catalog | None) -> None:
         self.directory = Path(directory)
         self.catalog = catalog
-        self._parsed = _Parsed(catalog)
+        self.parsed = ParseCache(catalog)
 
     def _files(self) -> list[Path]:
         if not self.directory.is_dir():
@@ -79,7 +86,7 @@ class DirectorySource:
         raise NotFound(f"no runbook named {name!r} in {self.directory}; known: {known}")
 
     def parse(self, text: str, *, file: str) -> Runbook:
-        return self._parsed.parse(text, file=file)
+        return self.parsed.parse(text, file=file)
 
 
 class TextSource:
@@ -88,7 +95,7 @@ class TextSource:
     def __init__(self, texts: dict[str, str], *, catalog: Catalog | None) -> None:
         self.catalog = catalog
         self._texts = dict(texts)
-        self._parsed = _Parsed(catalog)
+        self.parsed = ParseCache(catalog)
 
     def names(self) -> list[str]:
         return sorted(self._texts)
@@ -100,4 +107,4 @@ class TextSource:
         return self.parse(text, file=f"{name}.yaml"), text, f"{name}.yaml"
 
     def parse(self, text: str, *, file: str) -> Runbook:
-        return self._parsed.parse(text, file=file)
+        return self.parsed.parse(text, file=file)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bot.config import PolicyConfig
+from bot.engine.approvals import approver_groups
 from tests.engine.conftest import runbook
 from tests.engine.fakes import POLICY
 
@@ -163,3 +164,32 @@ def test_the_requester_or_an_approver_may_abort_but_a_stranger_may_not(make_engi
     st = e.state(run)
     assert st.status == "aborted" and st.steps["change"].status == "aborted"
     assert e.world.effects == []
+
+
+EACH = runbook("each", """
+- id: change
+  title: "Set {{ item }}"
+  action: fake.set
+  foreach: "['a', 'b']"
+  with: {name: "{{ item }}", value: "on"}
+  approval:
+    groups: [dba]
+""")
+
+
+def test_the_approver_groups_a_front_end_reads_are_those_the_engine_checks(make_engine):
+    e = make_engine({"b": book()["b"], "open": book(approvals="min_approvers: 1\n")["b"],
+                     "each": EACH})
+    run = e.start("b", by="alice")
+    assert approver_groups(e.state(run), None, POLICY) == ("sre",)
+    assert approver_groups(e.state(run), "nope", POLICY) == ()
+    assert e.approve(run, "bob").ok
+    assert approver_groups(e.state(run), "change", POLICY) == ()  # nothing waits any more
+    # a step naming no group: every configured group may approve it
+    assert approver_groups(e.state(e.start("open", by="alice")), None, POLICY) == ("dba", "sre")
+    # a foreach element, named by its step id as people type it
+    run = e.start("each", by="alice")
+    assert e.state(run).steps["change[0]"].status == "awaiting_approval"
+    assert approver_groups(e.state(run), "change", POLICY) == ("dba",)
+    assert not e.approve(run, "bob", step="change").ok  # sre, not dba: the engine agrees
+    assert e.approve(run, "erin", step="change").ok

@@ -8,7 +8,7 @@ import pytest
 
 from bot.errors import ParamError
 from bot.runbook.model import Param, Runbook
-from bot.runbook.params import coerce_param, coerce_params, parse_assignments
+from bot.runbook.params import check_params, coerce_param, coerce_params, parse_assignments
 
 
 def runbook(params: dict[str, Any]) -> Runbook:
@@ -88,3 +88,19 @@ def test_an_assignment_without_equals_is_a_param_error() -> None:
     with pytest.raises(ParamError) as caught:
         parse_assignments(["node"])
     assert str(caught.value) == "expected key=value, got 'node'"
+
+
+def test_a_form_gets_each_problem_next_to_its_field_in_the_same_check() -> None:
+    rb = runbook({"node": {"required": True, "description": "the dead node"},
+                  "count": {"type": "integer"}, "wait": {"type": "duration", "default": "6m"}})
+    check = check_params(rb, {"count": "x", "nod": "n1", "zz": ""})
+    assert not check.ok and check.fields == {
+        "": "unknown params nod, zz (this runbook takes: node, count, wait)",
+        "node": "required: the dead node",
+        "count": "expected an integer, got 'x'",
+    }
+    with pytest.raises(ParamError) as caught:
+        coerce_params(rb, {"count": "x", "nod": "n1", "zz": ""})
+    assert str(caught.value) == "; ".join(check.problems)
+    good = check_params(rb, {"node": "n1", "count": ""})  # an empty field is a field not given
+    assert good.ok and good.fields == {} and good.values == {"node": "n1", "count": None, "wait": 360.0}

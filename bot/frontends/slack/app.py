@@ -39,10 +39,10 @@ from slack_sdk.http_retry.builtin_handlers import (
 
 from bot.config import PolicyConfig, Settings, SlackConfig
 from bot.engine.approvals import Membership
+from bot.engine.facts import RunbookFacts
 from bot.engine.ports import Clock, SystemClock
 from bot.engine.runner import Runner, membership_from
-from bot.engine.runstate import RunState
-from bot.errors import ConfigError, ExternalError, RunbookBotError
+from bot.errors import ConfigError, ExternalError
 from bot.frontends.slack.cards import CardStore, Deliveries
 from bot.frontends.slack.drawing import RunDrawer, RunFacts
 from bot.frontends.slack.identity import UserGroups
@@ -213,38 +213,6 @@ class SlackParts:
         return membership_from(policy, {"slack-group": self.in_group})
 
 
-def _facts(runner: Runner) -> RunFacts:
-    cache: dict[tuple[str, str], Any] = {}
-
-    def runbook(state: RunState) -> Any:
-        key = (state.runbook, state.runbook_text)
-        if key not in cache:
-            try:
-                cache[key] = runner.runbooks.parse(state.runbook_text, file=state.runbook_file)
-            except RunbookBotError:
-                cache[key] = None
-        return cache[key]
-
-    def titles(state: RunState) -> list[tuple[str, str]] | None:
-        rb = runbook(state)
-        return None if rb is None else [(s.id, s.title) for s in rb.spec.steps]
-
-    def destructive(state: RunState, key: str) -> bool:
-        s = state.steps.get(key)
-        if s is not None and s.action is not None:  # recorded by the engine with the step
-            return s.destructive
-        rb = runbook(state)
-        if rb is None or s is None:
-            return True  # unknown: the careful rendering, with a confirm dialog
-        try:
-            action = rb.step(s.step_id).action
-            return bool(action) and bool(runner.catalog.spec(action).destructive)
-        except (KeyError, RunbookBotError):
-            return True
-
-    return RunFacts(titles=titles, destructive=destructive)
-
-
 def build_app(settings: Settings, runner: Runner, *, parts: SlackParts | None = None,
               names: Callable[[], list[str]] | None = None,
               exporter: Exporter | None = None) -> tuple[App, SlackService, SlackParts]:
@@ -259,13 +227,14 @@ def build_app(settings: Settings, runner: Runner, *, parts: SlackParts | None = 
         parts = SlackParts(settings, store=runner.store, clock=runner.clock)
     if parts.outbox not in runner.notifiers:
         runner.notifiers.append(parts.outbox)
-    parts.drawer.facts = _facts(runner)
+    facts = RunbookFacts(runbooks=runner.runbooks, catalog=runner.catalog)
+    parts.drawer.facts = RunFacts(titles=facts.titles, destructive=facts.step_destructive)
     if names is None:
         names = getattr(runner.runbooks, "names", None)
     if exporter is None:
         exporter = slack_exporter(parts.client, parts.cards, runner.store)
     service = SlackService(runner=runner, client=parts.client, cards=parts.cards,
-                           usergroups=parts.usergroups, clock=parts.clock, names=names,
+                           usergroups=parts.usergroups, clock=parts.clock, names=names, facts=facts,
                            exporter=exporter, drive=lambda run_id: parts.work.drive(
                                runner.drive, run_id), show=parts.outbox.draw)
     app = App(client=parts.client, signing_secret=settings.slack.signing_secret or "",

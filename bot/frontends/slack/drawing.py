@@ -36,7 +36,7 @@ from slack_sdk.errors import SlackApiError
 
 from bot.engine.ports import Clock
 from bot.engine.runstate import RunState
-from bot.engine.state import StepStatus
+from bot.engine.state import RUN_TERMINAL, RunStatus, StepStatus
 from bot.frontends.slack.cards import CardStore, Posted
 from bot.frontends.slack.identity import user_id_of
 from bot.present import blockkit as bk
@@ -44,7 +44,6 @@ from bot.present.views import RunView, run_view, step_view
 from bot.store.audit import Event
 
 log = logging.getLogger(__name__)
-TERMINAL = ("succeeded", "failed", "aborted")
 _REPLY_EVENTS = ("step.failed", "step.skipped", "step.retrying", "step.succeeded")
 _ASKING_EVENTS = ("approval.requested", "confirmation.requested")
 # Slack error codes that mean "not now" rather than "never" (docs.slack.dev, common errors):
@@ -261,7 +260,7 @@ class RunDrawer:
                 self._card_at[run_id] = now
             return posted
         # a person is waiting on it, or it is over: show it now; otherwise at most every interval
-        urgent = view.status in TERMINAL or view.status == "awaiting_approval"
+        urgent = view.status in RUN_TERMINAL or view.status == RunStatus.AWAITING_APPROVAL
         last = self._card_at.get(run_id)
         if urgent or last is None or now - last >= self.card_interval:
             if self._update(d, "card", card, blocks, text):

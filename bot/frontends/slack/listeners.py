@@ -25,9 +25,10 @@ from slack_bolt import App
 from bot.config import SlackConfig
 from bot.engine import commands as c
 from bot.frontends.slack.cards import Deliveries
-from bot.frontends.slack.service import Person, SlackService, check_params
+from bot.frontends.slack.service import Person, SlackService
 from bot.frontends.slack.slash import USAGE, UsageError, parse
 from bot.present import blockkit as bk
+from bot.runbook.params import check_params
 
 log = logging.getLogger(__name__)
 
@@ -197,7 +198,7 @@ def register(app: App, *, service: SlackService, work: Any, deliveries: Deliveri
         except Exception as e:  # the runbook vanished between the form and the submission
             ack(response_action="errors", errors={b: str(e)[:150] for b in values})
             return
-        _, errors = check_params(runbook, raw)
+        errors = check_params(runbook, raw).fields
         errors.pop("", None)
         if errors:
             ack(response_action="errors",

@@ -23,7 +23,8 @@ from slack_sdk.http_retry.builtin_handlers import ConnectionErrorRetryHandler
 from slack_sdk.webhook import WebhookClient
 
 from bot.engine import commands as c
-from bot.engine.approvals import check_reason
+from bot.engine.approvals import approver_groups, check_reason
+from bot.engine.facts import RunbookFacts
 from bot.engine.ports import Clock
 from bot.engine.runner import Runner
 from bot.errors import ExternalError, NotFound, ParamError, PolicyError, RunbookBotError
@@ -33,8 +34,7 @@ from bot.frontends.slack.identity import UserGroups, identity_for
 from bot.frontends.slack.slash import USAGE, Slash
 from bot.present import blockkit as bk
 from bot.present.views import run_view
-from bot.runbook.model import Runbook
-from bot.runbook.params import coerce_param
+from bot.runbook.params import check_params
 
 log = logging.getLogger(__name__)
 GROUP_PREFIX = "slack-group:"
@@ -57,34 +57,15 @@ class Person:
         return identity_for(self.user)
 
 
-def check_params(runbook: Runbook, raw: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-    """Typed params and per-param problems (for inline modal errors); unknown keys under ``""``."""
-    values: dict[str, Any] = {}
-    errors: dict[str, str] = {}
-    declared = runbook.spec.params
-    unknown = sorted(set(raw) - set(declared))
-    if unknown:
-        errors[""] = (f"unknown param{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} "
-                      f"(this runbook takes: {', '.join(declared) or 'none'})")
-    for name, spec in declared.items():
-        value = raw.get(name)
-        if value not in (None, ""):
-            try:
-                values[name] = coerce_param(name, spec, value)
-            except RunbookBotError as e:
-                errors[name] = str(e).removeprefix(f"param {name!r}: ")
-        elif spec.required:
-            errors[name] = "required" + (f": {spec.description}" if spec.description else "")
-    return values, errors
-
-
 class SlackService:
     def __init__(self, *, runner: Runner, client: Any, cards: CardStore, usergroups: UserGroups,
                  clock: Clock, names: Callable[[], list[str]] | None = None,
                  exporter: Exporter | None = None,
                  drive: Callable[[str], Any] | None = None,
-                 show: Callable[[str], Drawing | None] | None = None) -> None:
+                 show: Callable[[str], Drawing | None] | None = None,
+                 facts: RunbookFacts | None = None) -> None:
         self.runner = runner
+        self.facts = facts or RunbookFacts(runbooks=runner.runbooks, catalog=runner.catalog)
         self.client = client
         self.cards = cards
         self.usergroups = usergroups
@@ -143,7 +124,7 @@ class SlackService:
         elif v == "show":
             runbook, _, _ = self.runner.runbooks.get(cmd.name)
             self.tell(person, runbook.metadata.title,
-                      bk.runbook_blocks(runbook, destructive=self._destructive_action))
+                      bk.runbook_blocks(runbook, destructive=self.facts.action_destructive))
         elif v == "run":
             self.run(cmd.name, cmd.params, person, trigger_id=trigger_id, dry_run=cmd.dry_run)
         elif v == "status":
@@ -182,14 +163,6 @@ class SlackService:
             return c.BreakGlass(run_id=run_id, actor=actor, reason=cmd.reason)
         return c.Abort(run_id=run_id, actor=actor, reason=cmd.reason)
 
-    def _destructive_action(self, action: str | None) -> bool:
-        if not action:
-            return False
-        try:
-            return bool(self.runner.catalog.spec(action).destructive)
-        except (KeyError, RunbookBotError):
-            return False
-
     def _list(self, person: Person) -> None:
         if self.names is None:
             raise NotFound("this bot cannot list its runbooks; ask for one by name")
@@ -198,7 +171,7 @@ class SlackService:
             runbook, _, _ = self.runner.runbooks.get(name)
             steps = runbook.spec.steps
             rows.append((name, runbook.metadata.title, len(steps),
-                         sum(self._destructive_action(s.action) for s in steps)))
+                         sum(self.facts.action_destructive(s.action) for s in steps)))
         self.tell(person, f"{len(rows)} runbook(s)", bk.runbook_list(rows))
 
     def _status(self, run_id: str | None, person: Person) -> None:
@@ -209,13 +182,7 @@ class SlackService:
                 return
             run_id = latest[0].run_id
         state = self.runner.store.load(run_id)
-        titles = None
-        try:
-            rb = self.runner.runbooks.parse(state.runbook_text, file=state.runbook_file)
-            titles = [(s.id, s.title) for s in rb.spec.steps]
-        except RunbookBotError:
-            pass
-        view = run_view(state, titles)
+        view = run_view(state, self.facts.titles(state))
         self.tell(person, bk.card_text(view), bk.run_card(view, who=who))
 
     def _export(self, cmd: Slash, person: Person) -> None:
@@ -248,7 +215,7 @@ class SlackService:
         except ParamError:
             pass  # the engine checked the params and started nothing; say which, field by field
         runbook, _, _ = self.runner.runbooks.get(name)
-        _, errors = check_params(runbook, raw)
+        errors = check_params(runbook, raw).fields
         if errors.get("") or not errors:
             self.tell(person, f":warning: {errors.get('') or 'the params are not valid'}")
             return
@@ -281,13 +248,8 @@ class SlackService:
     def refresh_groups(self, run_id: str, step: str | None) -> None:
         """Read the Slack user groups that may approve ``step`` from Slack now (not the cache)."""
         state = self.runner.store.load(run_id)
-        s = state.steps.get(step) if step else next(
-            (x for x in state.steps.values() if x.status == "awaiting_approval"), None)
-        if s is None:
-            return
         policy = self.runner.policy
-        groups = s.groups or sorted(policy.groups)
-        for g in groups:
+        for g in approver_groups(state, step, policy):
             for member in policy.groups.get(g, ()):
                 if member.startswith(GROUP_PREFIX):
                     self.usergroups.members(member[len(GROUP_PREFIX):], fresh=True)
