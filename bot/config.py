@@ -1,7 +1,8 @@
 """Settings: one frozen object, read from a YAML file and the environment, passed down explicitly.
 
-This is the only module that reads ``os.environ``. Nothing reads settings at import time; ``cli.py``
-calls ``load_settings()`` once and hands the result (or parts of it) to what it builds.
+This is the only module that reads ``os.environ``. Nothing reads settings at import time; each
+command of the command line (``bot/cli/``) calls ``load_settings()`` once and hands the result (or
+parts of it) to what it builds.
 
 File: ``$RUNBOOK_BOT_CONFIG``, else ``./runbook-bot.yaml`` if present, else built-in defaults.
 Environment variables override the file:

@@ -17,7 +17,7 @@ from bot.errors import RunbookBotError
 
 # Order here is the order of `runbook-bot --help`.
 COMMAND_MODULES = (
-    "bot.cli.language",  # validate, list, show, schema
+    "bot.cli.runbooks",  # validate, list, show, schema
     "bot.cli.runs",  # run, approve, reject, abort, runs, status
     "bot.cli.audit",  # audit verify
     "bot.cli.export",  # export

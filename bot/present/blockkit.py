@@ -5,8 +5,8 @@ them and nothing else knows Block Kit's shapes. Slack rejects a whole message (`
 or modal (``invalid_arguments``) when one field is a character too long, so every builder here
 stays inside the documented limits by construction: text is cut with a pointer to the thread, a
 too-long block list collapses its tail into one line, and ids and values that are data raise
-instead of being cut. ``bot.frontends.slack.blocks`` checks finished payloads against the same
-limits table before they are sent.
+instead of being cut. The tests' fake Slack Web API checks every payload the app sends against the
+same limits table (``tests/fakes/blockkit_limits.py``).
 
 Limits (docs.slack.dev Block Kit reference): 50 blocks per message, 100 per modal, section text
 3000, button text 75, value 2000, action_id/block_id 255, confirm title 100 / text 300 / buttons

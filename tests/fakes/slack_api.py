@@ -7,7 +7,8 @@ It keeps what a user would see (messages per channel, threads, edits, ephemerals
 uploads) and answers like Slack: HTTP 200 with ``{"ok": false, "error": ...}`` for API errors,
 ``invalid_auth`` / ``not_authed`` / ``missing_scope`` (with ``needed`` and ``provided``), 429 with
 ``Retry-After`` when told to, and ``invalid_blocks`` (``invalid_arguments`` for views, as Slack
-does) when a payload breaks a Block Kit limit, using the app's own limits table.
+does) when a payload breaks a Block Kit limit, using the app's own limits table
+(``blockkit_limits.py``).
 
 Channel membership is modelled: the bot is in ``ops`` and ``ops-private``; in a channel it was
 not invited to, posting, updating and reading history fail as in Slack (``not_in_channel`` in a
@@ -42,7 +43,7 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 
 from bot.engine.ports import Clock, SystemClock
-from bot.frontends.slack.blocks import validate_blocks, validate_view
+from tests.fakes.blockkit_limits import validate_blocks, validate_view
 
 TEAM_ID = "T0FAKE0001"
 TEAM_NAME = "Fake Workspace"

@@ -43,10 +43,11 @@ from bot.engine.facts import RunbookFacts
 from bot.engine.ports import Clock, SystemClock
 from bot.engine.runner import Runner, membership_from
 from bot.errors import ConfigError, ExternalError
-from bot.frontends.slack.cards import CardStore, Deliveries
+from bot.frontends.slack.dedupe import Deliveries
 from bot.frontends.slack.drawing import RunDrawer, RunFacts
 from bot.frontends.slack.identity import UserGroups
 from bot.frontends.slack.outbox import Outbox
+from bot.frontends.slack.persistence import SlackStore
 from bot.frontends.slack.service import GROUP_PREFIX, Exporter, SlackService
 
 log = logging.getLogger(__name__)
@@ -180,15 +181,15 @@ class SlackParts:
         self.settings = settings
         self.clock = clock or SystemClock()
         self.client = client or make_client(settings.slack)
-        self.cards = CardStore(store.engine)
-        self.deliveries = Deliveries(self.cards)
+        self.slack_store = SlackStore(store.engine)
+        self.deliveries = Deliveries(self.slack_store)
         self.usergroups = UserGroups(api=self.client, clock=self.clock,
                                      ttl=settings.slack.usergroup_ttl)
         # a client given (tests) is used as it is, for drawing too
         drawing_client = client or make_client(settings.slack, wait_out_rate_limits=False)
-        self.drawer = RunDrawer(client=drawing_client, cards=self.cards, clock=self.clock,
+        self.drawer = RunDrawer(client=drawing_client, slack_store=self.slack_store, clock=self.clock,
                                 card_interval=card_interval)
-        self.outbox = Outbox(drawer=self.drawer, cards=self.cards, store=store, clock=self.clock,
+        self.outbox = Outbox(drawer=self.drawer, slack_store=self.slack_store, store=store, clock=self.clock,
                              on_thread_start=background_thread)
         self.work = Work(workers)
 
@@ -232,8 +233,8 @@ def build_app(settings: Settings, runner: Runner, *, parts: SlackParts | None = 
     if names is None:
         names = getattr(runner.runbooks, "names", None)
     if exporter is None:
-        exporter = slack_exporter(parts.client, parts.cards, runner.store)
-    service = SlackService(runner=runner, client=parts.client, cards=parts.cards,
+        exporter = slack_exporter(parts.client, parts.slack_store, runner.store)
+    service = SlackService(runner=runner, client=parts.client, slack_store=parts.slack_store,
                            usergroups=parts.usergroups, clock=parts.clock, names=names, facts=facts,
                            exporter=exporter, drive=lambda run_id: parts.work.drive(
                                runner.drive, run_id), show=parts.outbox.draw)

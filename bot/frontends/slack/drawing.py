@@ -37,8 +37,8 @@ from slack_sdk.errors import SlackApiError
 from bot.engine.ports import Clock
 from bot.engine.runstate import RunState
 from bot.engine.state import RUN_TERMINAL, RunStatus, StepStatus
-from bot.frontends.slack.cards import CardStore, Posted
 from bot.frontends.slack.identity import user_id_of
+from bot.frontends.slack.persistence import Posted, SlackStore
 from bot.present import blockkit as bk
 from bot.present.views import RunView, run_view, step_view
 from bot.store.audit import Event
@@ -131,7 +131,8 @@ class Drawing:
 
 
 class RunFacts:
-    """What the drawer needs from a run's runbook: step titles, which steps are destructive."""
+    """What the drawer needs from a run's runbook: step titles, which steps are destructive
+    (the app hands it the engine's answers, ``bot.engine.facts.RunbookFacts``)."""
 
     def __init__(self, *, titles: Callable[[RunState], list[tuple[str, str]] | None],
                  destructive: Callable[[RunState, str], bool]) -> None:
@@ -151,10 +152,10 @@ class RunDrawer:
     thread got there.
     """
 
-    def __init__(self, *, client: Any, cards: CardStore, clock: Clock,
+    def __init__(self, *, client: Any, slack_store: SlackStore, clock: Clock,
                  facts: RunFacts = NO_FACTS, card_interval: float = 1.0) -> None:
         self.client = client
-        self.cards = cards
+        self.slack_store = slack_store
         self.clock = clock
         self.facts = facts
         self.card_interval = card_interval
@@ -181,7 +182,7 @@ class RunDrawer:
         return d
 
     def _draw(self, state: RunState, events: Sequence[Event], d: Drawing) -> None:
-        d.posted = self.cards.keys(state.run_id)
+        d.posted = self.slack_store.keys(state.run_id)
         channel = str(state.origin.get("channel") or "")
         view = run_view(state, self.facts.titles(state))
         card = self._card(state, view, channel, d)
@@ -225,7 +226,7 @@ class RunDrawer:
         if r is None:
             return None
         posted = Posted(str(r["channel"]), str(r["ts"]))
-        self.cards.put(d.run_id, key, posted)
+        self.slack_store.put(d.run_id, key, posted)
         d.posted[key] = posted
         self._sent[(d.run_id, key)] = _digest(blocks)
         return posted

@@ -24,7 +24,7 @@ from slack_bolt import App
 
 from bot.config import SlackConfig
 from bot.engine import commands as c
-from bot.frontends.slack.cards import Deliveries
+from bot.frontends.slack.dedupe import Deliveries
 from bot.frontends.slack.service import Person, SlackService
 from bot.frontends.slack.slash import USAGE, UsageError, parse
 from bot.present import blockkit as bk

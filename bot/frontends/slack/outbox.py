@@ -8,7 +8,7 @@ returns; one drawing thread per process draws the run as the store holds it then
 (``drawing.RunDrawer``). Several changes in a burst are drawn once.
 
 Nothing is lost on the way. How far Slack has caught up with each run is durable
-(``cards.slack_runs``: the store version drawn and the last audit event replied), and is advanced
+(``persistence.slack_runs``: the store version drawn and the last audit event replied), and is advanced
 only for what Slack accepted. A transient failure is tried again with a growing delay (at least
 Slack's ``Retry-After``); a restart, another replica, or a change made from the terminal is picked
 up by a scan for runs whose store is ahead of their cursor. A short durable claim keeps two
@@ -32,8 +32,8 @@ from typing import Any
 from bot.engine.ports import Clock
 from bot.engine.runstate import AuditDraft, RunState
 from bot.errors import NotFound
-from bot.frontends.slack.cards import CardStore, Cursor
 from bot.frontends.slack.drawing import Drawing, RunDrawer
+from bot.frontends.slack.persistence import Cursor, SlackStore
 
 log = logging.getLogger(__name__)
 EVENTS_PER_DRAWING = 200  # a long backlog (Slack was down for an hour) is drawn in parts
@@ -43,12 +43,12 @@ THOROUGH_SCAN_EVERY = 60.0  # seconds between scans that also look at finished r
 class Outbox:
     """Implements ``bot.engine.ports.Notifier`` for Slack: mark now, draw on the outbox thread."""
 
-    def __init__(self, *, drawer: RunDrawer, cards: CardStore, store: Any, clock: Clock,
+    def __init__(self, *, drawer: RunDrawer, slack_store: SlackStore, store: Any, clock: Clock,
                  scan_every: float = 5.0, claim_ttl: float = 120.0, first_delay: float = 2.0,
                  max_delay: float = 300.0, give_up_after: int = 100,
                  on_thread_start: Callable[[], None] | None = None) -> None:
         self.drawer = drawer
-        self.cards = cards
+        self.slack_store = slack_store
         self.store = store
         self.clock = clock
         self.scan_every = scan_every
@@ -116,7 +116,7 @@ class Outbox:
         now = self._now()
         thorough = now - self._thorough_at >= THOROUGH_SCAN_EVERY
         try:
-            lagging = self.cards.lagging(now=now, thorough=thorough)
+            lagging = self.slack_store.lagging(now=now, thorough=thorough)
             if thorough:
                 self._thorough_at = now
         except Exception:
@@ -151,7 +151,7 @@ class Outbox:
                 if held > now:  # it failed a moment ago, on another thread: not before then
                     self._due[run_id] = max(self._due.get(run_id, held), held)
                     return None
-            cursor = self.cards.claim_drawing(run_id, owner=self.owner, now=now, ttl=self.claim_ttl)
+            cursor = self.slack_store.claim_drawing(run_id, owner=self.owner, now=now, ttl=self.claim_ttl)
             if cursor is None:
                 self.mark(run_id, now + 1.0)  # theirs may predate this change: look again soon
                 return None
@@ -184,7 +184,7 @@ class Outbox:
                 after = Cursor(cursor.drawn_version, cursor.replied_seq,
                                0 if retry_at is None else failures)
             finally:
-                self.cards.release_drawing(run_id, owner=self.owner, cursor=after,
+                self.slack_store.release_drawing(run_id, owner=self.owner, cursor=after,
                                            retry_at=retry_at, done=done)
             with self._cond:
                 if retry_at is None:

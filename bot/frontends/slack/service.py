@@ -6,8 +6,11 @@ the runner, and the outcome is answered to the person who acted, privately: thro
 ``response_url``, which works even in a channel the bot has not been invited to, or else
 ``chat.postEphemeral``. Everyone else sees the run card and its thread change. The engine decides
 who may do what and audits refusals; this module only names people (``slack:U…``) and, for a
-click, reads the Slack user groups named in the step's approver groups afresh, so membership is
-current at click time. A run started in Slack is read and decided in its own channel only.
+click, reads afresh the Slack user groups among the groups the engine names as the step's
+approvers (``approvals.approver_groups``), so membership is current at click time. What runbooks
+and runs look like (titles, destructive steps, param problems) is the engine's answer too
+(``engine.facts``, ``runbook.params``). A run started in Slack is read and decided in its own
+channel only.
 """
 
 from __future__ import annotations
@@ -28,9 +31,9 @@ from bot.engine.facts import RunbookFacts
 from bot.engine.ports import Clock
 from bot.engine.runner import Runner
 from bot.errors import ExternalError, NotFound, ParamError, PolicyError, RunbookBotError
-from bot.frontends.slack.cards import CardStore
 from bot.frontends.slack.drawing import Drawing, who
 from bot.frontends.slack.identity import UserGroups, identity_for
+from bot.frontends.slack.persistence import SlackStore
 from bot.frontends.slack.slash import USAGE, Slash
 from bot.present import blockkit as bk
 from bot.present.views import run_view
@@ -58,7 +61,7 @@ class Person:
 
 
 class SlackService:
-    def __init__(self, *, runner: Runner, client: Any, cards: CardStore, usergroups: UserGroups,
+    def __init__(self, *, runner: Runner, client: Any, slack_store: SlackStore, usergroups: UserGroups,
                  clock: Clock, names: Callable[[], list[str]] | None = None,
                  exporter: Exporter | None = None,
                  drive: Callable[[str], Any] | None = None,
@@ -67,7 +70,7 @@ class SlackService:
         self.runner = runner
         self.facts = facts or RunbookFacts(runbooks=runner.runbooks, catalog=runner.catalog)
         self.client = client
-        self.cards = cards
+        self.slack_store = slack_store
         self.usergroups = usergroups
         self.clock = clock
         self.names = names
@@ -193,7 +196,7 @@ class SlackService:
         run_id = str(cmd.run_id)
         self.runner.store.load(run_id)  # NotFound names the run
         filename, content = self.exporter(run_id, cmd.fmt)
-        card = self.cards.get(run_id, "card")
+        card = self.slack_store.get(run_id, "card")
         channel = card.channel if card else person.channel
         try:
             self.client.files_upload_v2(channel=channel, thread_ts=card.ts if card else None,

@@ -14,14 +14,14 @@ from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
-from bot.frontends.slack.cards import CardStore
+from bot.frontends.slack.persistence import SlackStore
 
 log = logging.getLogger(__name__)
 
 
-def thread_messages(client: Any, cards: CardStore, run_id: str) -> list[dict[str, Any]]:
+def thread_messages(client: Any, slack_store: SlackStore, run_id: str) -> list[dict[str, Any]]:
     """The human messages of a run's thread, oldest first, each with the author's name."""
-    card = cards.get(run_id, "card")
+    card = slack_store.get(run_id, "card")
     if card is None:
         return []
     out: list[dict[str, Any]] = []
@@ -50,7 +50,7 @@ def _name(client: Any, user: str) -> str:
     return str(p.get("display_name") or p.get("real_name") or profile.get("name") or user)
 
 
-def slack_exporter(client: Any, cards: CardStore, store: Any
+def slack_exporter(client: Any, slack_store: SlackStore, store: Any
                    ) -> Callable[[str, str], tuple[str, bytes]] | None:
     """An exporter for ``SlackService``; None when this installation has no transcripts."""
     try:
@@ -60,7 +60,7 @@ def slack_exporter(client: Any, cards: CardStore, store: Any
 
     def export(run_id: str, fmt: str) -> tuple[str, bytes]:
         text = transcript.export(store, run_id, fmt=fmt,
-                                 thread=thread_messages(client, cards, run_id))
+                                 thread=thread_messages(client, slack_store, run_id))
         return f"{run_id}.{fmt}", text.encode("utf-8")
 
     return export

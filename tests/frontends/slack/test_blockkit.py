@@ -6,10 +6,10 @@ from datetime import UTC, datetime, timedelta
 
 from bot.engine.runstate import RunState, StepState, Vote
 from bot.engine.state import RunStatus, StepStatus
-from bot.frontends.slack.blocks import validate_blocks, validate_view
 from bot.present import blockkit as bk
 from bot.present.views import run_view, step_view
 from bot.runbook.loader import load_text
+from tests.fakes.blockkit_limits import validate_blocks, validate_view
 from tests.frontends.slack.conftest import CHANGE
 
 NOW = datetime(2026, 1, 1, 12, 0, 30, tzinfo=UTC)

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from slack_sdk import WebClient
 
-from bot.frontends.slack.blocks import (
+from bot.present.blockkit import (
     LIMITS,
     THREAD_POINTER,
     approve_button,
@@ -17,9 +17,8 @@ from bot.frontends.slack.blocks import (
     limit_blocks,
     section,
     truncate,
-    validate_blocks,
-    validate_view,
 )
+from tests.fakes.blockkit_limits import validate_blocks, validate_view
 from tests.fakes.slack_api import BOT_TOKEN, CHANNEL, FakeSlack
 
 

@@ -14,9 +14,9 @@ from sqlalchemy import text
 
 from bot.engine.commands import Approve, Confirm, StartRun
 from bot.engine.runner import Runner
-from bot.frontends.slack.cards import CardStore
 from bot.frontends.slack.drawing import RunFacts
 from bot.frontends.slack.outbox import THOROUGH_SCAN_EVERY
+from bot.frontends.slack.persistence import SlackStore
 from tests.fakes.slack_api import CHANNEL
 from tests.frontends.slack.conftest import BOB, DAVE, POLICY, Bot, button_in, texts
 
@@ -83,7 +83,7 @@ def test_a_permanent_refusal_is_not_retried_until_the_run_changes(bot: Bot) -> N
     run = bot.run_id()
     calls = len(bot.fake.calls("chat.postMessage"))
     assert bot.parts.outbox.pending() == {}
-    assert bot.parts.cards.lagging(now=bot.clock.now().timestamp()) == []
+    assert bot.parts.slack_store.lagging(now=bot.clock.now().timestamp()) == []
     bot.clock.advance(600)
     bot.settle()
     assert len(bot.fake.calls("chat.postMessage")) == calls
@@ -131,7 +131,7 @@ def test_a_finished_run_drawn_to_its_summary_drops_out_of_the_scans(any_bot: Bot
     assert done
     with bot.db.engine.begin() as conn:  # even if its row moved on, a done run is not redrawn
         conn.execute(text("UPDATE runs SET version = version + 1 WHERE id = :r"), {"r": run})
-    assert bot.parts.cards.lagging(now=bot.clock.now().timestamp()) == []
+    assert bot.parts.slack_store.lagging(now=bot.clock.now().timestamp()) == []
 
 
 def test_a_restart_draws_what_slack_missed_before_it(make_bot: Callable[..., Bot]) -> None:
@@ -167,10 +167,10 @@ def test_two_replicas_on_one_database_draw_each_message_once(make_bot: Callable[
 
 
 def test_only_one_replica_at_a_time_may_draw_a_run(any_bot: Bot) -> None:
-    cards = any_bot.parts.cards
-    assert cards.claim_drawing("rb-aaaaa", owner="a", now=100.0, ttl=30) is not None
-    assert cards.claim_drawing("rb-aaaaa", owner="b", now=110.0, ttl=30) is None
-    assert cards.claim_drawing("rb-aaaaa", owner="b", now=131.0, ttl=30) is not None  # a died
+    slack_store = any_bot.parts.slack_store
+    assert slack_store.claim_drawing("rb-aaaaa", owner="a", now=100.0, ttl=30) is not None
+    assert slack_store.claim_drawing("rb-aaaaa", owner="b", now=110.0, ttl=30) is None
+    assert slack_store.claim_drawing("rb-aaaaa", owner="b", now=131.0, ttl=30) is not None  # a died
 
 
 def test_runs_from_before_the_outbox_existed_are_not_replayed(any_bot: Bot) -> None:
@@ -178,8 +178,8 @@ def test_runs_from_before_the_outbox_existed_are_not_replayed(any_bot: Bot) -> N
     bot.command("run change-thing name=web-6")
     with bot.db.engine.begin() as conn:
         conn.execute(text("DROP TABLE slack_runs"))  # a database from an earlier release
-    cards = CardStore(bot.db.engine)
-    assert cards.lagging(now=bot.clock.now().timestamp() + 3600) == []
+    slack_store = SlackStore(bot.db.engine)
+    assert slack_store.lagging(now=bot.clock.now().timestamp() + 3600) == []
 
 
 class _FinishedBeforeLoad:
@@ -259,7 +259,7 @@ def test_a_run_that_cannot_be_drawn_at_all_is_given_up_on(bot: Bot) -> None:
         bot.clock.advance(300)
         bot.settle()
     assert run not in bot.parts.outbox.pending()
-    assert bot.parts.cards.lagging(now=bot.clock.now().timestamp(), thorough=True) == []
+    assert bot.parts.slack_store.lagging(now=bot.clock.now().timestamp(), thorough=True) == []
 
 
 def test_a_finished_run_no_replica_drew_is_found_by_the_thorough_scan(bot: Bot) -> None:

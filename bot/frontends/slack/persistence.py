@@ -1,5 +1,5 @@
-"""Where each run's Slack messages are, how far Slack has caught up with each run, and which
-Slack deliveries were already handled.
+"""The Slack front-end's own tables: where each run's messages are, how far Slack has caught up
+with each run, and the log of Slack deliveries already handled.
 
 A run card is edited in place for the whole life of a run, across restarts and replicas, so the
 channel and ``ts`` of the card (and of its approval, progress and summary replies) are stored next
@@ -12,16 +12,14 @@ claim so that two replicas never draw the same run at once. A run whose version 
 ahead of its cursor is *lagging*; whichever replica scans next draws it, so a change made by the
 terminal, by another replica, or just before a restart still reaches Slack.
 
-Deliveries: Slack redelivers a request it thinks was not acknowledged (``X-Slack-Retry-Num``), and
-bolt does not deduplicate, so every handled delivery's key is recorded and a second arrival with
-the same key is dropped, by whichever replica gets it.
+``slack_deliveries`` is the durable half of dropping repeated deliveries (``dedupe.py``): every
+handled delivery's key, so a second arrival with the same key is dropped by whichever replica
+gets it.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 
 from sqlalchemy import (
@@ -120,8 +118,8 @@ _RELEASE = update(slack_runs).where(and_(_RUN, slack_runs.c.owner == bindparam("
     owner=None, owner_until=None)
 
 
-class CardStore:
-    """Message locations per run, and the delivery log, on the run store's database engine."""
+class SlackStore:
+    """Message locations, drawing cursors and the delivery log, on the run store's database engine."""
 
     PRUNE_EVERY = 1000  # deliveries recorded between two prunings of old keys
     KEEP_SECONDS = 3600.0  # Slack stops retrying a delivery within minutes
@@ -241,38 +239,3 @@ class CardStore:
         with self.engine.begin() as conn:
             return int(conn.execute(delete(slack_deliveries).where(
                 slack_deliveries.c.seen_at < before)).rowcount)
-
-
-class Deliveries:
-    """Duplicate detection in two steps: in memory on the request thread, durably in the job.
-
-    The acknowledgement must not wait on the database (the engine may be writing to it), so the
-    request thread only consults this process's memory, which catches a retry or a double click
-    that lands on the same replica. The job then records the key in the database before doing
-    anything, which catches the same delivery landing on another replica.
-    """
-
-    def __init__(self, cards: CardStore, *, memory: int = 20_000) -> None:
-        self.cards = cards
-        self._memory = memory
-        self._seen: OrderedDict[str, None] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def fresh(self, key: str) -> bool:
-        """False when this process has seen ``key``; marks it seen."""
-        with self._lock:
-            if key in self._seen:
-                return False
-            self._seen[key] = None
-            if len(self._seen) > self._memory:
-                self._seen.popitem(last=False)
-            return True
-
-    def first(self, key: str, *, now: float) -> bool:
-        """False when any replica recorded ``key`` before; records it."""
-        return self.cards.first_delivery(key, now=now)
-
-    def forget(self, key: str) -> None:
-        with self._lock:
-            self._seen.pop(key, None)
-        self.cards.forget_delivery(key)

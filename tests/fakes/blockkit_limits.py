@@ -1,10 +1,10 @@
-"""The last check before the Web API: a payload is validated against Slack's Block Kit limits.
+"""Slack's Block Kit limits, checked the way Slack checks them, for the fake Slack Web API.
 
 Slack rejects a whole message (``invalid_blocks``) or modal (``invalid_arguments``) when one field
 is a character too long. The builders in ``bot.present.blockkit`` stay inside the limits by
-construction; this module checks finished payloads against the same limits table, in Slack's own
-wording, and the fake Slack Web API in the tests uses it too, so a test fails wherever the app
-would break a limit in production. The builders are re-exported for the Slack front-end's use.
+construction; the fake Slack Web API (``slack_api.py``) checks every payload the app sends against
+the same limits table, in Slack's own wording, so a test fails wherever the app would break a
+limit in production.
 """
 
 from __future__ import annotations
@@ -12,29 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bot.present.blockkit import (
-    BUTTON_STYLES,
-    ELLIPSIS,
-    LIMITS,
-    THREAD_POINTER,
-    Block,
-    approve_button,
-    button,
-    confirm_dialog,
-    context,
-    limit_blocks,
-    mrkdwn,
-    plain,
-    section,
-    truncate,
-)
+from bot.present.blockkit import BUTTON_STYLES, LIMITS
 
-__all__ = ["BUTTON_STYLES", "ELLIPSIS", "LIMITS", "THREAD_POINTER", "Block", "approve_button",
-           "button", "confirm_dialog", "context", "limit_blocks", "mrkdwn", "plain", "section",
-           "truncate", "validate_blocks", "validate_view"]
-
-
-# -- validation ---------------------------------------------------------------------------------
+__all__ = ["validate_blocks", "validate_view"]
 
 
 def _text_of(obj: Any) -> str:
