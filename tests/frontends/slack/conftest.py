@@ -103,8 +103,18 @@ nodes: {type: integer, minimum: 1, maximum: 1000, default: 400}
 groups: [sre]
 """)
 
+EACH = runbook("set-each", """
+- id: change
+  title: "Set {{ item }}"
+  action: fake.set
+  foreach: "['web-1', 'web-2']"
+  with: {name: "{{ item }}", value: "on"}
+""", approvals="""
+groups: [sre]
+""")
+
 TEXTS = {"change-thing": CHANGE, "slow-wait": SLOW, "many-steps": _many(120),
-         "check-by-hand": MANUAL, "cordon-fleet": WIDE}
+         "check-by-hand": MANUAL, "cordon-fleet": WIDE, "set-each": EACH}
 
 
 class TaintParams(BaseModel):

@@ -48,6 +48,19 @@ def test_user_group_membership_is_read_again_at_click_time(bot: Bot) -> None:
     assert bot.world.get("web-1") == "on"
 
 
+def test_an_approval_typed_with_a_foreach_step_id_reads_membership_again_too(bot: Bot) -> None:
+    bot.command("run set-each")
+    run = bot.run_id()
+    assert bot.db.load(run).steps["change[0]"].status == "awaiting_approval"
+    assert bot.parts.usergroups.is_member("slack:" + BOB, ONCALL)  # cached now
+    bot.fake.set_usergroup(ONCALL, [CAROL])  # bob left on-call a minute ago
+    bot.command(f"approve {run} change", user=BOB)  # the step as people type it, not change[0]
+    assert "not in an approver group" in bot.fake.ephemerals(BOB)[-1]["text"]
+    assert bot.world.get("web-1") is None
+    bot.command(f"approve {run} change", user=CAROL)
+    assert bot.world.get("web-1") == "on"
+
+
 def test_a_click_that_cannot_check_membership_is_not_counted_and_can_be_repeated(bot: Bot) -> None:
     bot.command("run change-thing name=web-1")
     run = bot.run_id()
