@@ -1,1 +1,1 @@
-"""How a run proceeds: statuses, the pure conductor, approval policy, ports, and the runner."""
+"""How a run proceeds: statuses, the pure conductor, people's commands, approval policy, and ports."""

@@ -18,7 +18,7 @@ rules:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from bot.config import PolicyConfig
@@ -128,3 +128,22 @@ def check_reason(reason: str, *, what: str) -> str:
 
 def quorum(rule: ApprovalRule, count: int) -> bool:
     return count >= rule.min_approvers
+
+
+def membership_from(policy: PolicyConfig, extra: Mapping[str, Membership] | None = None) -> Membership:
+    """Config groups first, then any front-end resolvers (e.g. Slack user groups) by prefix."""
+    base = config_membership(policy)
+    if not extra:
+        return base
+
+    def is_member(identity: str, group: str) -> bool:
+        if base(identity, group):
+            return True
+        for member in policy.groups.get(group, ()):
+            prefix = member.split(":", 1)[0]
+            resolver = extra.get(prefix)
+            if resolver is not None and resolver(identity, member):
+                return True
+        return False
+
+    return is_member

@@ -38,9 +38,8 @@ from slack_sdk.http_retry.builtin_handlers import (
 )
 
 from bot.config import PolicyConfig, Settings, SlackConfig
-from bot.engine.approvals import Membership
+from bot.engine.approvals import Membership, membership_from
 from bot.engine.ports import Clock, SystemClock
-from bot.engine.runner import Runner, membership_from
 from bot.engine.runstate import RunState
 from bot.errors import ConfigError, ExternalError, RunbookBotError
 from bot.frontends.slack.cards import CardStore, Deliveries
@@ -48,6 +47,7 @@ from bot.frontends.slack.drawing import RunDrawer, RunFacts
 from bot.frontends.slack.identity import UserGroups
 from bot.frontends.slack.outbox import Outbox
 from bot.frontends.slack.service import GROUP_PREFIX, Exporter, SlackService
+from bot.runtime.runner import Runner
 
 log = logging.getLogger(__name__)
 DEFAULT_API_URL = "https://slack.com/api/"

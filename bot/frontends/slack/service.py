@@ -25,7 +25,6 @@ from slack_sdk.webhook import WebhookClient
 from bot.engine import commands as c
 from bot.engine.approvals import check_reason
 from bot.engine.ports import Clock
-from bot.engine.runner import Runner
 from bot.errors import ExternalError, NotFound, ParamError, PolicyError, RunbookBotError
 from bot.frontends.slack.cards import CardStore
 from bot.frontends.slack.drawing import Drawing, who
@@ -35,6 +34,7 @@ from bot.present import blockkit as bk
 from bot.present.views import run_view
 from bot.runbook.model import Runbook
 from bot.runbook.params import coerce_param
+from bot.runtime.runner import Runner
 
 log = logging.getLogger(__name__)
 GROUP_PREFIX = "slack-group:"
