@@ -27,9 +27,9 @@ from bot.config import PolicyConfig
 from bot.engine.commands import StartRun
 from bot.engine.plan import Plan, Result
 from bot.engine.ports import ManualClock, StepContext
-from bot.engine.runner import Runner
 from bot.engine.runstate import AuditDraft, RunState
 from bot.runbook.source import TextSource
+from bot.runtime.runner import Runner
 from bot.store.audit import verify_events
 from bot.store.db import Database
 

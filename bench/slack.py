@@ -71,13 +71,13 @@ def serve_app(api_url: str) -> int:
     """Child 2, the app: prints its URL; answers "settle" once its work and outbox are idle."""
     from bot.config import Settings, SlackConfig
     from bot.engine.ports import SystemClock
-    from bot.engine.runner import Runner
     from bot.frontends.slack.app import (
         SlackParts,
         build_app,
         collect_garbage_for_latency,
         http_server,
     )
+    from bot.runtime.runner import Runner
     from bot.store.db import Database
     from tests.engine.fakes import FakeCatalog, World
     from tests.fakes.slack_api import BOT_TOKEN

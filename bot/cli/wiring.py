@@ -9,26 +9,35 @@ from __future__ import annotations
 
 import getpass
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from bot.config import Settings
 from bot.errors import ConfigError, NotFound
 
+if TYPE_CHECKING:  # the parts are imported when built, so a command loads only what it uses
+    from bot.actions.catalog import ClientsFactory
+    from bot.engine.approvals import Membership
+    from bot.engine.ports import Clock, Notifier, RunStore
+    from bot.runtime.runner import Runner
+    from bot.store.db import Database
 
-def open_store(settings: Settings) -> Any:
+
+def open_store(settings: Settings) -> Database:
     from bot.store.db import Database
 
     return Database(settings.database_url, audit_key=settings.audit_key,
                     redact_patterns=settings.redact_patterns)
 
 
-def build_runner(settings: Settings, *, store: Any = None, notifiers: Sequence[Any] = (),
-                 clock: Any = None, clients_factory: Any = None, membership: Any = None) -> Any:
+def build_runner(settings: Settings, *, store: RunStore | None = None,
+                 notifiers: Sequence[Notifier] = (), clock: Clock | None = None,
+                 clients_factory: ClientsFactory | None = None,
+                 membership: Membership | None = None) -> Runner:
     from bot.actions.catalog import build_catalog
     from bot.actions.registry import registry
     from bot.engine.ports import SystemClock
-    from bot.engine.runner import Runner
     from bot.runbook.source import DirectorySource
+    from bot.runtime.runner import Runner
 
     return Runner(store=store or open_store(settings),
                   catalog=build_catalog(settings, clients_factory=clients_factory),

@@ -1,2 +1,2 @@
-"""How a run proceeds: statuses, the pure conductor, approval policy, ports, the runner, and the
-facts about runbooks and runs that front-ends show."""
+"""How a run proceeds: statuses, the pure conductor, people's commands, approval policy, ports, and
+the facts about runbooks and runs that front-ends show."""

@@ -18,7 +18,7 @@ rules:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from bot.config import PolicyConfig
@@ -142,3 +142,22 @@ def check_reason(reason: str, *, what: str) -> str:
     if len(text) < MIN_REASON:
         raise PolicyError(f"{what} needs a written reason of at least {MIN_REASON} characters")
     return text
+
+
+def membership_from(policy: PolicyConfig, extra: Mapping[str, Membership] | None = None) -> Membership:
+    """Config groups first, then any front-end resolvers (e.g. Slack user groups) by prefix."""
+    base = config_membership(policy)
+    if not extra:
+        return base
+
+    def is_member(identity: str, group: str) -> bool:
+        if base(identity, group):
+            return True
+        for member in policy.groups.get(group, ()):
+            prefix = member.split(":", 1)[0]
+            resolver = extra.get(prefix)
+            if resolver is not None and resolver(identity, member):
+                return True
+        return False
+
+    return is_member

@@ -12,7 +12,8 @@ the guards (a changed hash voids the approvals); mark *applying* durably; apply;
 action reports not done or ``wait_until`` is false; outputs. Interlocks are raised by the actions
 themselves, at plan and at apply time; a refusal blocks the step until break-glass or abort.
 
-Commands from people (approve, reject, confirm, break-glass, retry, abort) are in ``commands``.
+Commands from people (approve, reject, confirm, break-glass, retry, abort) are applied by
+``apply_commands``, through the small API it declares (``Commandable``).
 """
 
 from __future__ import annotations
@@ -325,6 +326,10 @@ class Conductor:
         spec = self.spec_of(step)
         return effective_rule(runbook=self.runbook.spec.approvals, step=step.approval,
                               destructive=bool(spec and spec.destructive), policy=self.policy)
+
+    def rule_for(self, s: StepState) -> ApprovalRule:
+        """The approval rule of a step instance (for commands: who may approve, reject, abort)."""
+        return self.rule_of(self.step_of(s))
 
     def _guards(self, s: StepState, step: Step, plan: Plan, now: datetime, tick: Tick) -> bool:
         if not step.guards:

@@ -1,7 +1,8 @@
 """Ports: the Protocols through which the engine reaches everything outside it.
 
 The engine imports no SDK, no database driver and no front-end. It is handed implementations of
-these at wiring time (``bot/cli/wiring.py``), and tests hand it in-memory ones.
+these at wiring time (``bot/cli/wiring.py``), and tests hand it in-memory ones. A front-end that
+reads runs back from the store on its own (the Slack outbox) does so through ``RunHistory``.
 """
 
 from __future__ import annotations
@@ -114,6 +115,30 @@ class RunStore(Protocol):
     def due(self, *, now: datetime, limit: int = 100) -> list[str]: ...
     def runs(self, *, active: bool | None = None, channel: str | None = None,
              limit: int = 50) -> list[RunState]: ...
+
+
+class StoredEvent(Protocol):
+    """An audit event as the store holds it, chained (``bot.store.audit.Event``)."""
+
+    @property
+    def seq(self) -> int: ...
+    @property
+    def ts(self) -> str: ...
+    @property
+    def actor(self) -> str: ...
+    @property
+    def type(self) -> str: ...
+    @property
+    def payload(self) -> Mapping[str, Any]: ...
+
+
+class RunHistory(Protocol):
+    """A run as the store holds it, read by a front-end that catches up on its own (the Slack
+    outbox): the run's state and its audit events after ``after``, in order, at most ``limit``."""
+
+    def load(self, run_id: str) -> RunState: ...
+    def events(self, run_id: str, *, after: int = 0,
+               limit: int | None = None) -> Sequence[StoredEvent]: ...
 
 
 class Notifier(Protocol):

@@ -2,8 +2,8 @@
 
 Transcripts, and any front-end that lists a run's history, describe an event the same way, from
 its type and payload alone (the payloads are those the engine records, see
-``bot/engine/conductor.py`` and ``bot/engine/human.py``). An event type this module does not know
-yet is shown as its payload's fields, so a newer engine never breaks an older export.
+``bot/engine/conductor.py`` and ``bot/engine/apply_commands.py``). An event type this module does
+not know yet is shown as its payload's fields, so a newer engine never breaks an older export.
 """
 
 from __future__ import annotations

@@ -26,10 +26,10 @@ from bot.clients.kube import KubeClient
 from bot.config import ClusterConfig, PolicyConfig, Settings
 from bot.engine.commands import Approve, Command, Confirm, Outcome, StartRun
 from bot.engine.ports import ManualClock
-from bot.engine.runner import Runner
 from bot.engine.runstate import RunState, StepState
 from bot.engine.state import RUN_TERMINAL
 from bot.runbook.source import DirectorySource
+from bot.runtime.runner import Runner
 from bot.sim.sandbox import Sandbox
 from bot.store.db import Database
 

@@ -11,9 +11,9 @@ import pytest
 
 from bot.engine.commands import Abort, Approve, BreakGlass, Confirm, Outcome, Reject, Retry, StartRun
 from bot.engine.ports import ManualClock
-from bot.engine.runner import Runner
 from bot.engine.runstate import AuditDraft, RunState
 from bot.runbook.source import TextSource
+from bot.runtime.runner import Runner
 from bot.store.audit import verify_events
 from bot.store.db import Database
 from tests.engine.fakes import POLICY, World, make_catalog, make_registry

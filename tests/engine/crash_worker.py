@@ -18,8 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bot.engine.commands import Approve, StartRun
 from bot.engine.ports import SystemClock
-from bot.engine.runner import Runner
 from bot.runbook.source import TextSource
+from bot.runtime.runner import Runner
 from bot.store.db import Database
 from tests.engine.fakes import POLICY, World, make_catalog, make_registry
 

@@ -132,7 +132,7 @@ def thread(node: str = "ip-10-0-1-7") -> list[dict[str, str]]:
 def run_scenario(e: Engine, monkeypatch: pytest.MonkeyPatch, *, node: str = "ip-10-0-1-7",
                  run_id: str = RUN_ID) -> str:
     add_actions(e)
-    monkeypatch.setattr("bot.engine.runner.new_run_id", lambda: run_id)
+    monkeypatch.setattr("bot.runtime.runner.new_run_id", lambda: run_id)
     run = e.runner.start(StartRun(runbook="fence-node", params={"node": node}, requester="alice",
                                   origin={"frontend": "slack", "channel": "C0INCIDENT",
                                           "thread": "1767225600.000100"})).run_id

@@ -129,8 +129,8 @@ def test_a_whole_run_with_an_approval_on_this_backend(db_url, tmp_path):
 
 
 def test_two_replicas_on_one_store_never_apply_the_same_step_twice(db_url, tmp_path):
-    from bot.engine.runner import Runner
     from bot.runbook.source import TextSource
+    from bot.runtime.runner import Runner
     from tests.engine.fakes import POLICY, make_catalog, make_registry
 
     text = runbook("b", """

@@ -38,10 +38,9 @@ from slack_sdk.http_retry.builtin_handlers import (
 )
 
 from bot.config import PolicyConfig, Settings, SlackConfig
-from bot.engine.approvals import Membership
+from bot.engine.approvals import Membership, membership_from
 from bot.engine.facts import RunbookFacts
 from bot.engine.ports import Clock, SystemClock
-from bot.engine.runner import Runner, membership_from
 from bot.errors import ConfigError, ExternalError
 from bot.frontends.slack.dedupe import Deliveries
 from bot.frontends.slack.drawing import RunDrawer, RunFacts
@@ -49,6 +48,7 @@ from bot.frontends.slack.identity import UserGroups
 from bot.frontends.slack.outbox import Outbox
 from bot.frontends.slack.persistence import SlackStore
 from bot.frontends.slack.service import GROUP_PREFIX, Exporter, SlackService
+from bot.runtime.runner import Runner
 
 log = logging.getLogger(__name__)
 DEFAULT_API_URL = "https://slack.com/api/"

@@ -34,14 +34,13 @@ from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
-from bot.engine.ports import Clock
+from bot.engine.ports import Clock, StoredEvent
 from bot.engine.runstate import RunState
 from bot.engine.state import RUN_TERMINAL, RunStatus, StepStatus
 from bot.frontends.slack.identity import user_id_of
 from bot.frontends.slack.persistence import Posted, SlackStore
 from bot.present import blockkit as bk
 from bot.present.views import RunView, run_view, step_view
-from bot.store.audit import Event
 
 log = logging.getLogger(__name__)
 _REPLY_EVENTS = ("step.failed", "step.skipped", "step.retrying", "step.succeeded")
@@ -162,7 +161,7 @@ class RunDrawer:
         self._sent: dict[tuple[str, str], str] = {}  # (run, message key) -> digest of last sent
         self._card_at: dict[str, float] = {}  # run -> when its card was last edited (clock time)
 
-    def draw(self, state: RunState, events: Sequence[Event], *, replied_seq: int,
+    def draw(self, state: RunState, events: Sequence[StoredEvent], *, replied_seq: int,
              more: bool = False) -> Drawing:
         """Bring Slack up to date with ``state``; ``events`` are those after ``replied_seq``
         (``more``: and there are others after them, for the next drawing).
@@ -181,7 +180,7 @@ class RunDrawer:
             self.forget(state.run_id)
         return d
 
-    def _draw(self, state: RunState, events: Sequence[Event], d: Drawing) -> None:
+    def _draw(self, state: RunState, events: Sequence[StoredEvent], d: Drawing) -> None:
         d.posted = self.slack_store.keys(state.run_id)
         channel = str(state.origin.get("channel") or "")
         view = run_view(state, self.facts.titles(state))
@@ -325,7 +324,7 @@ class RunDrawer:
             else:
                 self._update(d, key, where, blocks, text)
 
-    def _step_reply(self, state: RunState, ev: Event, card: Posted, d: Drawing) -> None:
+    def _step_reply(self, state: RunState, ev: StoredEvent, card: Posted, d: Drawing) -> None:
         """The thread reply for one step event, if it has one (a failure is noted on ``d``)."""
         key = str(ev.payload.get("step", ""))
         raw = state.steps.get(key)

@@ -27,9 +27,8 @@ import threading
 import uuid
 import zlib
 from collections.abc import Callable, Sequence
-from typing import Any
 
-from bot.engine.ports import Clock
+from bot.engine.ports import Clock, RunHistory
 from bot.engine.runstate import AuditDraft, RunState
 from bot.errors import NotFound
 from bot.frontends.slack.drawing import Drawing, RunDrawer
@@ -43,7 +42,7 @@ THOROUGH_SCAN_EVERY = 60.0  # seconds between scans that also look at finished r
 class Outbox:
     """Implements ``bot.engine.ports.Notifier`` for Slack: mark now, draw on the outbox thread."""
 
-    def __init__(self, *, drawer: RunDrawer, slack_store: SlackStore, store: Any, clock: Clock,
+    def __init__(self, *, drawer: RunDrawer, slack_store: SlackStore, store: RunHistory, clock: Clock,
                  scan_every: float = 5.0, claim_ttl: float = 120.0, first_delay: float = 2.0,
                  max_delay: float = 300.0, give_up_after: int = 100,
                  on_thread_start: Callable[[], None] | None = None) -> None:

@@ -29,7 +29,6 @@ from bot.engine import commands as c
 from bot.engine.approvals import approver_groups, check_reason
 from bot.engine.facts import RunbookFacts
 from bot.engine.ports import Clock
-from bot.engine.runner import Runner
 from bot.errors import ExternalError, NotFound, ParamError, PolicyError, RunbookBotError
 from bot.frontends.slack.drawing import Drawing, who
 from bot.frontends.slack.identity import UserGroups, identity_for
@@ -38,6 +37,7 @@ from bot.frontends.slack.slash import USAGE, Slash
 from bot.present import blockkit as bk
 from bot.present.views import run_view
 from bot.runbook.params import check_params
+from bot.runtime.runner import Runner
 
 log = logging.getLogger(__name__)
 GROUP_PREFIX = "slack-group:"

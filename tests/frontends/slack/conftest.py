@@ -20,9 +20,9 @@ from pydantic import BaseModel, ConfigDict
 from bot.config import PolicyConfig, Settings, SlackConfig
 from bot.engine.plan import Change, Plan, Result
 from bot.engine.ports import ManualClock
-from bot.engine.runner import Runner
 from bot.frontends.slack.app import SlackParts, build_app, http_server, stop_http_server
 from bot.runbook.source import TextSource
+from bot.runtime.runner import Runner
 from bot.store.db import Database
 from tests.engine.conftest import runbook
 from tests.engine.fakes import FakeCatalog, World, make_registry

@@ -13,10 +13,10 @@ import pytest
 from sqlalchemy import text
 
 from bot.engine.commands import Approve, Confirm, StartRun
-from bot.engine.runner import Runner
 from bot.frontends.slack.drawing import RunFacts
 from bot.frontends.slack.outbox import THOROUGH_SCAN_EVERY
 from bot.frontends.slack.persistence import SlackStore
+from bot.runtime.runner import Runner
 from tests.fakes.slack_api import CHANNEL
 from tests.frontends.slack.conftest import BOB, DAVE, POLICY, Bot, button_in, texts
 

@@ -5,23 +5,29 @@ policy (``approvals.py``), and appends audit events to the tick. Every command i
 actor, including the ones that are refused (a click by someone not in the approver group), so the
 record shows who tried what. A refusal is returned as an ``Outcome`` with the reason, never raised,
 so the refused attempt is stored like any other event.
+
+It reaches the conductor only through ``Commandable``: the run, the policy, the approval rule of a
+step, and the conductor's moves (audit an event, change a status, finish the run). What a person
+can do is decided here alone, never by reaching into how the conductor plans and applies.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
+from bot.config import PolicyConfig
 from bot.engine.approvals import (
     BREAK_GLASS_QUORUM,
+    ApprovalRule,
+    Membership,
     canonical,
     check_approver,
     check_reason,
 )
 from bot.engine.commands import Abort, Approve, BreakGlass, Command, Confirm, Outcome, Reject, Retry
-from bot.engine.conductor import Conductor
-from bot.engine.decisions import Tick, iso
-from bot.engine.runstate import StepState, Vote
+from bot.engine.decisions import Finished, Tick, iso
+from bot.engine.runstate import RunState, StepState, Vote
 from bot.engine.state import STEP_FINAL, RunStatus, StepStatus
 from bot.errors import PolicyError
 
@@ -31,7 +37,28 @@ _NAMES = {Approve: "approve", Reject: "reject", Confirm: "confirm", BreakGlass: 
           Retry: "retry", Abort: "abort"}
 
 
-def handle(c: Conductor, cmd: Command, now: datetime, tick: Tick) -> Outcome:
+class Commandable(Protocol):
+    """The conductor's API for commands (``conductor.Conductor`` implements it)."""
+
+    @property
+    def state(self) -> RunState: ...
+    @property
+    def policy(self) -> PolicyConfig: ...
+    @property
+    def membership(self) -> Membership: ...
+
+    def rule_for(self, s: StepState) -> ApprovalRule:
+        """The approval rule that applies to step instance ``s``."""
+        ...
+
+    def event(self, tick: Tick, type_: str, now: datetime, *, actor: str = ...,
+              about: StepState | None = None, **payload: Any) -> None: ...
+    def set_step(self, tick: Tick, s: StepState, status: StepStatus) -> None: ...
+    def set_run(self, tick: Tick, status: RunStatus) -> None: ...
+    def finish(self, now: datetime, tick: Tick, status: RunStatus, outcome: str) -> Finished: ...
+
+
+def apply_command(c: Commandable, cmd: Command, now: datetime, tick: Tick) -> Outcome:
     """Apply one command; the outcome says what happened, or why nothing did."""
     name = _NAMES[type(cmd)]
     args = {k: v for k, v in vars(cmd).items() if k not in ("run_id", "actor") and v not in (None, "")}
@@ -61,7 +88,7 @@ def handle(c: Conductor, cmd: Command, now: datetime, tick: Tick) -> Outcome:
         return Outcome(False, str(e), c.state.run_id, getattr(cmd, "step", None))
 
 
-def _target(c: Conductor, key: str | None) -> StepState:
+def _target(c: Commandable, key: str | None) -> StepState:
     waiting = [s for s in c.state.steps.values() if s.status == S.AWAITING_APPROVAL]
     if key is None:
         if not waiting:
@@ -79,7 +106,7 @@ def _target(c: Conductor, key: str | None) -> StepState:
     raise PolicyError(f"step {s.key} is {s.status}, not waiting for a decision")
 
 
-def _approve(c: Conductor, s: StepState, cmd: Approve, now: datetime, tick: Tick) -> Outcome:
+def _approve(c: Commandable, s: StepState, cmd: Approve, now: datetime, tick: Tick) -> Outcome:
     if s.blocked:
         raise PolicyError(
             f"step {s.key} is blocked by interlock {s.blocked['rule']}: {s.blocked['message']}. "
@@ -90,7 +117,7 @@ def _approve(c: Conductor, s: StepState, cmd: Approve, now: datetime, tick: Tick
     if cmd.plan_hash is not None and cmd.plan_hash != s.plan_hash:
         raise PolicyError(f"the plan of step {s.key} changed since that message was shown; "
                           "review the new plan and approve that one")
-    rule = c.rule_of(c.step_of(s))
+    rule = c.rule_for(s)
     valid = [v for v in s.approvals() if v.plan_hash == s.plan_hash]
     check_approver(rule=rule, approver=cmd.actor, requester=c.state.requester,
                    prior=[v.by for v in valid], policy=c.policy, membership=c.membership)
@@ -107,7 +134,7 @@ def _approve(c: Conductor, s: StepState, cmd: Approve, now: datetime, tick: Tick
                    c.state.run_id, s.key)
 
 
-def _confirm(c: Conductor, s: StepState, cmd: Confirm, now: datetime, tick: Tick) -> Outcome:
+def _confirm(c: Commandable, s: StepState, cmd: Confirm, now: datetime, tick: Tick) -> Outcome:
     if not s.needs_confirmation:
         raise PolicyError(f"step {s.key} needs an approval, not a confirmation")
     s.votes.append(Vote(by=cmd.actor, at=iso(now), kind="confirm", plan_hash=s.plan_hash,
@@ -119,11 +146,11 @@ def _confirm(c: Conductor, s: StepState, cmd: Confirm, now: datetime, tick: Tick
     return Outcome(True, f"{cmd.actor} confirmed step {s.key}", c.state.run_id, s.key)
 
 
-def _may_decide(c: Conductor, s: StepState, actor: str) -> None:
+def _may_decide(c: Commandable, s: StepState, actor: str) -> None:
     """Rejecting or aborting: the requester, or anyone who could approve the step."""
     if canonical(actor, c.policy) == canonical(c.state.requester, c.policy):
         return
-    rule = c.rule_of(c.step_of(s))
+    rule = c.rule_for(s)
     try:
         check_approver(rule=rule, approver=actor, requester=c.state.requester, prior=(),
                        policy=c.policy, membership=c.membership)
@@ -131,7 +158,7 @@ def _may_decide(c: Conductor, s: StepState, actor: str) -> None:
         raise PolicyError(f"only the requester or an eligible approver may do that: {e}") from None
 
 
-def _reject(c: Conductor, s: StepState, cmd: Reject, now: datetime, tick: Tick) -> Outcome:
+def _reject(c: Commandable, s: StepState, cmd: Reject, now: datetime, tick: Tick) -> Outcome:
     reason = check_reason(cmd.reason, what="a rejection")
     _may_decide(c, s, cmd.actor)
     s.votes.append(Vote(by=cmd.actor, at=iso(now), kind="reject", plan_hash=s.plan_hash,
@@ -145,12 +172,12 @@ def _reject(c: Conductor, s: StepState, cmd: Reject, now: datetime, tick: Tick) 
     return Outcome(True, f"rejected step {s.key}; the run has stopped", c.state.run_id, s.key)
 
 
-def _break_glass(c: Conductor, s: StepState, cmd: BreakGlass, now: datetime, tick: Tick) -> Outcome:
+def _break_glass(c: Commandable, s: StepState, cmd: BreakGlass, now: datetime, tick: Tick) -> Outcome:
     if not s.blocked:
         raise PolicyError(f"step {s.key} is not blocked by an interlock; break-glass only "
                           "overrides an interlock")
     reason = check_reason(cmd.reason, what="break-glass")
-    rule = c.rule_of(c.step_of(s))
+    rule = c.rule_for(s)
     prior = [v.by for v in s.votes if v.kind == "break_glass"]
     check_approver(rule=rule, approver=cmd.actor, requester=c.state.requester, prior=prior,
                    policy=c.policy, membership=c.membership, kind="break_glass")
@@ -174,7 +201,7 @@ def _break_glass(c: Conductor, s: StepState, cmd: BreakGlass, now: datetime, tic
                          f"{s.key}, which is planned again", c.state.run_id, s.key)
 
 
-def _retry(c: Conductor, s: StepState, cmd: Retry, now: datetime, tick: Tick) -> Outcome:
+def _retry(c: Commandable, s: StepState, cmd: Retry, now: datetime, tick: Tick) -> Outcome:
     _may_decide(c, s, cmd.actor)
     s.blocked = None
     s.approved = False
@@ -183,7 +210,7 @@ def _retry(c: Conductor, s: StepState, cmd: Retry, now: datetime, tick: Tick) ->
     return Outcome(True, f"step {s.key} is planned again", c.state.run_id, s.key)
 
 
-def _abort(c: Conductor, cmd: Abort, now: datetime, tick: Tick) -> Outcome:
+def _abort(c: Commandable, cmd: Abort, now: datetime, tick: Tick) -> Outcome:
     reason = check_reason(cmd.reason, what="an abort")
     current = next((s for s in c.state.steps.values() if s.status not in STEP_FINAL), None)
     if current is not None:
@@ -199,13 +226,13 @@ def _abort(c: Conductor, cmd: Abort, now: datetime, tick: Tick) -> Outcome:
     return Outcome(True, f"run {c.state.run_id} aborted", c.state.run_id)
 
 
-def eligibility(c: Conductor, s: StepState, actor: str) -> str | None:
+def eligibility(c: Commandable, s: StepState, actor: str) -> str | None:
     """Why ``actor`` could not approve (or confirm) ``s`` right now; None when they could."""
     if s.needs_confirmation and not s.needs_approval:
         return None
     valid = [v.by for v in s.approvals() if v.plan_hash == s.plan_hash]
     try:
-        check_approver(rule=c.rule_of(c.step_of(s)), approver=actor, requester=c.state.requester,
+        check_approver(rule=c.rule_for(s), approver=actor, requester=c.state.requester,
                        prior=valid, policy=c.policy, membership=c.membership)
     except PolicyError as e:
         return str(e)

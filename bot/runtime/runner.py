@@ -10,28 +10,28 @@ checks. Waiting is a stored ``next_check_at`` that any worker picks up (``run_du
 sleeping thread.
 
 Several workers (threads, processes, replicas on a shared PostgreSQL) can serve the same store: the
-lease makes sure one of them at a time touches a run. A lease whose owner process on this host has
-died is taken over at once, so a restarted bot resumes without waiting for the lease to expire.
+lease makes sure one of them at a time touches a run (``leases.py``).
+
+What the runner keeps in memory is bounded by count: per-run locks (only while a thread holds or
+waits for one). It keeps no parsed runbooks of its own: it reads them through the runbook source's
+parse cache (``bot.runbook.source.ParseCache``, least recently used dropped first), the one the
+front-ends read through too.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import threading
-import uuid
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
 from bot.config import PolicyConfig
+from bot.engine.apply_commands import apply_command, eligibility
 from bot.engine.approvals import Membership, config_membership
 from bot.engine.commands import Command, Outcome, StartRun
 from bot.engine.conductor import Conductor
 from bot.engine.decisions import ApplyStep, AwaitPeople, Finished, PlanStep, Sleep, Tick, iso
-from bot.engine.human import eligibility, handle
 from bot.engine.ids import new_run_id
 from bot.engine.plan import ApiCall
 from bot.engine.ports import (
@@ -48,23 +48,9 @@ from bot.engine.state import RUN_TERMINAL, StepStatus
 from bot.errors import LeaseHeld, RunbookBotError, RunIdTaken
 from bot.runbook.model import Runbook
 from bot.runbook.params import coerce_params
+from bot.runtime.leases import Leases
 
 log = logging.getLogger(__name__)
-HOST = socket.gethostname()
-
-
-def _owner_alive(owner: str) -> bool:
-    """False only when ``owner`` names a process on this host that no longer exists."""
-    parts = owner.split(":")
-    if len(parts) < 3 or parts[0] != HOST:
-        return True
-    try:
-        os.kill(int(parts[1]), 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, ValueError):
-        return True
-    return True
 
 
 class Runner:
@@ -80,9 +66,7 @@ class Runner:
         self.membership = membership or config_membership(policy)
         self.notifiers = list(notifiers)
         self.lease_seconds = lease_seconds
-        self.lease_wait = lease_wait
-        self._locks: dict[str, threading.Lock] = {}
-        self._locks_guard = threading.Lock()
+        self.leases = Leases(store=store, clock=clock, seconds=lease_seconds, wait=lease_wait)
         self._stop = threading.Event()
 
     # -- starting -------------------------------------------------------------------------------
@@ -112,11 +96,11 @@ class Runner:
 
     def submit(self, cmd: Command) -> Outcome:
         """Apply a command under the run's lease; the outcome says what happened or why not."""
-        with self._claimed(cmd.run_id) as owner:
+        with self.leases.claimed(cmd.run_id) as owner:
             state = self.store.load(cmd.run_id)
             conductor = self._conductor(state)
             tick = Tick()
-            outcome = handle(conductor, cmd, self.clock.now(), tick)
+            outcome = apply_command(conductor, cmd, self.clock.now(), tick)
             self._save(conductor, tick, owner)
         return outcome
 
@@ -129,7 +113,7 @@ class Runner:
     def drive(self, run_id: str, *, max_ticks: int | None = None) -> RunState:
         """Advance a run until it waits, needs a person, or finishes; return its state."""
         try:
-            with self._claimed(run_id, wait=False) as owner:
+            with self.leases.claimed(run_id, wait=False) as owner:
                 state = self.store.load(run_id)
                 conductor = self._conductor(state)
                 ticks = 0
@@ -235,60 +219,3 @@ class Runner:
                 n.run_changed(state, events=events, messages=messages)
             except Exception:  # a front-end that cannot post never breaks the run
                 log.exception("notifier %s failed for run %s", type(n).__name__, state.run_id)
-
-    def _lock(self, run_id: str) -> threading.Lock:
-        with self._locks_guard:
-            return self._locks.setdefault(run_id, threading.Lock())
-
-    @contextmanager
-    def _claimed(self, run_id: str, *, wait: bool = True) -> Iterator[str]:
-        """Hold the run's lease (and this process's lock for it) for the duration."""
-        lock = self._lock(run_id)
-        if not lock.acquire(timeout=self.lease_wait if wait else 0):
-            raise LeaseHeld(f"run {run_id} is busy in this process; try again in a moment")
-        try:
-            owner = f"{HOST}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-            waited = threading.Event()
-            deadline = self.lease_wait if wait else 0.0
-            spent = 0.0
-            while not self._try_claim(run_id, owner):
-                if spent >= deadline:
-                    raise LeaseHeld(f"run {run_id} is being worked on by another worker; "
-                                    "try again in a moment")
-                waited.wait(0.05)
-                spent += 0.05
-            try:
-                yield owner
-            finally:
-                self.store.release(run_id, owner=owner)
-        finally:
-            lock.release()
-
-    def _try_claim(self, run_id: str, owner: str) -> bool:
-        now = self.clock.now()
-        if self.store.claim(run_id, owner=owner, now=now, ttl=self.lease_seconds):
-            return True
-        holder, _until = self.store.lease_of(run_id)
-        if holder and not _owner_alive(holder):
-            return self.store.claim(run_id, owner=owner, now=now, ttl=self.lease_seconds,
-                                    replace=holder)
-        return False
-
-
-def membership_from(policy: PolicyConfig, extra: Mapping[str, Membership] | None = None) -> Membership:
-    """Config groups first, then any front-end resolvers (e.g. Slack user groups) by prefix."""
-    base = config_membership(policy)
-    if not extra:
-        return base
-
-    def is_member(identity: str, group: str) -> bool:
-        if base(identity, group):
-            return True
-        for member in policy.groups.get(group, ()):
-            prefix = member.split(":", 1)[0]
-            resolver = extra.get(prefix)
-            if resolver is not None and resolver(identity, member):
-                return True
-        return False
-
-    return is_member

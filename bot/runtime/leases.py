@@ -1,0 +1,115 @@
+"""Run leases: one worker at a time touches a run, and a dead owner's lease is taken over at once.
+
+Several workers (threads, processes, replicas on a shared PostgreSQL) can serve the same store.
+Inside one process a lock per run makes threads take turns without a round trip to the database;
+across processes the store's lease does (``RunStore.claim``). A lease owner is ``host:pid:token``:
+a lease whose owner process on this host no longer exists is taken over at once, so a restarted
+bot resumes its runs without waiting for their leases to expire.
+
+The per-run locks are kept only while a thread holds or waits for one, so the table holds at most
+one entry per thread claiming a run at that moment and is empty when the process is idle; a
+long-lived worker that has driven a million runs keeps none of their locks.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from bot.engine.ports import Clock, RunStore
+from bot.errors import LeaseHeld
+
+HOST = socket.gethostname()
+
+
+def owner_alive(owner: str) -> bool:
+    """False only when ``owner`` names a process on this host that no longer exists."""
+    parts = owner.split(":")
+    if len(parts) < 3 or parts[0] != HOST:
+        return True
+    try:
+        os.kill(int(parts[1]), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, ValueError):
+        return True
+    return True
+
+
+class RunLocks:
+    """This process's lock per run, present only while some thread holds or waits for it."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._locks: dict[str, tuple[threading.Lock, int]] = {}  # run -> (lock, threads using it)
+
+    def __len__(self) -> int:
+        with self._guard:
+            return len(self._locks)
+
+    @contextmanager
+    def held(self, run_id: str, *, timeout: float) -> Iterator[bool]:
+        """Hold the run's lock (waiting up to ``timeout``); yields whether it was acquired."""
+        with self._guard:
+            lock, users = self._locks.get(run_id, (None, 0))
+            if lock is None:
+                lock = threading.Lock()
+            self._locks[run_id] = (lock, users + 1)
+        acquired = lock.acquire(timeout=timeout)
+        try:
+            yield acquired
+        finally:
+            if acquired:
+                lock.release()
+            with self._guard:
+                _, users = self._locks[run_id]
+                if users == 1:
+                    del self._locks[run_id]
+                else:
+                    self._locks[run_id] = (lock, users - 1)
+
+
+class Leases:
+    """Claims runs' leases in the store for this process's threads."""
+
+    def __init__(self, *, store: RunStore, clock: Clock, seconds: float, wait: float) -> None:
+        self.store = store
+        self.clock = clock
+        self.seconds = seconds
+        self.wait = wait
+        self.locks = RunLocks()
+
+    @contextmanager
+    def claimed(self, run_id: str, *, wait: bool = True) -> Iterator[str]:
+        """Hold the run's lease (and this process's lock for it) for the duration."""
+        with self.locks.held(run_id, timeout=self.wait if wait else 0) as acquired:
+            if not acquired:
+                raise LeaseHeld(f"run {run_id} is busy in this process; try again in a moment")
+            owner = f"{HOST}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+            waited = threading.Event()
+            deadline = self.wait if wait else 0.0
+            spent = 0.0
+            while not self._try_claim(run_id, owner):
+                if spent >= deadline:
+                    raise LeaseHeld(f"run {run_id} is being worked on by another worker; "
+                                    "try again in a moment")
+                waited.wait(0.05)
+                spent += 0.05
+            try:
+                yield owner
+            finally:
+                self.store.release(run_id, owner=owner)
+
+    def _try_claim(self, run_id: str, owner: str) -> bool:
+        now = self.clock.now()
+        if self.store.claim(run_id, owner=owner, now=now, ttl=self.seconds):
+            return True
+        holder, _until = self.store.lease_of(run_id)
+        if holder and not owner_alive(holder):
+            return self.store.claim(run_id, owner=owner, now=now, ttl=self.seconds,
+                                    replace=holder)
+        return False
