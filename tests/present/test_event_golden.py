@@ -213,7 +213,7 @@ RECORDED = {
     "command.refused", "run.aborted", "run.finished"}
 
 
-def test_the_golden_runs_record_every_event_type():
+def test_the_golden_runs_record_every_event_type_of_the_list():
     seen = {ev["type"] for story in STORIES
             for ev in json.loads((GOLDEN / f"{story}.json").read_text(encoding="utf-8"))["events"]}
     assert seen == RECORDED
