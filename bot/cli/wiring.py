@@ -25,14 +25,13 @@ def open_store(settings: Settings) -> Any:
 def build_runner(settings: Settings, *, store: Any = None, notifiers: Sequence[Any] = (),
                  clock: Any = None, clients_factory: Any = None, membership: Any = None) -> Any:
     from bot.actions.catalog import build_catalog
-    from bot.actions.registry import registry
     from bot.engine.ports import SystemClock
     from bot.engine.runner import Runner
     from bot.runbook.source import DirectorySource
 
-    return Runner(store=store or open_store(settings),
-                  catalog=build_catalog(settings, clients_factory=clients_factory),
-                  runbooks=DirectorySource(settings.runbooks_dir, catalog=registry),
+    catalog = build_catalog(settings, clients_factory=clients_factory)
+    return Runner(store=store or open_store(settings), catalog=catalog,
+                  runbooks=DirectorySource(settings.runbooks_dir, catalog=catalog.actions),
                   policy=settings.policy, clock=clock or SystemClock(), membership=membership,
                   notifiers=notifiers, lease_seconds=settings.lease_seconds)
 
