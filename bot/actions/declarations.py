@@ -52,31 +52,34 @@ Finalizer = Annotated[
 ]
 
 
-class _Params(BaseModel):
+class ClusterParams(BaseModel):
+    """The base of an action's params that reads or writes a cluster: no unknown field, and the
+    optional ``cluster`` every such action takes."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
     cluster: str | None = Field(
         default=None, description="Configured cluster name; needed when several are configured."
     )
 
 
-class NodeParams(_Params):
+class NodeParams(ClusterParams):
     node: NodeName
 
 
-class TaintParams(_Params):
+class TaintParams(ClusterParams):
     node: NodeName
     key: TaintKey = OUT_OF_SERVICE_TAINT
     value: TaintValue = "nodeshutdown"
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = "NoExecute"
 
 
-class UntaintParams(_Params):
+class UntaintParams(ClusterParams):
     node: NodeName
     key: TaintKey = OUT_OF_SERVICE_TAINT
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
 
 
-class PodsListParams(_Params):
+class PodsListParams(ClusterParams):
     node: NodeName | None = None
     namespace: ObjectName | None = None
     selector: str | None = Field(default=None, description="A label selector, e.g. app=es")
@@ -84,40 +87,40 @@ class PodsListParams(_Params):
         default=None, description="Only pods using one of these claims, as namespace/name")
 
 
-class PodParams(_Params):
+class PodParams(ClusterParams):
     pod: ObjectName
     namespace: ObjectName = "default"
 
 
-class VolumeAttachmentsListParams(_Params):
+class VolumeAttachmentsListParams(ClusterParams):
     node: NodeName | None = None
     pv: ObjectName | None = None
 
 
-class WaitGoneParams(_Params):
+class WaitGoneParams(ClusterParams):
     node: NodeName
     timeout: Duration = 600.0
 
 
-class PvParams(_Params):
+class PvParams(ClusterParams):
     name: ObjectName
 
 
-class PvListParams(_Params):
+class PvListParams(ClusterParams):
     storage_class: ObjectName | None = None
     claim_namespace: ObjectName | None = None
 
 
-class PvcParams(_Params):
+class PvcParams(ClusterParams):
     name: ObjectName
     namespace: ObjectName = "default"
 
 
-class StorageClassAuditParams(_Params):
+class StorageClassAuditParams(ClusterParams):
     pass
 
 
-class FinalizersRemoveParams(_Params):
+class FinalizersRemoveParams(ClusterParams):
     kind: Literal["PersistentVolume", "PersistentVolumeClaim", "VolumeAttachment"]
     name: ObjectName
     namespace: ObjectName | None = Field(default=None, description="For PersistentVolumeClaim.")
@@ -132,26 +135,26 @@ class FinalizersRemoveParams(_Params):
         return self
 
 
-class InstanceParams(_Params):
+class InstanceParams(ClusterParams):
     instance_id: InstanceId
 
 
-class InstanceStopParams(_Params):
+class InstanceStopParams(ClusterParams):
     instance_id: InstanceId
     force: bool = True
 
 
-class VolumesListParams(_Params):
+class VolumesListParams(ClusterParams):
     instance_id: InstanceId | None = None
     volume_ids: tuple[VolumeId, ...] | None = None
     tags: dict[str, str] | None = None
 
 
-class VolumeParams(_Params):
+class VolumeParams(ClusterParams):
     volume_id: VolumeId
 
 
-class VolumeDetachParams(_Params):
+class VolumeDetachParams(ClusterParams):
     volume_id: VolumeId
     instance_id: InstanceId | None = None
     force: bool = False
