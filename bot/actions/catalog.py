@@ -11,101 +11,32 @@
   every write: a dry run can never change anything whatever the caller does. Read-only actions
   still read, so later steps have results to plan on.
 
-Implementations take ``(params, env)`` / ``(plan, params, env)`` where ``env`` (``Env``) carries the
-step context, settings and clients; the registry stores them untyped, so this module is the one
-place that knows their real signatures.
+Implementations take ``(params, env)`` / ``(plan, params, env)`` where ``env`` (``Env``,
+``env.py``) carries the step context, settings and clients. The catalog serves the shipped actions
+(``builtin.py``) unless given a registry of its own.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
-from typing import Annotated, Any, cast, get_args, get_origin
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Annotated, Any, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
-from bot.actions import ec2 as _ec2_actions  # noqa: F401  (registers implementations)
-from bot.actions import flow as _flow_actions  # noqa: F401
-from bot.actions import kube as _kube_actions  # noqa: F401
-from bot.actions.registry import ActionSpec, Registry, registry
-from bot.clients.ec2 import Ec2Client
-from bot.clients.kube import KubeClient
+from bot.actions.builtin import builtin_actions
+from bot.actions.env import ClientsFactory, ClusterClients, Env
+from bot.actions.registry import ActionSpec, Registry
 from bot.config import ClusterConfig, Settings
-from bot.engine.plan import Fact, Plan, Result
+from bot.engine.plan import Plan, Result
 from bot.engine.ports import StepContext
 from bot.errors import ParamError, PolicyError
 from bot.runbook.durations import format_duration, parse_duration
 from bot.runbook.templating import render
 
-
-@dataclass
-class ClusterClients:
-    """One cluster's clients, built on first use (a kube-only action never builds an EC2 client)."""
-
-    make_kube: Callable[[], KubeClient]
-    make_ec2: Callable[[], Ec2Client]
-    _kube: KubeClient | None = field(default=None, repr=False)
-    _ec2: Ec2Client | None = field(default=None, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    @classmethod
-    def of(cls, *, kube: KubeClient, ec2: Ec2Client) -> ClusterClients:
-        return cls(make_kube=lambda: kube, make_ec2=lambda: ec2)
-
-    @classmethod
-    def from_config(cls, cfg: ClusterConfig) -> ClusterClients:
-        return cls(
-            make_kube=lambda: KubeClient.from_config(kubeconfig=cfg.kubeconfig, context=cfg.context,
-                                                     request_timeout=cfg.request_timeout),
-            make_ec2=lambda: Ec2Client.from_cluster(cfg),
-        )
-
-    @property
-    def kube(self) -> KubeClient:
-        with self._lock:
-            if self._kube is None:
-                self._kube = self.make_kube()
-            return self._kube
-
-    @property
-    def ec2(self) -> Ec2Client:
-        with self._lock:
-            if self._ec2 is None:
-                self._ec2 = self.make_ec2()
-            return self._ec2
-
-
-ClientsFactory = Callable[[ClusterConfig], ClusterClients]
-
-
-@dataclass
-class Env:
-    """What an action implementation works with: the step, the policy, and recording clients."""
-
-    ctx: StepContext
-    settings: Settings
-    cluster: ClusterConfig
-    clients: ClusterClients
-
-    @property
-    def kube(self) -> KubeClient:
-        return self.clients.kube.bound(self.ctx.calls, read_only=self.ctx.dry_run)
-
-    @property
-    def ec2(self) -> Ec2Client:
-        return self.clients.ec2.bound(self.ctx.calls, read_only=self.ctx.dry_run)
-
-    def now_iso(self) -> str:
-        return self.ctx.clock.now().isoformat()
-
-    def fact(self, subject: str, name: str, value: Any) -> Fact:
-        return Fact(subject=subject, name=name, value=value, read_at=self.now_iso())
-
-
-PlanImpl = Callable[[Any, Env], Plan]
-ApplyImpl = Callable[[Plan, Any, Env], Result]
+__all__ = ["ClientsFactory", "ClusterClients", "Env", "RegistryCatalog", "build_catalog", "params_json"]
 
 
 def _described(tp: Any) -> str | None:
@@ -152,14 +83,19 @@ class RegistryCatalog:
     """Implements ``bot.engine.ports.ActionCatalog`` over the action registry."""
 
     def __init__(self, *, settings: Settings, clients_factory: ClientsFactory | None = None,
-                 actions: Registry = registry) -> None:
+                 actions: Registry | None = None) -> None:
         self.settings = settings
         self._factory = clients_factory or ClusterClients.from_config
-        self._registry = actions
+        self._registry = actions if actions is not None else builtin_actions()
         self._clients: dict[str, ClusterClients] = {}
         self._lock = threading.Lock()
 
-    def spec(self, name: str) -> ActionSpec:
+    @property
+    def actions(self) -> Registry:
+        """The actions this catalog serves: what runbooks are validated against."""
+        return self._registry
+
+    def spec(self, name: str) -> ActionSpec[Any]:
         try:
             return self._registry.get(name)
         except KeyError:
@@ -171,7 +107,7 @@ class RegistryCatalog:
 
     def validate(self, name: str, params: BaseModel | Mapping[str, Any]) -> BaseModel:
         """The action's params model instance, or a ParamError saying what was expected."""
-        model = self.spec(name).params_model
+        model: type[BaseModel] = self.spec(name).params_model
         if isinstance(params, model):
             return params
         raw = params.model_dump() if isinstance(params, BaseModel) else dict(params)
@@ -200,7 +136,7 @@ class RegistryCatalog:
         checked = self.validate(name, params)
         if spec.plan_fn is None:
             raise PolicyError(f"action {name!r} is declared but has no implementation")
-        plan = cast(PlanImpl, spec.plan_fn)(checked, self._env(checked, ctx))
+        plan = spec.plan_fn(checked, self._env(checked, ctx))
         return replace(plan, action=name, params=params_json(checked),
                        summary=self.summary(name, checked))
 
@@ -211,11 +147,12 @@ class RegistryCatalog:
         if spec.apply_fn is None:
             raise PolicyError(f"action {name!r} is declared but has no implementation")
         checked = self.validate(name, plan.params)
-        result = cast(ApplyImpl, spec.apply_fn)(plan, checked, self._env(checked, ctx))
+        result = spec.apply_fn(plan, checked, self._env(checked, ctx))
         return replace(result, calls=tuple(ctx.calls))
 
 
-def build_catalog(settings: Settings, *, clients_factory: ClientsFactory | None = None
-                  ) -> RegistryCatalog:
-    """The catalog the runner uses; ``clients_factory`` builds one cluster's clients (tests, sim)."""
-    return RegistryCatalog(settings=settings, clients_factory=clients_factory)
+def build_catalog(settings: Settings, *, clients_factory: ClientsFactory | None = None,
+                  actions: Registry | None = None) -> RegistryCatalog:
+    """The catalog the runner uses; ``clients_factory`` builds one cluster's clients (tests, sim),
+    ``actions`` replaces the shipped actions (``builtin_actions()``)."""
+    return RegistryCatalog(settings=settings, clients_factory=clients_factory, actions=actions)

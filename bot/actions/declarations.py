@@ -1,8 +1,9 @@
-"""Declarations of every shipped action: name, params model, destructive flag, summary.
+"""The params models of the shipped actions, and the forms of the values they take.
 
-Pure data: importing this module imports no SDK. The validator checks runbooks against it; the
-implementations in kube.py / ec2.py / flow.py attach behaviour to these names. Params are checked
-here, before any API is called: node names, instance ids and volume ids must have their real forms.
+Params are checked against these models before any API is called: node and object names, instance
+ids, volume ids, taint keys and finalizers must have their real forms, and an error names the field
+and the form expected (each form's ``description``). Each action's definition (``kube.py``,
+``ec2.py``, ``flow.py``) names its model here. Pure data: importing this module imports no SDK.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Annotated, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from bot.actions.registry import registry
+from bot.actions.objects import OUT_OF_SERVICE_TAINT as OUT_OF_SERVICE_TAINT  # the taint's default
 from bot.runbook.model import Duration
 
 DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
@@ -32,10 +33,10 @@ InstanceId = Annotated[
 VolumeId = Annotated[
     str, Field(pattern=r"^vol-[0-9a-f]{8,17}$", description="An EBS volume id, e.g. vol-0abc1234")
 ]
-_QUALIFIED = (r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+QUALIFIED_NAME = (r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
               r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 TaintKey = Annotated[
-    str, Field(pattern=_QUALIFIED, max_length=317,
+    str, Field(pattern=QUALIFIED_NAME, max_length=317,
                description="A taint key: an optional DNS-1123 prefix and '/', then a name of at "
                            "most 63 letters, digits, '-', '_' or '.', e.g. "
                            "node.kubernetes.io/out-of-service")
@@ -46,37 +47,39 @@ TaintValue = Annotated[
                            "nodeshutdown")
 ]
 Finalizer = Annotated[
-    str, Field(pattern=_QUALIFIED, max_length=317,
+    str, Field(pattern=QUALIFIED_NAME, max_length=317,
                description="A finalizer name, e.g. kubernetes.io/pv-protection")
 ]
-OUT_OF_SERVICE_TAINT = "node.kubernetes.io/out-of-service"
 
 
-class _Params(BaseModel):
+class ClusterParams(BaseModel):
+    """The base of an action's params that reads or writes a cluster: no unknown field, and the
+    optional ``cluster`` every such action takes."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
     cluster: str | None = Field(
         default=None, description="Configured cluster name; needed when several are configured."
     )
 
 
-class NodeParams(_Params):
+class NodeParams(ClusterParams):
     node: NodeName
 
 
-class TaintParams(_Params):
+class TaintParams(ClusterParams):
     node: NodeName
     key: TaintKey = OUT_OF_SERVICE_TAINT
     value: TaintValue = "nodeshutdown"
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = "NoExecute"
 
 
-class UntaintParams(_Params):
+class UntaintParams(ClusterParams):
     node: NodeName
     key: TaintKey = OUT_OF_SERVICE_TAINT
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
 
 
-class PodsListParams(_Params):
+class PodsListParams(ClusterParams):
     node: NodeName | None = None
     namespace: ObjectName | None = None
     selector: str | None = Field(default=None, description="A label selector, e.g. app=es")
@@ -84,40 +87,40 @@ class PodsListParams(_Params):
         default=None, description="Only pods using one of these claims, as namespace/name")
 
 
-class PodParams(_Params):
+class PodParams(ClusterParams):
     pod: ObjectName
     namespace: ObjectName = "default"
 
 
-class VolumeAttachmentsListParams(_Params):
+class VolumeAttachmentsListParams(ClusterParams):
     node: NodeName | None = None
     pv: ObjectName | None = None
 
 
-class WaitGoneParams(_Params):
+class WaitGoneParams(ClusterParams):
     node: NodeName
     timeout: Duration = 600.0
 
 
-class PvParams(_Params):
+class PvParams(ClusterParams):
     name: ObjectName
 
 
-class PvListParams(_Params):
+class PvListParams(ClusterParams):
     storage_class: ObjectName | None = None
     claim_namespace: ObjectName | None = None
 
 
-class PvcParams(_Params):
+class PvcParams(ClusterParams):
     name: ObjectName
     namespace: ObjectName = "default"
 
 
-class StorageClassAuditParams(_Params):
+class StorageClassAuditParams(ClusterParams):
     pass
 
 
-class FinalizersRemoveParams(_Params):
+class FinalizersRemoveParams(ClusterParams):
     kind: Literal["PersistentVolume", "PersistentVolumeClaim", "VolumeAttachment"]
     name: ObjectName
     namespace: ObjectName | None = Field(default=None, description="For PersistentVolumeClaim.")
@@ -132,26 +135,26 @@ class FinalizersRemoveParams(_Params):
         return self
 
 
-class InstanceParams(_Params):
+class InstanceParams(ClusterParams):
     instance_id: InstanceId
 
 
-class InstanceStopParams(_Params):
+class InstanceStopParams(ClusterParams):
     instance_id: InstanceId
     force: bool = True
 
 
-class VolumesListParams(_Params):
+class VolumesListParams(ClusterParams):
     instance_id: InstanceId | None = None
     volume_ids: tuple[VolumeId, ...] | None = None
     tags: dict[str, str] | None = None
 
 
-class VolumeParams(_Params):
+class VolumeParams(ClusterParams):
     volume_id: VolumeId
 
 
-class VolumeDetachParams(_Params):
+class VolumeDetachParams(ClusterParams):
     volume_id: VolumeId
     instance_id: InstanceId | None = None
     force: bool = False
@@ -170,68 +173,3 @@ class NotifyParams(BaseModel):
 class WaitParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     duration: Duration
-
-
-_D = registry.declare
-_D("k8s.node.get", params=NodeParams, destructive=False,
-   summary="Read node {{ node }}", description="Ready condition, taints, instance id and zone.")
-_D("k8s.node.taint", params=TaintParams, destructive=True,
-   summary="Taint node {{ node }} with {{ key }}={{ value }}:{{ effect }}",
-   description="Add a taint, read-modify-write checked by resourceVersion.")
-_D("k8s.node.untaint", params=UntaintParams, destructive=True,
-   summary="Remove taint {{ key }} from node {{ node }}",
-   description="Remove a taint, read-modify-write checked by resourceVersion.")
-_D("k8s.node.cordon", params=NodeParams, destructive=False,
-   summary="Cordon node {{ node }}", description="Mark the node unschedulable.")
-_D("k8s.node.uncordon", params=NodeParams, destructive=False,
-   summary="Uncordon node {{ node }}", description="Mark the node schedulable again.")
-_D("k8s.pods.list", params=PodsListParams, destructive=False,
-   summary="List pods{% if node %} on {{ node }}{% endif %}",
-   description="Pods by node or selector, with their status reasons.")
-_D("k8s.pod.events", params=PodParams, destructive=False,
-   summary="Read events of pod {{ namespace }}/{{ pod }}",
-   description="Event reasons and messages; detects Multi-Attach and affinity conflicts.")
-_D("k8s.volumeattachments.list", params=VolumeAttachmentsListParams, destructive=False,
-   summary="List VolumeAttachments{% if node %} on {{ node }}{% endif %}",
-   description="VolumeAttachments by node or PV, with attach/detach errors.")
-_D("k8s.volumeattachments.wait_gone", params=WaitGoneParams, destructive=False,
-   summary="Wait for VolumeAttachments on {{ node }} to go",
-   description="Polls until no VolumeAttachment names the node, reporting progress.")
-_D("k8s.pv.get", params=PvParams, destructive=False,
-   summary="Read PersistentVolume {{ name }}",
-   description="The EBS volume id (CSI or in-tree) and zone affinity.")
-_D("k8s.pv.list", params=PvListParams, destructive=False,
-   summary="List PersistentVolumes", description="PVs with EBS volume ids and zones.")
-_D("k8s.pvc.get", params=PvcParams, destructive=False,
-   summary="Read PersistentVolumeClaim {{ namespace }}/{{ name }}",
-   description="The claim, its phase and its bound volume.")
-_D("k8s.storageclasses.audit", params=StorageClassAuditParams, destructive=False,
-   summary="Audit StorageClass binding modes",
-   description="Binding mode against the zones in use.")
-_D("k8s.finalizers.remove", params=FinalizersRemoveParams, destructive=True,
-   summary="Remove finalizers from {{ kind }} {{ name }}",
-   description="Clear finalizers; refused while the PV's EBS volume still exists.")
-_D("aws.ec2.instance.get", params=InstanceParams, destructive=False,
-   summary="Read EC2 instance {{ instance_id }}",
-   description="State, state reason and status checks.")
-_D("aws.ec2.instance.stop", params=InstanceStopParams, destructive=True,
-   summary="Stop EC2 instance {{ instance_id }}{% if force %} (force){% endif %}",
-   description="Fence the instance and wait for it to be stopped.")
-_D("aws.ec2.volumes.list", params=VolumesListParams, destructive=False,
-   summary="List EBS volumes", description="By instance, ids or tags.")
-_D("aws.ec2.volume.get", params=VolumeParams, destructive=False,
-   summary="Read EBS volume {{ volume_id }}", description="State and attachments.")
-_D("aws.ec2.volume.detach", params=VolumeDetachParams, destructive=True,
-   summary="Detach EBS volume {{ volume_id }}{% if force %} with FORCE{% endif %}",
-   description="Detach at EC2 and wait for available; only from a stopped instance.")
-_D("aws.ec2.volume.delete", params=VolumeParams, destructive=True,
-   summary="Delete EBS volume {{ volume_id }}", description="Only an available volume.")
-_D("manual.confirm", params=ConfirmParams, destructive=False,
-   summary="Confirm: {{ item }}", description="A person confirms a checklist item.")
-_D("notify", params=NotifyParams, destructive=False,
-   summary="Notify: {{ message }}", description="A message to the run's channel or terminal.")
-_D("wait", params=WaitParams, destructive=False,
-   summary="Wait", description="Wait for a duration.")
-
-# Diagnosis actions declare themselves next to their implementation.
-from bot.actions import reports as _reports  # noqa: E402,F401

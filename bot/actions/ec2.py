@@ -8,7 +8,7 @@ and only calls EC2 again when the resource is not yet on its way (idempotent by 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bot.actions import interlocks as il
 from bot.actions.declarations import (
@@ -18,14 +18,12 @@ from bot.actions.declarations import (
     VolumeParams,
     VolumesListParams,
 )
-from bot.actions.registry import registry
+from bot.actions.env import Env
+from bot.actions.objects import FENCED_STATES, Obj, instance_state
+from bot.actions.registry import ActionSpec, action
 from bot.engine.plan import Change, Fact, Plan, Result
 from bot.errors import PermanentError
 
-if TYPE_CHECKING:
-    from bot.actions.catalog import Env
-
-Obj = dict[str, Any]
 POLL_SECONDS = 5.0
 
 
@@ -67,12 +65,10 @@ def volume_view(vid: str, vol: Obj | None) -> Obj:
 
 # -- instances --------------------------------------------------------------------------------
 
-@registry.planner("aws.ec2.instance.get")
 def plan_instance(p: InstanceParams, env: Env) -> Plan:
     return Plan(action="aws.ec2.instance.get", params={})
 
 
-@registry.applier("aws.ec2.instance.get")
 def apply_instance(plan: Plan, p: InstanceParams, env: Env) -> Result:
     inst = env.ec2.describe_instances([p.instance_id]).get(p.instance_id)
     status = env.ec2.describe_instance_status([p.instance_id]).get(p.instance_id) if inst else None
@@ -87,24 +83,22 @@ def _read_instance(env: Env, iid: str) -> Obj:
 
 
 def _stop_change(state: str, p: InstanceStopParams) -> Change | None:
-    if state in il.FENCED_STATES or (state == "stopping" and not p.force):
+    if state in FENCED_STATES or (state == "stopping" and not p.force):
         return None  # already fenced, or already on its way and no force asked for
     return Change(target_kind="Instance", target=p.instance_id,
                   operation="force-stop" if p.force else "stop", before=state, after="stopped")
 
 
-@registry.planner("aws.ec2.instance.stop")
 def plan_stop(p: InstanceStopParams, env: Env) -> Plan:
-    state = il.instance_state(_read_instance(env, p.instance_id))
+    state = instance_state(_read_instance(env, p.instance_id))
     change = _stop_change(state, p)
     return Plan(action="aws.ec2.instance.stop", params={}, changes=(change,) if change else (),
                 facts=(env.fact(f"instance {p.instance_id}", "state", state),))
 
 
-@registry.applier("aws.ec2.instance.stop")
 def apply_stop(plan: Plan, p: InstanceStopParams, env: Env) -> Result:
-    state = il.instance_state(_read_instance(env, p.instance_id))
-    if state in il.FENCED_STATES:
+    state = instance_state(_read_instance(env, p.instance_id))
+    if state in FENCED_STATES:
         return Result(data={"instance_id": p.instance_id, "state": state}, already_done=True,
                       message=f"instance {p.instance_id} is {state}")
     # a plain stop already under way is not repeated; a force stop of a hung 'stopping' is
@@ -120,7 +114,7 @@ def apply_stop(plan: Plan, p: InstanceStopParams, env: Env) -> Result:
         now = next((i.get("CurrentState", {}).get("Name") for i in resp.get("StoppingInstances") or ()
                     if i.get("InstanceId") == p.instance_id), None)
         state = str(now or state)
-        if state in il.FENCED_STATES:
+        if state in FENCED_STATES:
             return Result(data={"instance_id": p.instance_id, "state": state},
                           message=f"instance {p.instance_id} stopped")
     progress = f"instance {p.instance_id} is {state}"
@@ -131,12 +125,10 @@ def apply_stop(plan: Plan, p: InstanceStopParams, env: Env) -> Result:
 
 # -- volumes ----------------------------------------------------------------------------------
 
-@registry.planner("aws.ec2.volumes.list")
 def plan_volumes(p: VolumesListParams, env: Env) -> Plan:
     return Plan(action="aws.ec2.volumes.list", params={})
 
 
-@registry.applier("aws.ec2.volumes.list")
 def apply_volumes(plan: Plan, p: VolumesListParams, env: Env) -> Result:
     filters: list[Obj] = []
     if p.instance_id:
@@ -148,12 +140,10 @@ def apply_volumes(plan: Plan, p: VolumesListParams, env: Env) -> Result:
     return Result(data={"items": items, "count": len(items)})
 
 
-@registry.planner("aws.ec2.volume.get")
 def plan_volume(p: VolumeParams, env: Env) -> Plan:
     return Plan(action="aws.ec2.volume.get", params={})
 
 
-@registry.applier("aws.ec2.volume.get")
 def apply_volume(plan: Plan, p: VolumeParams, env: Env) -> Result:
     return Result(data=volume_view(p.volume_id, env.ec2.describe_volumes([p.volume_id]).get(p.volume_id)))
 
@@ -180,7 +170,6 @@ def _read_volume(env: Env, vid: str) -> Obj:
     return vol
 
 
-@registry.planner("aws.ec2.volume.detach")
 def plan_detach(p: VolumeDetachParams, env: Env) -> Plan:
     vol = _read_volume(env, p.volume_id)
     att = _attachment(vol, p)
@@ -211,7 +200,6 @@ def _moved_on(vol: Obj, p: VolumeDetachParams) -> Result | None:
                   message=f"volume {p.volume_id} is off {p.instance_id} (now attached to {now_on})")
 
 
-@registry.applier("aws.ec2.volume.detach")
 def apply_detach(plan: Plan, p: VolumeDetachParams, env: Env) -> Result:
     vol = _read_volume(env, p.volume_id)
     moved = _moved_on(vol, p)
@@ -254,7 +242,6 @@ def _delete_change(vol: Obj | None, vid: str) -> Change | None:
                   after="deleted")
 
 
-@registry.planner("aws.ec2.volume.delete")
 def plan_delete(p: VolumeParams, env: Env) -> Plan:
     vol = env.ec2.describe_volumes([p.volume_id]).get(p.volume_id)
     change = _delete_change(vol, p.volume_id)
@@ -263,7 +250,6 @@ def plan_delete(p: VolumeParams, env: Env) -> Plan:
                                 vol.get("State") if vol else "absent"),))
 
 
-@registry.applier("aws.ec2.volume.delete")
 def apply_delete(plan: Plan, p: VolumeParams, env: Env) -> Result:
     vol = env.ec2.describe_volumes([p.volume_id]).get(p.volume_id)
     if _delete_change(vol, p.volume_id) is None:
@@ -280,3 +266,37 @@ def apply_delete(plan: Plan, p: VolumeParams, env: Env) -> Result:
                              service="ec2", operation="DeleteVolume", code="PostCondition")
     return Result(data={"volume_id": p.volume_id, "deleted": True},
                   message=f"volume {p.volume_id} deleted")
+
+
+# -- the actions ------------------------------------------------------------------------------
+
+INSTANCE_GET = action(
+    "aws.ec2.instance.get", InstanceParams, destructive=False,
+    summary="Read EC2 instance {{ instance_id }}",
+    description="State, state reason and status checks.",
+    plan=plan_instance, apply=apply_instance)
+INSTANCE_STOP = action(
+    "aws.ec2.instance.stop", InstanceStopParams, destructive=True,
+    summary="Stop EC2 instance {{ instance_id }}{% if force %} (force){% endif %}",
+    description="Fence the instance and wait for it to be stopped.",
+    plan=plan_stop, apply=apply_stop)
+VOLUMES_LIST = action(
+    "aws.ec2.volumes.list", VolumesListParams, destructive=False,
+    summary="List EBS volumes", description="By instance, ids or tags.",
+    plan=plan_volumes, apply=apply_volumes)
+VOLUME_GET = action(
+    "aws.ec2.volume.get", VolumeParams, destructive=False,
+    summary="Read EBS volume {{ volume_id }}", description="State and attachments.",
+    plan=plan_volume, apply=apply_volume)
+VOLUME_DETACH = action(
+    "aws.ec2.volume.detach", VolumeDetachParams, destructive=True,
+    summary="Detach EBS volume {{ volume_id }}{% if force %} with FORCE{% endif %}",
+    description="Detach at EC2 and wait for available; only from a stopped instance.",
+    plan=plan_detach, apply=apply_detach)
+VOLUME_DELETE = action(
+    "aws.ec2.volume.delete", VolumeParams, destructive=True,
+    summary="Delete EBS volume {{ volume_id }}", description="Only an available volume.",
+    plan=plan_delete, apply=apply_delete)
+
+ACTIONS: tuple[ActionSpec[Any], ...] = (INSTANCE_GET, INSTANCE_STOP, VOLUMES_LIST, VOLUME_GET,
+                                        VOLUME_DETACH, VOLUME_DELETE)

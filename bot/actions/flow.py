@@ -13,43 +13,45 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import Any
 
 from bot.actions.declarations import ConfirmParams, NotifyParams, WaitParams
-from bot.actions.registry import registry
+from bot.actions.env import Env
+from bot.actions.registry import ActionSpec, action
 from bot.engine.plan import Plan, Result
 
-if TYPE_CHECKING:
-    from bot.actions.catalog import Env
 
-
-@registry.planner("manual.confirm")
 def plan_confirm(p: ConfirmParams, env: Env) -> Plan:
     return Plan(action="manual.confirm", params={}, data={"item": p.item})
 
 
-@registry.applier("manual.confirm")
 def apply_confirm(plan: Plan, p: ConfirmParams, env: Env) -> Result:
     by = env.ctx.confirmed_by or env.ctx.requester
     return Result(data={"confirmed": True, "by": by}, message=f"{by} confirmed: {p.item}")
 
 
-@registry.planner("notify")
+CONFIRM = action("manual.confirm", ConfirmParams, destructive=False,
+                 summary="Confirm: {{ item }}", description="A person confirms a checklist item.",
+                 plan=plan_confirm, apply=apply_confirm)
+
+
 def plan_notify(p: NotifyParams, env: Env) -> Plan:
     return Plan(action="notify", params={})
 
 
-@registry.applier("notify")
 def apply_notify(plan: Plan, p: NotifyParams, env: Env) -> Result:
     return Result(data={"message": p.message}, message=p.message)
 
 
-@registry.planner("wait")
+NOTIFY = action("notify", NotifyParams, destructive=False,
+                summary="Notify: {{ message }}", description="A message to the run's channel or terminal.",
+                plan=plan_notify, apply=apply_notify)
+
+
 def plan_wait(p: WaitParams, env: Env) -> Plan:
     return Plan(action="wait", params={}, data={"started_at": env.now_iso()})
 
 
-@registry.applier("wait")
 def apply_wait(plan: Plan, p: WaitParams, env: Env) -> Result:
     started = datetime.fromisoformat(str(plan.data.get("started_at") or env.now_iso()))
     waited = (env.ctx.clock.now() - started).total_seconds()
@@ -59,3 +61,9 @@ def apply_wait(plan: Plan, p: WaitParams, env: Env) -> Result:
         return Result(data={"waited": waited}, done=False, retry_after=left,
                       progress=env.ctx.progress)
     return Result(data={"waited": waited}, message=f"waited {waited:.0f}s")
+
+
+WAIT = action("wait", WaitParams, destructive=False, summary="Wait",
+              description="Wait for a duration.", plan=plan_wait, apply=apply_wait)
+
+ACTIONS: tuple[ActionSpec[Any], ...] = (CONFIRM, NOTIFY, WAIT)

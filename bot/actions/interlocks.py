@@ -6,24 +6,32 @@ since. Everything read is appended to ``facts`` (with ``read_at``), so a changed
 plan's hash and voids an approval given for the old one. Refusals go through ``ctx.interlock()``,
 which only break-glass (two approvers and a reason, handled by the engine) can override.
 
-The small parsers here (providerID -> instance id, PV -> EBS volume id, Ready condition) are the
-ones the actions use too, so the interlocks and the results a runbook sees can never disagree.
+Objects are read with the parsers in ``objects.py`` (providerID -> instance id, PV -> EBS volume
+id, Ready condition), the ones the actions use too, so the interlocks and the results a runbook
+sees can never disagree. This module holds the rules only: each reads the world through ``Env``.
 """
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable
 
-from bot.actions.declarations import OUT_OF_SERVICE_TAINT
+from bot.actions.env import Env
+from bot.actions.objects import (
+    CSI_NODE_ID,
+    FENCED_STATES,
+    OUT_OF_SERVICE_TAINT,
+    Obj,
+    csi_instance_id_of,
+    has_taint,
+    instance_id_of,
+    instance_state,
+    meta,
+    ready_condition,
+    terminating,
+    va_node,
+    volume_id_of_pv,
+)
 from bot.engine.plan import Fact
-
-if TYPE_CHECKING:
-    from bot.actions.catalog import Env
-
-Obj = dict[str, Any]
 
 RULE_OOS_TAINT = "oos-taint"  # 1
 RULE_FORCE_DETACH = "force-detach"  # 2
@@ -32,86 +40,6 @@ RULE_FINALIZERS = "finalizer-volume"  # 4
 RULE_BLAST_RADIUS = "blast-radius"  # 5
 RULES = (RULE_OOS_TAINT, RULE_FORCE_DETACH, RULE_OOS_UNTAINT, RULE_FINALIZERS, RULE_BLAST_RADIUS)
 
-FENCED_STATES = frozenset({"stopped", "terminated"})
-ZONE_KEYS = ("topology.ebs.csi.aws.com/zone", "topology.kubernetes.io/zone",
-             "failure-domain.beta.kubernetes.io/zone")
-_PROVIDER_ID = re.compile(r"^(?:aws://(?:/(?P<zone>[a-z0-9-]*))?/)?(?P<id>i-[0-9a-f]{8,17})$")
-_VOLUME_ID = re.compile(r"(vol-[0-9a-f]{8,17})$")
-CSI_NODE_ID = "csi.volume.kubernetes.io/nodeid"
-EBS_DRIVER = "ebs.csi.aws.com"
-
-
-# -- parsers shared with the actions ----------------------------------------------------------
-
-def instance_id_of(node: Obj) -> str | None:
-    """The EC2 instance id in ``spec.providerID`` (``aws:///zone/i-..``, ``aws:////i-..``, bare
-    ``i-..``); None for Fargate (``aws:///zone/fargate-ip``) and non-AWS nodes."""
-    pid = str((node.get("spec") or {}).get("providerID") or "")
-    m = _PROVIDER_ID.match(pid)
-    return m.group("id") if m else None
-
-
-def csi_instance_id_of(node: Obj) -> str | None:
-    """The instance id the EBS CSI driver registered for the node (annotation
-    ``csi.volume.kubernetes.io/nodeid``, JSON ``{"ebs.csi.aws.com": "i-.."}``), if any."""
-    raw = ((node.get("metadata") or {}).get("annotations") or {}).get(CSI_NODE_ID)
-    try:
-        value = json.loads(raw)[EBS_DRIVER] if raw else None
-    except (ValueError, TypeError, KeyError):
-        return None
-    return str(value) if value else None
-
-
-def zone_of_node(node: Obj) -> str | None:
-    labels = (node.get("metadata") or {}).get("labels") or {}
-    for key in ZONE_KEYS:
-        if labels.get(key):
-            return str(labels[key])
-    pid = str((node.get("spec") or {}).get("providerID") or "")
-    m = re.match(r"^aws:///(?P<zone>[a-z]{2}-[a-z]+-\d[a-z])/", pid)
-    return m.group("zone") if m else None
-
-
-def ready_condition(node: Obj) -> tuple[str, str | None]:
-    """(status, lastTransitionTime) of the Ready condition; ``Unknown`` when it is missing."""
-    for cond in (node.get("status") or {}).get("conditions") or ():
-        if cond.get("type") == "Ready":
-            return str(cond.get("status") or "Unknown"), cond.get("lastTransitionTime")
-    return "Unknown", None
-
-
-def taints_of(node: Obj) -> list[Obj]:
-    return [{"key": t.get("key"), "value": t.get("value") or "", "effect": t.get("effect")}
-            for t in (node.get("spec") or {}).get("taints") or ()]
-
-
-def has_taint(node: Obj, key: str) -> bool:
-    return any(t.get("key") == key for t in (node.get("spec") or {}).get("taints") or ())
-
-
-def volume_id_of_pv(pv: Obj) -> str | None:
-    """The EBS volume id from CSI ``volumeHandle`` or legacy ``awsElasticBlockStore.volumeID``."""
-    spec = pv.get("spec") or {}
-    csi = spec.get("csi") or {}
-    raw = csi.get("volumeHandle") if csi.get("driver") == "ebs.csi.aws.com" else None
-    raw = raw or (spec.get("awsElasticBlockStore") or {}).get("volumeID")
-    m = _VOLUME_ID.search(str(raw or ""))
-    return m.group(1) if m else None
-
-
-def va_node(va: Obj) -> str | None:
-    return (va.get("spec") or {}).get("nodeName")
-
-
-def terminating(obj: Obj) -> bool:
-    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
-
-
-def instance_state(inst: Obj | None) -> str:
-    return "absent" if inst is None else str((inst.get("State") or {}).get("Name") or "unknown")
-
-
-# -- the interlocks ---------------------------------------------------------------------------
 
 def check_out_of_service_taint(env: Env, *, node: Obj, facts: list[Fact]) -> None:
     """1: the node is NotReady and its EC2 instance is stopped/terminated, as read right now.
@@ -224,3 +152,24 @@ def check_finalizer_removal(env: Env, *, kind: str, obj: Obj, facts: list[Fact])
         message=f"EBS volume {vid} still exists ({state}); clearing finalizers now would leak a "
                 "billed volume and drift the API from EC2. Check it is unused, delete it at EC2 "
                 "(aws.ec2.volume.delete) first, then remove the finalizers")
+
+
+class Rechecked:
+    """Runs an action's interlocks again for every newer version of the object it writes.
+
+    ``KubeClient.update`` re-reads the object after a 409 Conflict; the write that caused the
+    conflict may be the very change an interlock is about (the kubelet marking the node Ready
+    again), so a re-read object is checked again before the change is re-applied to it.
+    """
+
+    def __init__(self, env: Env, checked: Obj | None, check: Callable[[Obj], None]) -> None:
+        self.env, self.check = env, check
+        self.version = meta(checked or {}).get("resourceVersion")
+
+    def __call__(self, live: Obj) -> None:
+        version = meta(live).get("resourceVersion")
+        if version != self.version:
+            self.check(live)
+            self.version = version
+            # one override is one audit event, however many versions it was checked against
+            self.env.ctx.overridden[:] = list(dict.fromkeys(self.env.ctx.overridden))

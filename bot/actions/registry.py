@@ -1,41 +1,64 @@
-"""The action registry: every action's name, typed params, destructive flag and summary.
+"""Actions as one typed definition each, and the registry the catalog and the validator read.
 
-Declarations (``catalog.py``) are pure data and import no SDK, so ``runbook-bot validate`` and
-``--help`` stay fast. Implementations (``kube.py``, ``ec2.py``, ``flow.py``) attach ``plan`` and
-``apply`` to a declared name with ``@registry.planner(name)`` / ``@registry.applier(name)``.
+An action is one ``ActionSpec``, made with ``action(...)`` next to its implementation: its name,
+params model, destructive flag, approval summary and description, and its ``plan`` and ``apply``.
+``action()`` ties the three together for mypy: ``plan`` must take the declared params model and an
+``Env`` and return a ``Plan``; ``apply`` the approved ``Plan``, the params and an ``Env``, and
+return a ``Result``. A mismatch is a type error, not a crash in a running incident.
+
+A ``Registry`` is built explicitly from specs (``bot/actions/builtin.py`` lists the shipped ones);
+nothing registers itself on import. ``declare`` with ``planner``/``applier`` assembles one piece by
+piece, which is what a test's fake catalog needs; declared-only actions are enough to validate
+runbooks against.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
+from bot.actions.env import Env
 from bot.engine.plan import Plan, Result
-from bot.engine.ports import StepContext
 
-PlanFn = Callable[[Any, StepContext], Plan]
-ApplyFn = Callable[[Plan, StepContext], Result]
+P = TypeVar("P", bound=BaseModel)
+Planner = Callable[[P, Env], Plan]
+Applier = Callable[[Plan, P, Env], Result]
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 @dataclass
-class ActionSpec:
+class ActionSpec(Generic[P]):
     name: str
-    params_model: type[BaseModel]
-    destructive: bool
+    params_model: type[P]
+    destructive: bool  # destructive actions always need approval and are never polled
     summary: str  # a Jinja2 template over the params, e.g. "Stop {{ instance_id }} (force)"
     description: str
-    # read-only actions may be polled by a step's wait_until; destructive ones never are
-    plan_fn: PlanFn | None = None
-    apply_fn: ApplyFn | None = None
+    plan_fn: Planner[P] | None = None
+    apply_fn: Applier[P] | None = None
+
+
+def action(name: str, params: type[P], *, destructive: bool, summary: str, description: str,
+           plan: Planner[P], apply: Applier[P]) -> ActionSpec[P]:
+    """One complete action, declaration and implementation together."""
+    return ActionSpec(name, params, destructive, summary, description, plan, apply)
 
 
 class Registry:
-    def __init__(self) -> None:
-        self._specs: dict[str, ActionSpec] = {}
+    """Actions by name. ``Registry(specs)`` holds the given ones; a name may appear only once."""
+
+    def __init__(self, specs: Iterable[ActionSpec[Any]] = ()) -> None:
+        self._specs: dict[str, ActionSpec[Any]] = {}
+        for spec in specs:
+            self.add(spec)
+
+    def add(self, spec: ActionSpec[Any]) -> ActionSpec[Any]:
+        if spec.name in self._specs:
+            raise ValueError(f"action {spec.name!r} is declared twice")
+        self._specs[spec.name] = spec
+        return spec
 
     def declare(
         self,
@@ -45,12 +68,9 @@ class Registry:
         destructive: bool,
         summary: str,
         description: str,
-    ) -> ActionSpec:
-        if name in self._specs:
-            raise ValueError(f"action {name!r} is declared twice")
-        spec = ActionSpec(name, params, destructive, summary, description)
-        self._specs[name] = spec
-        return spec
+    ) -> ActionSpec[Any]:
+        """An action without its implementation yet; ``planner``/``applier`` attach it."""
+        return self.add(ActionSpec(name, params, destructive, summary, description))
 
     def planner(self, name: str) -> Callable[[F], F]:
         def attach(fn: F) -> F:
@@ -66,7 +86,7 @@ class Registry:
 
         return attach
 
-    def get(self, name: str) -> ActionSpec:
+    def get(self, name: str) -> ActionSpec[Any]:
         try:
             return self._specs[name]
         except KeyError:
@@ -75,11 +95,8 @@ class Registry:
     def __contains__(self, name: object) -> bool:
         return name in self._specs
 
-    def __iter__(self) -> Iterator[ActionSpec]:
+    def __iter__(self) -> Iterator[ActionSpec[Any]]:
         return iter(sorted(self._specs.values(), key=lambda s: s.name))
 
     def names(self) -> list[str]:
         return sorted(self._specs)
-
-
-registry = Registry()

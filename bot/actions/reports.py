@@ -16,21 +16,17 @@ from __future__ import annotations
 import sys
 import sysconfig
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 from jinja2 import FileSystemLoader, StrictUndefined, TemplateNotFound
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from pydantic import BaseModel, ConfigDict, Field
 
-from bot.actions import interlocks as il
-from bot.actions.registry import registry
+from bot.actions.env import Env
+from bot.actions.objects import Obj, meta, ready_condition, terminating
+from bot.actions.registry import ActionSpec, action
 from bot.engine.plan import Plan, Result
 from bot.errors import ParamError
-
-if TYPE_CHECKING:
-    from bot.actions.catalog import Env
-
-Obj = dict[str, Any]
 
 
 def _templates_dir() -> Path:
@@ -61,37 +57,24 @@ class RenderParams(BaseModel):
     values: dict[str, Any] = Field(default_factory=dict)
 
 
-registry.declare("k8s.volumeattachments.audit", params=AuditParams, destructive=False,
-                 summary="Audit VolumeAttachments",
-                 description="Attached VolumeAttachments on gone or NotReady nodes, or with no "
-                             "running consumer, each with the runbook to run next.")
-registry.declare("report.render", params=RenderParams, destructive=False,
-                 summary="Render {{ template }}",
-                 description="Render a shipped report or manifest template with run values.")
-
-
-def _meta(obj: Obj) -> Obj:
-    return obj.get("metadata") or {}
-
-
 def classify(vas: list[Obj], nodes: list[Obj], pods: list[Obj], pvs: list[Obj]) -> list[Obj]:
     """The zombie VolumeAttachments among ``vas``, each with why and what to run next."""
-    by_node = {_meta(n).get("name"): n for n in nodes}
+    by_node = {meta(n).get("name"): n for n in nodes}
     claims = {}
     for volume in pvs:
         ref = (volume.get("spec") or {}).get("claimRef") or {}
         if ref.get("name"):
-            claims[_meta(volume).get("name")] = f"{ref.get('namespace') or 'default'}/{ref['name']}"
+            claims[meta(volume).get("name")] = f"{ref.get('namespace') or 'default'}/{ref['name']}"
     running = set()
     for pod in pods:
-        if (pod.get("status") or {}).get("phase") != "Running" or il.terminating(pod):
+        if (pod.get("status") or {}).get("phase") != "Running" or terminating(pod):
             continue
-        ns = _meta(pod).get("namespace") or "default"
+        ns = meta(pod).get("namespace") or "default"
         for v in (pod.get("spec") or {}).get("volumes") or ():
             if v.get("persistentVolumeClaim"):
                 running.add(f"{ns}/{v['persistentVolumeClaim']['claimName']}")
     found = []
-    for va in sorted(vas, key=lambda v: str(_meta(v).get("name"))):
+    for va in sorted(vas, key=lambda v: str(meta(v).get("name"))):
         spec: Obj = va.get("spec") or {}
         status: Obj = va.get("status") or {}
         if not status.get("attached"):
@@ -99,13 +82,13 @@ def classify(vas: list[Obj], nodes: list[Obj], pods: list[Obj], pvs: list[Obj]) 
         node_name = spec.get("nodeName")
         pv = (spec.get("source") or {}).get("persistentVolumeName")
         node = by_node.get(node_name)
-        item: Obj = {"name": _meta(va).get("name"), "node": node_name, "pv": pv,
+        item: Obj = {"name": meta(va).get("name"), "node": node_name, "pv": pv,
                      "claim": claims.get(pv)}
         if node is None:
             item |= {"reason": f"node {node_name} no longer exists",
                      "next": "stuck-terminating-volume" if pv else "none: delete the attachment",
                      "next_params": {"pv": pv} if pv else {}}
-        elif il.ready_condition(node)[0] != "True":
+        elif ready_condition(node)[0] != "True":
             item |= {"reason": f"node {node_name} is NotReady",
                      "next": "node-dead-ngns", "next_params": {"node": node_name}}
         elif pv and claims.get(pv) not in running:
@@ -118,12 +101,10 @@ def classify(vas: list[Obj], nodes: list[Obj], pods: list[Obj], pvs: list[Obj]) 
     return found
 
 
-@registry.planner("k8s.volumeattachments.audit")
 def plan_audit(p: AuditParams, env: Env) -> Plan:
     return Plan(action="k8s.volumeattachments.audit", params={})
 
 
-@registry.applier("k8s.volumeattachments.audit")
 def apply_audit(plan: Plan, p: AuditParams, env: Env) -> Result:
     k = env.kube
     vas = k.list_volume_attachments()
@@ -141,7 +122,6 @@ def _env() -> ImmutableSandboxedEnvironment:
     return env
 
 
-@registry.planner("report.render")
 def plan_render(p: RenderParams, env: Env) -> Plan:
     if not (TEMPLATES / p.template).is_file():
         known = ", ".join(sorted(x.name for x in TEMPLATES.glob("*.j2"))) or "none"
@@ -150,10 +130,26 @@ def plan_render(p: RenderParams, env: Env) -> Plan:
     return Plan(action="report.render", params={})
 
 
-@registry.applier("report.render")
 def apply_render(plan: Plan, p: RenderParams, env: Env) -> Result:
     try:
         text = _env().get_template(p.template).render(**p.values)
     except TemplateNotFound:
         raise ParamError(f"report.render: template: no {p.template!r} in templates/reports") from None
     return Result(data={"text": text, "template": p.template}, message=text)
+
+
+# -- the actions ------------------------------------------------------------------------------
+
+VOLUMEATTACHMENTS_AUDIT = action(
+    "k8s.volumeattachments.audit", AuditParams, destructive=False,
+    summary="Audit VolumeAttachments",
+    description="Attached VolumeAttachments on gone or NotReady nodes, or with no running consumer, "
+                "each with the runbook to run next.",
+    plan=plan_audit, apply=apply_audit)
+REPORT_RENDER = action(
+    "report.render", RenderParams, destructive=False,
+    summary="Render {{ template }}",
+    description="Render a shipped report or manifest template with run values.",
+    plan=plan_render, apply=apply_render)
+
+ACTIONS: tuple[ActionSpec[Any], ...] = (VOLUMEATTACHMENTS_AUDIT, REPORT_RENDER)

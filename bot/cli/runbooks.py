@@ -47,10 +47,9 @@ def register(sub: Any) -> None:
 
 
 def _catalog() -> Catalog:
-    import bot.actions.declarations  # noqa: F401  (declares every action in the registry)
-    from bot.actions.registry import registry
+    from bot.actions.builtin import builtin_actions
 
-    return registry
+    return builtin_actions()
 
 
 def _runbooks_dir(explicit: str | None) -> Path:

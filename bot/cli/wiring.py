@@ -34,14 +34,13 @@ def build_runner(settings: Settings, *, store: RunStore | None = None,
                  clients_factory: ClientsFactory | None = None,
                  membership: Membership | None = None) -> Runner:
     from bot.actions.catalog import build_catalog
-    from bot.actions.registry import registry
     from bot.engine.ports import SystemClock
     from bot.runbook.source import DirectorySource
     from bot.runtime.runner import Runner
 
-    return Runner(store=store or open_store(settings),
-                  catalog=build_catalog(settings, clients_factory=clients_factory),
-                  runbooks=DirectorySource(settings.runbooks_dir, catalog=registry),
+    catalog = build_catalog(settings, clients_factory=clients_factory)
+    return Runner(store=store or open_store(settings), catalog=catalog,
+                  runbooks=DirectorySource(settings.runbooks_dir, catalog=catalog.actions),
                   policy=settings.policy, clock=clock or SystemClock(), membership=membership,
                   notifiers=notifiers, lease_seconds=settings.lease_seconds)
 

@@ -14,9 +14,10 @@ can do is decided here alone, never by reaching into how the conductor plans and
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from bot.config import PolicyConfig
+from bot.engine import events as ev
 from bot.engine.approvals import (
     BREAK_GLASS_QUORUM,
     ApprovalRule,
@@ -51,8 +52,7 @@ class Commandable(Protocol):
         """The approval rule that applies to step instance ``s``."""
         ...
 
-    def event(self, tick: Tick, type_: str, now: datetime, *, actor: str = ...,
-              about: StepState | None = None, **payload: Any) -> None: ...
+    def event(self, tick: Tick, data: ev.EventData, now: datetime, *, actor: str = ...) -> None: ...
     def set_step(self, tick: Tick, s: StepState, status: StepStatus) -> None: ...
     def set_run(self, tick: Tick, status: RunStatus) -> None: ...
     def finish(self, now: datetime, tick: Tick, status: RunStatus, outcome: str) -> Finished: ...
@@ -62,7 +62,7 @@ def apply_command(c: Commandable, cmd: Command, now: datetime, tick: Tick) -> Ou
     """Apply one command; the outcome says what happened, or why nothing did."""
     name = _NAMES[type(cmd)]
     args = {k: v for k, v in vars(cmd).items() if k not in ("run_id", "actor") and v not in (None, "")}
-    c.event(tick, f"command.{name}", now, actor=cmd.actor, **args)
+    c.event(tick, ev.command_given(name, args), now, actor=cmd.actor)
     target: str | None = getattr(cmd, "step", None)
     try:
         if c.state.status in (R.SUCCEEDED, R.FAILED, R.ABORTED):
@@ -83,8 +83,8 @@ def apply_command(c: Commandable, cmd: Command, now: datetime, tick: Tick) -> Ou
             return _break_glass(c, s, cmd, now, tick)
         return _retry(c, s, cmd, now, tick)
     except PolicyError as e:
-        where: dict[str, Any] = {"step": target} if target else {}
-        c.event(tick, "command.refused", now, actor=cmd.actor, command=name, reason=str(e), **where)
+        c.event(tick, ev.command_refused(command=name, reason=str(e), step=target), now,
+                actor=cmd.actor)
         return Outcome(False, str(e), c.state.run_id, getattr(cmd, "step", None))
 
 
@@ -123,8 +123,8 @@ def _approve(c: Commandable, s: StepState, cmd: Approve, now: datetime, tick: Ti
                    prior=[v.by for v in valid], policy=c.policy, membership=c.membership)
     s.votes.append(Vote(by=cmd.actor, at=iso(now), kind="approve", plan_hash=s.plan_hash))
     count = len({canonical(v.by, c.policy) for v in valid}) + 1
-    c.event(tick, "approval.granted", now, actor=cmd.actor, about=s, plan_hash=s.plan_hash,
-            count=count, needed=rule.min_approvers)
+    c.event(tick, ev.approval_granted(s.key, plan_hash=s.plan_hash, count=count,
+                                      needed=rule.min_approvers), now, actor=cmd.actor)
     tick.dirty.add(s.key)
     if count >= rule.min_approvers:
         s.approved = True
@@ -141,7 +141,7 @@ def _confirm(c: Commandable, s: StepState, cmd: Confirm, now: datetime, tick: Ti
                         reason=cmd.note))
     s.approved = True
     tick.dirty.add(s.key)
-    c.event(tick, "step.confirmed", now, actor=cmd.actor, about=s, note=cmd.note)
+    c.event(tick, ev.step_confirmed(s.key, note=cmd.note), now, actor=cmd.actor)
     c.set_run(tick, R.RUNNING)
     return Outcome(True, f"{cmd.actor} confirmed step {s.key}", c.state.run_id, s.key)
 
@@ -165,8 +165,8 @@ def _reject(c: Commandable, s: StepState, cmd: Reject, now: datetime, tick: Tick
                         reason=reason))
     s.finished_at = iso(now)
     c.set_step(tick, s, S.REJECTED)
-    c.event(tick, "approval.rejected", now, actor=cmd.actor, about=s, plan_hash=s.plan_hash,
-            reason=reason)
+    c.event(tick, ev.approval_rejected(s.key, plan_hash=s.plan_hash, reason=reason), now,
+            actor=cmd.actor)
     c.finish(now, tick, R.FAILED, f"step {s.key} was rejected by {cmd.actor}: {reason}; "
                                    "nothing was applied")
     return Outcome(True, f"rejected step {s.key}; the run has stopped", c.state.run_id, s.key)
@@ -186,8 +186,8 @@ def _break_glass(c: Commandable, s: StepState, cmd: BreakGlass, now: datetime, t
                         rule=interlock))
     count = len(prior) + 1
     tick.dirty.add(s.key)
-    c.event(tick, "interlock.override_requested", now, actor=cmd.actor, about=s, rule=interlock,
-            reason=reason, count=count, needed=BREAK_GLASS_QUORUM)
+    c.event(tick, ev.override_requested(s.key, rule=interlock, reason=reason, count=count,
+                                        needed=BREAK_GLASS_QUORUM), now, actor=cmd.actor)
     if count < BREAK_GLASS_QUORUM:
         return Outcome(True, f"break-glass {count} of {BREAK_GLASS_QUORUM} for interlock "
                              f"{interlock} on step {s.key} recorded", c.state.run_id, s.key)
@@ -195,8 +195,9 @@ def _break_glass(c: Commandable, s: StepState, cmd: BreakGlass, now: datetime, t
     s.blocked = None
     c.set_step(tick, s, S.PLANNING)
     c.set_run(tick, R.RUNNING)
-    c.event(tick, "interlock.override_granted", now, about=s, rule=interlock,
-            approvers=[v.by for v in s.votes if v.kind == "break_glass"])
+    c.event(tick, ev.override_granted(s.key, rule=interlock,
+                                      approvers=[v.by for v in s.votes if v.kind == "break_glass"]),
+            now)
     return Outcome(True, f"break-glass granted: interlock {interlock} is overridden for step "
                          f"{s.key}, which is planned again", c.state.run_id, s.key)
 
@@ -221,7 +222,7 @@ def _abort(c: Commandable, cmd: Abort, now: datetime, tick: Tick) -> Outcome:
         if s.status not in STEP_FINAL:
             s.finished_at = iso(now)
             c.set_step(tick, s, S.ABORTED)
-    c.event(tick, "run.aborted", now, actor=cmd.actor, reason=reason)
+    c.event(tick, ev.run_aborted(reason=reason), now, actor=cmd.actor)
     c.finish(now, tick, R.ABORTED, f"aborted by {cmd.actor}: {reason}")
     return Outcome(True, f"run {c.state.run_id} aborted", c.state.run_id)
 

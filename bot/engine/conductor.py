@@ -3,8 +3,8 @@
 It is pure: no I/O, no clock of its own (``now`` is passed in), no SDK. The runner asks it for a
 ``Decision`` (plan this step, apply that plan, sleep until, wait for a person, done), performs the
 I/O, and hands the outcome back (``planned``, ``applied``). Every status change goes through the
-transition table, and every change worth auditing is appended to the ``Tick`` as an ``AuditDraft``
-that the runner stores atomically with the new state.
+transition table, and every change worth auditing is appended to the ``Tick`` as an audit event
+(built by ``events.py``) that the runner stores atomically with the new state.
 
 The order for one step (docs/runbook-language.md): ``when``; ``foreach``; plan (read-only) and
 guards; approval if needed, bound to the plan's hash; just before apply, plan again and re-check
@@ -25,6 +25,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot.config import PolicyConfig
+from bot.engine import events as ev
 from bot.engine.approvals import ApprovalRule, Membership, effective_rule
 from bot.engine.decisions import (
     ApplyStep,
@@ -37,9 +38,10 @@ from bot.engine.decisions import (
     iso,
     parse_iso,
 )
+from bot.engine.events import EventData
 from bot.engine.plan import ApiCall, Plan, Result
 from bot.engine.ports import ActionSpecLike
-from bot.engine.runstate import AuditDraft, RunState, StepState
+from bot.engine.runstate import RunState, StepState
 from bot.engine.scope import Scope
 from bot.engine.state import STEP_FINAL, RunStatus, StepStatus, advance_run, advance_step
 from bot.errors import ExpressionError, InterlockBlocked, RetryableError, RunbookBotError
@@ -73,11 +75,9 @@ class Conductor:
 
     # -- helpers ------------------------------------------------------------------------------
 
-    def event(self, tick: Tick, type_: str, now: datetime, *, actor: str = ENGINE,
-              about: StepState | None = None, **payload: Any) -> None:
-        if about is not None:
-            payload = {"step": about.key, **payload}
-        tick.events.append(AuditDraft(type=type_, actor=actor, ts=iso(now), payload=payload))
+    def event(self, tick: Tick, data: EventData, now: datetime, *, actor: str = ENGINE) -> None:
+        """Record an event (built by ``bot.engine.events``) on the tick."""
+        tick.events.append(data.draft(actor=actor, ts=iso(now)))
 
     def set_step(self, tick: Tick, s: StepState, status: StepStatus) -> None:
         s.status = advance_step(s.status, status)
@@ -238,7 +238,7 @@ class Conductor:
         s.needs_confirmation = True
         s.requested_at = iso(now)
         self.set_step(tick, s, S.AWAITING_APPROVAL)
-        self.event(tick, "confirmation.requested", now, about=s, text=text)
+        self.event(tick, ev.manual_confirmation_requested(s.key, text=text), now)
         self.set_run(tick, R.AWAITING_APPROVAL)
         return AwaitPeople(s.key, None)
 
@@ -283,8 +283,8 @@ class Conductor:
         s.plan, s.plan_hash = plan.to_dict(), new_hash
         tick.dirty.add(key)
         if not recheck or new_hash != old_hash:
-            self.event(tick, "step.planned", now, about=s, plan=s.plan, plan_hash=new_hash,
-                       summary=plan.summary)
+            self.event(tick, ev.step_planned(s.key, plan=s.plan, plan_hash=new_hash,
+                                             summary=plan.summary), now)
         if not self._guards(s, step, plan, now, tick):
             return
         if self.state.dry_run:
@@ -303,9 +303,9 @@ class Conductor:
             if new_hash != old_hash:
                 voided = [v.by for v in s.approvals() if v.plan_hash == old_hash]
                 s.approved = False
-                self.event(tick, "approval.invalidated", now, about=s, old_hash=old_hash,
-                           new_hash=new_hash, voided=voided,
-                           reason="the plan changed between approval and apply")
+                self.event(tick, ev.approval_invalidated(
+                    s.key, old_hash=old_hash, new_hash=new_hash, voided=voided,
+                    reason="the plan changed between approval and apply"), now)
                 self._request_approval(s, step, now, tick)
                 return
             self._to_applying(s, now, tick)
@@ -343,8 +343,7 @@ class Conductor:
             except RunbookBotError as e:
                 ok, message = False, f"the guard could not be evaluated: {e}"
             s.guards.append({"expr": guard.expr, "ok": ok, "message": message})
-            self.event(tick, "guard.passed" if ok else "guard.failed", now, about=s,
-                       expr=guard.expr, **({"message": message} if not ok else {}))
+            self.event(tick, ev.guard_checked(s.key, expr=guard.expr, ok=ok, message=message), now)
             if not ok:
                 if self.state.dry_run:
                     self._skip(s, now, tick, f"dry run: a guard would block this step: {message}")
@@ -372,10 +371,10 @@ class Conductor:
             self.set_step(tick, s, S.AWAITING_APPROVAL)
         tick.dirty.add(s.key)
         valid = [v for v in s.approvals() if v.plan_hash == s.plan_hash]
-        self.event(tick, "confirmation.requested" if s.needs_confirmation else "approval.requested",
-                   now, about=s, plan_hash=s.plan_hash, min_approvers=rule.min_approvers,
-                   groups=list(rule.groups), expires_at=s.expires_at, reason=s.approval_reason,
-                   already=[v.by for v in valid])
+        self.event(tick, ev.approval_requested(
+            s.key, confirmation=s.needs_confirmation, plan_hash=s.plan_hash,
+            min_approvers=rule.min_approvers, groups=list(rule.groups), expires_at=s.expires_at,
+            reason=s.approval_reason, already=[v.by for v in valid]), now)
         if rule.required and len({v.by for v in valid}) >= rule.min_approvers:
             s.approved = True
             return
@@ -385,8 +384,9 @@ class Conductor:
         s.applying_since = s.applying_since or iso(now)
         self.set_step(tick, s, S.APPLYING)
         self.set_run(tick, R.RUNNING)
-        self.event(tick, "step.applying", now, about=s, attempt=s.attempt + 1, plan_hash=s.plan_hash,
-                   approvers=[v.by for v in s.approvals() if v.plan_hash == s.plan_hash])
+        self.event(tick, ev.step_applying(
+            s.key, attempt=s.attempt + 1, plan_hash=s.plan_hash,
+            approvers=[v.by for v in s.approvals() if v.plan_hash == s.plan_hash]), now)
 
     def applied(self, key: str, outcome: Result | BaseException, now: datetime, tick: Tick, *,
                 overridden: list[str], poll: bool, calls: Sequence[ApiCall] = ()) -> None:
@@ -395,9 +395,9 @@ class Conductor:
         step = self.step_of(s)
         tick.dirty.add(key)
         for rule in overridden:
-            self.event(tick, "interlock.overridden", now, about=s, rule=rule,
-                       approvers=[v.by for v in s.votes if v.kind == "break_glass"],
-                       reasons=[v.reason for v in s.votes if v.kind == "break_glass"])
+            self.event(tick, ev.interlock_overridden(
+                s.key, rule=rule, approvers=[v.by for v in s.votes if v.kind == "break_glass"],
+                reasons=[v.reason for v in s.votes if v.kind == "break_glass"]), now)
         if isinstance(outcome, BaseException):
             self._refused(s, step, now, tick, outcome, phase="apply", calls=calls)
             return
@@ -406,11 +406,12 @@ class Conductor:
         s.polls += 1 if poll else 0
         s.progress = result.progress or s.progress
         if poll:
-            self.event(tick, "step.polled", now, about=s, calls=done_calls, progress=result.progress,
-                       done=result.done)
+            self.event(tick, ev.step_polled(s.key, calls=done_calls, progress=result.progress,
+                                            done=result.done), now)
         else:
-            self.event(tick, "step.applied", now, about=s, calls=done_calls, message=result.message,
-                       already_done=result.already_done, done=result.done)
+            self.event(tick, ev.step_applied(s.key, calls=done_calls, message=result.message,
+                                             already_done=result.already_done, done=result.done),
+                       now)
         if not result.done:
             if self.state.dry_run:
                 self._skip(s, now, tick, "dry run: the step would wait here")
@@ -465,8 +466,8 @@ class Conductor:
             self.state.compensations.append(compensation)
             tick.header_dirty = True
         self.set_step(tick, s, S.SUCCEEDED)
-        self.event(tick, "step.succeeded", now, about=s, result=data, outputs=outputs,
-                   message=result.message)
+        self.event(tick, ev.step_succeeded(s.key, result=data, outputs=outputs,
+                                           message=result.message), now)
         self._advance_cursor(s)
 
     def current(self) -> StepState | None:
@@ -485,7 +486,7 @@ class Conductor:
     def _skip(self, s: StepState, now: datetime, tick: Tick, reason: str) -> None:
         s.message, s.finished_at = reason, iso(now)
         self.set_step(tick, s, S.SKIPPED)
-        self.event(tick, "step.skipped", now, about=s, reason=reason)
+        self.event(tick, ev.step_skipped(s.key, reason=reason), now)
         self._advance_cursor(s)
 
     def _refused(self, s: StepState, step: Step, now: datetime, tick: Tick, e: BaseException, *,
@@ -499,8 +500,8 @@ class Conductor:
 
     def _blocked(self, s: StepState, now: datetime, tick: Tick, e: InterlockBlocked, *,
                  phase: str, calls: list[dict[str, Any]]) -> None:
-        self.event(tick, "interlock.blocked", now, about=s, rule=e.rule, message=e.message, phase=phase,
-                   calls=calls)
+        self.event(tick, ev.interlock_blocked(s.key, rule=e.rule, message=e.message, phase=phase,
+                                              calls=calls), now)
         if self.state.dry_run:
             self._skip(s, now, tick, f"dry run: interlock {e.rule} would refuse: {e.message}")
             return
@@ -523,8 +524,8 @@ class Conductor:
             s.error = text
             if phase == "plan":
                 s.plan = None
-            self.event(tick, "step.retrying", now, about=s, phase=phase, error=text,
-                       attempt=s.attempt, delay=delay, calls=calls)
+            self.event(tick, ev.step_retrying(s.key, phase=phase, error=text, attempt=s.attempt,
+                                              delay=delay, calls=calls), now)
             self._wait(s, now, tick, delay)
             return
         self._fail(s, now, tick, f"{phase} failed: {text}", calls=calls)
@@ -533,14 +534,13 @@ class Conductor:
               calls: list[dict[str, Any]] | None = None) -> None:
         s.error, s.finished_at, s.next_check_at = error, iso(now), None
         self.set_step(tick, s, S.FAILED)
-        extra: dict[str, Any] = {"calls": calls} if calls else {}
-        self.event(tick, "step.failed", now, about=s, error=error, **extra)
+        self.event(tick, ev.step_failed(s.key, error=error, calls=calls), now)
         self._after_failure(s, now, tick, f"step {s.key} failed: {error}")
 
     def _expire(self, s: StepState, now: datetime, tick: Tick) -> None:
         s.finished_at = iso(now)
         self.set_step(tick, s, S.EXPIRED)
-        self.event(tick, "approval.expired", now, about=s, expires_at=s.expires_at)
+        self.event(tick, ev.approval_expired(s.key, expires_at=s.expires_at), now)
         self.finish(now, tick, R.FAILED,
                      f"approval for {s.key} expired at {s.expires_at}; nothing was applied")
 
@@ -564,16 +564,17 @@ class Conductor:
             tick.dirty.add(key)
         self.state.cursor = start
         self.scope.reset()
-        self.event(tick, "step.goto", now, about=s, target=target)
+        self.event(tick, ev.step_goto(s.key, target=target), now)
 
     def finish(self, now: datetime, tick: Tick, status: RunStatus, outcome: str) -> Finished:
         st = self.state
         self.set_run(tick, status)
         st.finished_at, st.next_check_at, st.outcome = iso(now), None, outcome
         started = parse_iso(st.started_at or st.created_at)
-        self.event(tick, "run.finished", now, status=str(status), outcome=outcome,
-                   compensations=list(st.compensations),
-                   duration_seconds=round((now - started).total_seconds(), 3))
+        self.event(tick, ev.run_finished(status=str(status), outcome=outcome,
+                                         compensations=list(st.compensations),
+                                         duration_seconds=round((now - started).total_seconds(), 3)),
+                   now)
         return Finished(status)
 
     def next_check(self) -> datetime | None:

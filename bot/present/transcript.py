@@ -32,6 +32,7 @@ from datetime import UTC, datetime, tzinfo
 from functools import lru_cache
 from typing import Any
 
+from bot.engine.events import EventType
 from bot.engine.runstate import RunState
 from bot.errors import ConfigError
 from bot.present.events import describe
@@ -301,29 +302,31 @@ def _plan(raw: Mapping[str, Any], *, seq: int | None, at: str | None, clock: _Cl
                       facts=_facts(raw.get("facts") or (), clock))
 
 
-_DECISIONS = {
-    "approval.requested": "requested", "confirmation.requested": "requested",
-    "approval.granted": "approved", "approval.rejected": "rejected", "approval.expired": "expired",
-    "approval.invalidated": "invalidated", "step.confirmed": "confirmed",
-    "interlock.override_requested": "break_glass", "interlock.override_granted": "override_granted",
-    "interlock.overridden": "overridden",
+_DECISIONS: dict[str, str] = {
+    EventType.APPROVAL_REQUESTED: "requested", EventType.CONFIRMATION_REQUESTED: "requested",
+    EventType.APPROVAL_GRANTED: "approved", EventType.APPROVAL_REJECTED: "rejected",
+    EventType.APPROVAL_EXPIRED: "expired", EventType.APPROVAL_INVALIDATED: "invalidated",
+    EventType.STEP_CONFIRMED: "confirmed", EventType.INTERLOCK_OVERRIDE_REQUESTED: "break_glass",
+    EventType.INTERLOCK_OVERRIDE_GRANTED: "override_granted",
+    EventType.INTERLOCK_OVERRIDDEN: "overridden",
 }
 
 
-_PROBLEMS = {"step.failed": "failed", "step.retrying": "retrying", "interlock.blocked": "blocked",
-             "command.refused": "refused"}
+_PROBLEMS: dict[str, str] = {
+    EventType.STEP_FAILED: "failed", EventType.STEP_RETRYING: "retrying",
+    EventType.INTERLOCK_BLOCKED: "blocked", EventType.COMMAND_REFUSED: "refused"}
 
 
 def _gather(ev: Event, log: _StepLog, at: str, clock: _Clock) -> None:
     p, t = ev.payload, ev.type
     log.last = ev
-    if t == "step.planned":
+    if t == EventType.STEP_PLANNED:
         plan = p.get("plan") or {}
         ref = PlanRef(ev.seq, at, p.get("plan_hash") or plan.get("hash"),
                       str(p.get("summary") or plan.get("summary") or ""))
         log.plans.append((ref, plan))
-    elif t in ("guard.passed", "guard.failed"):
-        log.guards.append(Guard(ev.seq, at, str(p.get("expr", "")), t == "guard.passed",
+    elif t in (EventType.GUARD_PASSED, EventType.GUARD_FAILED):
+        log.guards.append(Guard(ev.seq, at, str(p.get("expr", "")), t == EventType.GUARD_PASSED,
                                 str(p.get("message", ""))))
     elif t in _DECISIONS:
         plan_hash = p.get("plan_hash") or p.get("new_hash")
@@ -358,7 +361,7 @@ def build(*, state: RunState, events: Sequence[Event], head: tuple[int, str | No
             if log is None:
                 log = logs[key] = _StepLog()
             _gather(ev, log, at, clock)
-        if ev.type == "run.finished":
+        if ev.type == EventType.RUN_FINISHED:
             d = ev.payload.get("duration_seconds")
             duration = float(d) if isinstance(d, int | float) else None
         audit.append((_instant(ev.ts), 0, Entry(at=at, source="audit", actor=ev.actor,

@@ -32,6 +32,7 @@ from bot.engine.approvals import Membership, config_membership
 from bot.engine.commands import Command, Outcome, StartRun
 from bot.engine.conductor import Conductor
 from bot.engine.decisions import ApplyStep, AwaitPeople, Finished, PlanStep, Sleep, Tick, iso
+from bot.engine.events import run_created
 from bot.engine.ids import new_run_id
 from bot.engine.plan import ApiCall
 from bot.engine.ports import (
@@ -81,9 +82,9 @@ class Runner:
                              runbook_file=file, title=runbook.metadata.title, params=params,
                              requester=cmd.requester, created_at=iso(now), dry_run=cmd.dry_run,
                              origin=dict(cmd.origin))
-            created = AuditDraft(type="run.created", actor=cmd.requester, ts=iso(now), payload={
-                "runbook": runbook.name, "file": file, "params": params, "dry_run": cmd.dry_run,
-                "origin": dict(cmd.origin), "title": runbook.metadata.title})
+            created = run_created(
+                runbook=runbook.name, file=file, params=params, dry_run=cmd.dry_run,
+                origin=cmd.origin, title=runbook.metadata.title).draft(actor=cmd.requester, ts=iso(now))
             try:
                 self.store.create(state, [created])
             except RunIdTaken:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.actions.catalog import ClusterClients, build_catalog
+from bot.actions.registry import Registry
 from bot.clients.ec2 import Ec2Client
 from bot.clients.kube import KubeClient
 from bot.config import ClusterConfig, PolicyConfig, Settings
@@ -66,6 +67,8 @@ class Rehearsal:
     notifiers: Sequence[Any] = ()
     ec2_attempts: int = 8
     wall_clock: bool = False  # start the simulated clock at the real time (the demo's records)
+    actions: Registry | None = None  # the shipped actions unless given (an action being added)
+    runbooks_dir: str | None = None  # the shipped runbooks unless given
 
     def __post_init__(self) -> None:
         self.workdir = Path(self.workdir or tempfile.mkdtemp(prefix="runbook-bot-rehearsal-"))
@@ -87,7 +90,8 @@ class Rehearsal:
         if self.wall_clock:
             self.sandbox.rebase(datetime.now(UTC))
         url = self.database_url or f"sqlite:///{self.workdir / 'state.db'}"
-        self.settings = default_settings(self.sandbox, database_url=url, audit_key=self.audit_key)
+        self.settings = default_settings(self.sandbox, database_url=url, audit_key=self.audit_key,
+                                         runbooks_dir=self.runbooks_dir)
         sb = self.sandbox
         # the sandbox's own clients: its kubeconfig, and botocore pointed at its EC2 endpoint with
         # the product's retry mode (throttling is retried, as in production)
@@ -95,11 +99,10 @@ class Rehearsal:
             kube=KubeClient.from_config(kubeconfig=str(sb.kubeconfig_path)),
             ec2=Ec2Client(client=sb.ec2_client(max_attempts=self.ec2_attempts)))
         self.store = Database(url, audit_key=self.audit_key)
-        catalog = build_catalog(self.settings, clients_factory=lambda _cfg: clients)
-        from bot.actions.registry import registry
-
+        catalog = build_catalog(self.settings, clients_factory=lambda _cfg: clients,
+                                actions=self.actions)
         self.runner = Runner(store=self.store, catalog=catalog,
-                             runbooks=DirectorySource(self.settings.runbooks_dir, catalog=registry),
+                             runbooks=DirectorySource(self.settings.runbooks_dir, catalog=catalog.actions),
                              policy=self.settings.policy, clock=self.clock,
                              notifiers=list(self.notifiers), lease_wait=0.0)
 

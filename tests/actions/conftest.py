@@ -16,6 +16,7 @@ from botocore.config import Config
 from moto.server import ThreadedMotoServer
 
 from bot.actions.catalog import ClusterClients, RegistryCatalog, build_catalog
+from bot.actions.registry import Registry
 from bot.clients.ec2 import Ec2Client, boto3_client
 from bot.clients.kube import KubeClient
 from bot.config import ClusterConfig, PolicyConfig, Settings
@@ -263,7 +264,7 @@ class World:
 
 
 def make_world(*, backend: Ec2Backend, tmp_path: Path, max_oos: int = 3,
-               page_size: int = 500) -> Iterator[World]:
+               page_size: int = 500, actions: Registry | None = None) -> Iterator[World]:
     backend.reset()
     with fakes.FakeKubeApi() as kube:
         kubeconfig = kube.kubeconfig(tmp_path)
@@ -277,7 +278,7 @@ def make_world(*, backend: Ec2Backend, tmp_path: Path, max_oos: int = 3,
             return ClusterClients.of(kube=kc, ec2=Ec2Client(client=backend.product))
 
         yield World(kube=kube, proxy=backend.proxy, ec2=backend.arrange, clock=ManualClock(),
-                    catalog=build_catalog(settings, clients_factory=factory))
+                    catalog=build_catalog(settings, clients_factory=factory, actions=actions))
 
 
 @pytest.fixture

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-import bot.actions.declarations  # noqa: F401  (declares every shipped action)
-from bot.actions.registry import Registry, registry
+from bot.actions.builtin import builtin_actions
+from bot.actions.registry import Registry
 
 MINIMAL = """\
 apiVersion: runbook-bot/v1
@@ -36,7 +36,7 @@ spec:
 
 @pytest.fixture
 def catalog() -> Registry:
-    return registry
+    return builtin_actions()
 
 
 @pytest.fixture

@@ -34,17 +34,20 @@ from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
+from bot.engine.events import EventType
 from bot.engine.ports import Clock, StoredEvent
 from bot.engine.runstate import RunState
 from bot.engine.state import RUN_TERMINAL, RunStatus, StepStatus
 from bot.frontends.slack.identity import user_id_of
 from bot.frontends.slack.persistence import Posted, SlackStore
 from bot.present import blockkit as bk
+from bot.present.events import chat_text
 from bot.present.views import RunView, run_view, step_view
 
 log = logging.getLogger(__name__)
-_REPLY_EVENTS = ("step.failed", "step.skipped", "step.retrying", "step.succeeded")
-_ASKING_EVENTS = ("approval.requested", "confirmation.requested")
+_REPLY_EVENTS = (EventType.STEP_FAILED, EventType.STEP_SKIPPED, EventType.STEP_RETRYING,
+                 EventType.STEP_SUCCEEDED)
+_ASKING_EVENTS = (EventType.APPROVAL_REQUESTED, EventType.CONFIRMATION_REQUESTED)
 # Slack error codes that mean "not now" rather than "never" (docs.slack.dev, common errors):
 # Slack's own trouble, and the workspace-wide ones an admin fixes (a rotated or revoked token, a
 # scope missing after a manifest change), after which every run must still be shown in full
@@ -189,7 +192,7 @@ class RunDrawer:
             if not d.failed:  # and no point trying again until the run changes: skip its events
                 d.card_missing = True
                 d.replied_seq = max([d.replied_seq, *(ev.seq for ev in events)])
-                d.finished = any(ev.type == "run.finished" for ev in events)
+                d.finished = any(ev.type == EventType.RUN_FINISHED for ev in events)
             return
         started = time.monotonic()
         for ev in events:  # the thread in the order things happened
@@ -198,12 +201,12 @@ class RunDrawer:
                 self._ask(state, view, card, d, str(ev.payload.get("step", "")))
             elif ev.type in _REPLY_EVENTS:
                 self._step_reply(state, ev, card, d)
-            elif ev.type == "run.finished":
+            elif ev.type == EventType.RUN_FINISHED:
                 self._summary(state, view, card, d)
             if len(d.failed) > failures:
                 break  # keep the thread in order: this reply and the ones after it come later
             d.replied_seq = ev.seq
-            d.finished = d.finished or ev.type == "run.finished"
+            d.finished = d.finished or ev.type == EventType.RUN_FINISHED
             if time.monotonic() - started > DRAWING_BUDGET_SECONDS:
                 d.more = True  # Slack is slow today: hand over, the claim must not run out
                 break
@@ -331,18 +334,15 @@ class RunDrawer:
         if raw is None:
             return
         s = step_view(raw)
-        if ev.type == "step.retrying":
-            delay = ev.payload.get("delay")
-            text = (f"↻ *{bk.esc(key)}* failed and is retried"
-                    + (f" in {float(delay):.0f} s" if isinstance(delay, int | float) else "")
-                    + f": {bk.esc(ev.payload.get('error', ''))}")
+        text = chat_text(ev)
+        if text is not None:
             self._reply(d, card, [bk.section(text)], text)
-        elif ev.type == "step.succeeded" and raw.action == "notify":
+        elif ev.type == EventType.STEP_SUCCEEDED and raw.action == "notify":
             message = str(ev.payload.get("message") or "")
             if message:
                 message = ("[dry run] " if state.dry_run else "") + message
                 self._reply(d, card, [bk.section(bk.esc(message))], f"{state.run_id}: {message}")
-        elif ev.type != "step.succeeded" or s.changes or s.message:
+        elif ev.type != EventType.STEP_SUCCEEDED or s.changes or s.message:
             # (a read-only step with nothing to say has no reply: the card line is enough)
             self._reply(d, card, bk.step_reply(s, now=self.clock.now()),
                         f"{state.run_id}: {key} {ev.type.removeprefix('step.')}")

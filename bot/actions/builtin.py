@@ -1,0 +1,27 @@
+"""The shipped actions, listed explicitly: this tuple is the whole catalog a runbook can call.
+
+Each module defines its actions (``ACTIONS``) next to their implementation; nothing registers itself
+on import, so the catalog is the same whatever was imported first. A new module's ``ACTIONS`` is
+added here (docs/actions.md, "Adding an action"). Importing this module imports no SDK, so
+``runbook-bot validate`` and ``--help`` stay fast.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot.actions import ec2, flow, kube, kube_storage, reports
+from bot.actions.registry import ActionSpec, Registry
+
+BUILTIN: tuple[ActionSpec[Any], ...] = (
+    *kube.ACTIONS,
+    *kube_storage.ACTIONS,
+    *reports.ACTIONS,
+    *ec2.ACTIONS,
+    *flow.ACTIONS,
+)
+
+
+def builtin_actions() -> Registry:
+    """A registry of every shipped action (a new one each call: callers may add their own)."""
+    return Registry(BUILTIN)

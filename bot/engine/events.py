@@ -1,0 +1,231 @@
+"""The audit event vocabulary: every event type the engine records, and the payload of each.
+
+An audit event's type string is hashed into the run's stored chain, so it never changes once
+released: a run recorded years ago must still verify. ``EventType`` names every type in one place
+(the values are those strings, byte for byte); the constructors below are the only way the engine
+builds an event's payload, so each type has one shape, typed, and a reader (``bot.present.events``
+for the text, the transcript, the front-ends) can rely on it. A new event type is a new member
+here, a constructor, and its text in ``bot.present.events``; the tests check that every member has
+a text and that the engine records nothing outside the enum.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from bot.engine.runstate import AuditDraft
+
+
+class EventType(StrEnum):
+    """Every audit event type (the value is the type string stored and hashed)."""
+
+    RUN_CREATED = "run.created"
+    RUN_ABORTED = "run.aborted"
+    RUN_FINISHED = "run.finished"
+    STEP_PLANNED = "step.planned"
+    GUARD_PASSED = "guard.passed"
+    GUARD_FAILED = "guard.failed"
+    APPROVAL_REQUESTED = "approval.requested"
+    CONFIRMATION_REQUESTED = "confirmation.requested"
+    APPROVAL_GRANTED = "approval.granted"
+    APPROVAL_REJECTED = "approval.rejected"
+    APPROVAL_EXPIRED = "approval.expired"
+    APPROVAL_INVALIDATED = "approval.invalidated"
+    STEP_CONFIRMED = "step.confirmed"
+    INTERLOCK_BLOCKED = "interlock.blocked"
+    INTERLOCK_OVERRIDE_REQUESTED = "interlock.override_requested"
+    INTERLOCK_OVERRIDE_GRANTED = "interlock.override_granted"
+    INTERLOCK_OVERRIDDEN = "interlock.overridden"
+    STEP_APPLYING = "step.applying"
+    STEP_APPLIED = "step.applied"
+    STEP_POLLED = "step.polled"
+    STEP_RETRYING = "step.retrying"
+    STEP_SUCCEEDED = "step.succeeded"
+    STEP_FAILED = "step.failed"
+    STEP_SKIPPED = "step.skipped"
+    STEP_GOTO = "step.goto"
+    COMMAND_APPROVE = "command.approve"
+    COMMAND_REJECT = "command.reject"
+    COMMAND_CONFIRM = "command.confirm"
+    COMMAND_BREAK_GLASS = "command.break_glass"
+    COMMAND_RETRY = "command.retry"
+    COMMAND_ABORT = "command.abort"
+    COMMAND_REFUSED = "command.refused"
+
+
+COMMANDS = frozenset(t for t in EventType if t.startswith("command.") and t != "command.refused")
+
+
+@dataclass(frozen=True)
+class EventData:
+    """An event's type and payload, before it has an actor, a time and a place in the chain."""
+
+    type: EventType
+    payload: dict[str, Any]
+
+    def draft(self, *, actor: str, ts: str) -> AuditDraft:
+        return AuditDraft(type=self.type.value, actor=actor, ts=ts, payload=self.payload)
+
+
+Calls = Sequence[Mapping[str, Any]]  # API calls as recorded (``asdict`` of ``ApiCall``)
+
+
+def _e(t: EventType, **payload: Any) -> EventData:
+    return EventData(t, payload)
+
+
+# -- the run ----------------------------------------------------------------------------------------
+
+def run_created(*, runbook: str, file: str, params: Mapping[str, Any], dry_run: bool,
+                origin: Mapping[str, Any], title: str) -> EventData:
+    return _e(EventType.RUN_CREATED, runbook=runbook, file=file, params=params, dry_run=dry_run,
+              origin=dict(origin), title=title)
+
+
+def run_aborted(*, reason: str) -> EventData:
+    return _e(EventType.RUN_ABORTED, reason=reason)
+
+
+def run_finished(*, status: str, outcome: str, compensations: list[str],
+                 duration_seconds: float) -> EventData:
+    return _e(EventType.RUN_FINISHED, status=status, outcome=outcome, compensations=compensations,
+              duration_seconds=duration_seconds)
+
+
+# -- planning and guards ----------------------------------------------------------------------------
+
+def step_planned(step: str, *, plan: Mapping[str, Any] | None, plan_hash: str,
+                 summary: str) -> EventData:
+    return _e(EventType.STEP_PLANNED, step=step, plan=plan, plan_hash=plan_hash, summary=summary)
+
+
+def guard_checked(step: str, *, expr: str, ok: bool, message: str) -> EventData:
+    """``guard.passed``, or ``guard.failed`` with the guard's message."""
+    if ok:
+        return _e(EventType.GUARD_PASSED, step=step, expr=expr)
+    return _e(EventType.GUARD_FAILED, step=step, expr=expr, message=message)
+
+
+# -- asking people ----------------------------------------------------------------------------------
+
+def approval_requested(step: str, *, confirmation: bool, plan_hash: str | None, min_approvers: int,
+                       groups: list[str], expires_at: str | None, reason: str,
+                       already: list[str]) -> EventData:
+    """A plan waits for approvers (or, ``confirmation``, for a person to confirm a checklist item)."""
+    t = EventType.CONFIRMATION_REQUESTED if confirmation else EventType.APPROVAL_REQUESTED
+    return _e(t, step=step, plan_hash=plan_hash, min_approvers=min_approvers, groups=groups,
+              expires_at=expires_at, reason=reason, already=already)
+
+
+def manual_confirmation_requested(step: str, *, text: str) -> EventData:
+    """A manual step asks a person to do ``text`` and confirm."""
+    return _e(EventType.CONFIRMATION_REQUESTED, step=step, text=text)
+
+
+def approval_granted(step: str, *, plan_hash: str | None, count: int, needed: int) -> EventData:
+    return _e(EventType.APPROVAL_GRANTED, step=step, plan_hash=plan_hash, count=count, needed=needed)
+
+
+def approval_rejected(step: str, *, plan_hash: str | None, reason: str) -> EventData:
+    return _e(EventType.APPROVAL_REJECTED, step=step, plan_hash=plan_hash, reason=reason)
+
+
+def approval_expired(step: str, *, expires_at: str | None) -> EventData:
+    return _e(EventType.APPROVAL_EXPIRED, step=step, expires_at=expires_at)
+
+
+def approval_invalidated(step: str, *, old_hash: str | None, new_hash: str, voided: list[str],
+                         reason: str) -> EventData:
+    return _e(EventType.APPROVAL_INVALIDATED, step=step, old_hash=old_hash, new_hash=new_hash,
+              voided=voided, reason=reason)
+
+
+def step_confirmed(step: str, *, note: str) -> EventData:
+    return _e(EventType.STEP_CONFIRMED, step=step, note=note)
+
+
+# -- interlocks -------------------------------------------------------------------------------------
+
+def interlock_blocked(step: str, *, rule: str, message: str, phase: str, calls: Calls) -> EventData:
+    return _e(EventType.INTERLOCK_BLOCKED, step=step, rule=rule, message=message, phase=phase,
+              calls=calls)
+
+
+def override_requested(step: str, *, rule: str, reason: str, count: int, needed: int) -> EventData:
+    return _e(EventType.INTERLOCK_OVERRIDE_REQUESTED, step=step, rule=rule, reason=reason,
+              count=count, needed=needed)
+
+
+def override_granted(step: str, *, rule: str, approvers: list[str]) -> EventData:
+    return _e(EventType.INTERLOCK_OVERRIDE_GRANTED, step=step, rule=rule, approvers=approvers)
+
+
+def interlock_overridden(step: str, *, rule: str, approvers: list[str],
+                         reasons: list[str]) -> EventData:
+    return _e(EventType.INTERLOCK_OVERRIDDEN, step=step, rule=rule, approvers=approvers,
+              reasons=reasons)
+
+
+# -- applying ---------------------------------------------------------------------------------------
+
+def step_applying(step: str, *, attempt: int, plan_hash: str | None,
+                  approvers: list[str]) -> EventData:
+    return _e(EventType.STEP_APPLYING, step=step, attempt=attempt, plan_hash=plan_hash,
+              approvers=approvers)
+
+
+def step_applied(step: str, *, calls: Calls, message: str, already_done: bool,
+                 done: bool) -> EventData:
+    return _e(EventType.STEP_APPLIED, step=step, calls=calls, message=message,
+              already_done=already_done, done=done)
+
+
+def step_polled(step: str, *, calls: Calls, progress: str, done: bool) -> EventData:
+    return _e(EventType.STEP_POLLED, step=step, calls=calls, progress=progress, done=done)
+
+
+def step_retrying(step: str, *, phase: str, error: str, attempt: int, delay: float,
+                  calls: Calls) -> EventData:
+    return _e(EventType.STEP_RETRYING, step=step, phase=phase, error=error, attempt=attempt,
+              delay=delay, calls=calls)
+
+
+def step_succeeded(step: str, *, result: Mapping[str, Any], outputs: Mapping[str, Any],
+                   message: str) -> EventData:
+    return _e(EventType.STEP_SUCCEEDED, step=step, result=result, outputs=outputs, message=message)
+
+
+def step_failed(step: str, *, error: str, calls: Calls | None = None) -> EventData:
+    """A step failed; ``calls`` (the API calls that failed) only when there were some."""
+    if calls:
+        return _e(EventType.STEP_FAILED, step=step, error=error, calls=calls)
+    return _e(EventType.STEP_FAILED, step=step, error=error)
+
+
+def step_skipped(step: str, *, reason: str) -> EventData:
+    return _e(EventType.STEP_SKIPPED, step=step, reason=reason)
+
+
+def step_goto(step: str, *, target: str) -> EventData:
+    return _e(EventType.STEP_GOTO, step=step, target=target)
+
+
+# -- people's commands ------------------------------------------------------------------------------
+
+def command_given(name: str, args: Mapping[str, Any]) -> EventData:
+    """A person's command as given (``name``: approve, reject, ... ; ``args``: what they passed)."""
+    t = EventType(f"command.{name}")
+    if t not in COMMANDS:
+        raise ValueError(f"{name!r} is not a command: expected one of "
+                         f"{', '.join(sorted(c.removeprefix('command.') for c in COMMANDS))}")
+    return EventData(t, dict(args))
+
+
+def command_refused(*, command: str, reason: str, step: str | None) -> EventData:
+    """A command that was refused, and why (``step``: the step it was aimed at, if known)."""
+    if step:
+        return _e(EventType.COMMAND_REFUSED, command=command, reason=reason, step=step)
+    return _e(EventType.COMMAND_REFUSED, command=command, reason=reason)
