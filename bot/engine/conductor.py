@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot.config import PolicyConfig
-from bot.engine.approvals import ApprovalRule, Membership, effective_rule
+from bot.engine.approvals import SYSTEM_ACTOR, ApprovalRule, Membership, effective_rule
 from bot.engine.decisions import (
     ApplyStep,
     AwaitPeople,
@@ -54,7 +54,7 @@ _UNRENDERED = re.compile(r"\{\{.*?\}\}")
 def _plain_title(step: Step) -> str:
     """A step's title with its expressions elided, for a step whose values never existed."""
     return _UNRENDERED.sub("…", step.title)
-ENGINE = "runbook-bot"  # the actor of events the engine itself causes
+ENGINE = SYSTEM_ACTOR  # the actor of events the engine itself causes
 
 
 class Conductor:

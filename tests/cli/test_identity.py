@@ -92,7 +92,7 @@ def test_logname_and_user_do_not_change_who_approves(sh: Shell) -> None:
     assert done.returncode == 1
     assert f"{ME} started this run and cannot approve its steps" in done.stdout
     assert sh.status(run_id) == "awaiting_approval"
-    [(kind, actor, payload)] = [e for e in sh.events(run_id) if e[0] == "command.approve"]
+    [(_, actor, payload)] = [e for e in sh.events(run_id) if e[0] == "command.approve"]
     assert actor == ME
     assert payload["via"] == {"frontend": "terminal", "uid": os.getuid(), "os_user": ME,
                               "host": socket.gethostname(), "tty": None}
