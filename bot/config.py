@@ -4,6 +4,22 @@ This is the only module that reads ``os.environ``. Nothing reads settings at imp
 calls ``load_settings()`` once and hands the result (or parts of it) to what it builds.
 
 File: ``$RUNBOOK_BOT_CONFIG``, else ``./runbook-bot.yaml`` if present, else built-in defaults.
+Its keys (deploy/runbook-bot.example.yaml shows each one):
+
+    database_url, audit_key, runbooks_dir, redact_patterns (Python regular expressions),
+    lease_seconds (> 0)
+    clusters.NAME: kubeconfig, context, region, profile, role_arn, retry_mode
+        (legacy|standard|adaptive), max_attempts (1-20), request_timeout (seconds > 0)
+    policy: groups (group -> identities), aliases (identity -> identity),
+        allow_self_approval, allow_impersonation (true|false, unquoted),
+        default_expires_after (seconds > 0), max_out_of_service_nodes (>= 1),
+        approvals_from (a non-empty list of terminal, slack; default both)
+    slack: bot_token, signing_secret, app_token, api_url, allowed_channels, usergroup_ttl
+
+The file is validated as a whole with pydantic, strictly: a quoted "false" is not a boolean and a
+quoted "3" is not a number. Every bad value becomes one line of the ``ConfigError``, naming the key
+and what is allowed, so a typo never silently switches a safety setting on.
+
 Environment variables override the file:
 
     RUNBOOK_BOT_CONFIG          path of the YAML config file
