@@ -190,3 +190,6 @@ def test_the_terminal_cannot_impersonate_a_slack_user_or_the_bot(sh: Shell) -> N
         done = sh("approve", run_id, "--no-follow", "--as", bot)
         assert done.returncode == 1 and "never approves a step" in done.stdout, done.stdout
     assert sh.status(run_id) == "awaiting_approval"
+    tried = [(a, p["via"]) for t, a, p in sh.events(run_id) if t == "command.approve"]
+    assert [(a, v["os_user"], v["as"]) for a, v in tried] == [
+        ("runbook-bot", ME, "runbook-bot"), ("system:worker", ME, "system:worker")]
