@@ -37,6 +37,7 @@ MIN_REASON = 8  # characters: "because" is not a reason
 SYSTEM_ACTOR = "runbook-bot"  # the actor of everything the bot does on its own
 SYSTEM_PREFIX = "system:"  # e.g. system:worker, system:alertmanager
 SLACK_PREFIX = "slack:"
+_PLACES = {"terminal": "the terminal", "slack": "Slack"}
 
 # (identity, group) -> is the identity a member; the config's groups are checked first
 Membership = Callable[[str, str], bool]
@@ -132,8 +133,8 @@ def check_approver(*, rule: ApprovalRule, approver: str, requester: str,
                           "never approves a step or breaks glass; a person must")
     if kind != "decide" and frontend_of(approver) not in policy.approvals_from:
         raise PolicyError(
-            f"{approver} cannot {'break glass' if kind == 'break_glass' else 'approve'} from the "
-            f"{frontend_of(approver)}: policy.approvals_from accepts approvals only from "
+            f"{approver} cannot {'break glass' if kind == 'break_glass' else 'approve'} from "
+            f"{_PLACES[frontend_of(approver)]}: policy.approvals_from accepts approvals only from "
             f"{', '.join(policy.approvals_from)}; rejecting and aborting remain possible here")
     groups = eligible_groups(rule, policy)
     if not groups:
