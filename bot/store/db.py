@@ -134,7 +134,13 @@ def make_engine(url: str) -> Engine:
         if not memory:
             path = Path(url.split("///", 1)[1]) if "///" in url else None
             if path is not None:
-                path.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                except OSError as e:
+                    why = ("a file is in the way" if isinstance(e, FileExistsError)
+                           else e.strerror)
+                    raise ConfigError(f"cannot open the state database {url}: cannot create "
+                                      f"directory {path.parent}: {why}") from e
         kwargs: dict[str, Any] = {"connect_args": {"check_same_thread": False, "timeout": 30}}
         if memory:
             kwargs["poolclass"] = StaticPool

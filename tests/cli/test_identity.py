@@ -153,6 +153,14 @@ def test_a_corrupt_state_database_is_one_line_and_exit_2(sh: Shell) -> None:
                            f"sqlite:///{sh.db}: file is not a database\n")
 
 
+def test_a_state_database_whose_directory_cannot_be_made_is_one_line_and_exit_2(sh: Shell) -> None:
+    (sh.tmp / "a-file").write_text("")
+    done = sh("runs", RUNBOOK_BOT_DATABASE_URL=f"sqlite:///{sh.tmp / 'a-file' / 'state.db'}")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    [line] = done.stderr.splitlines()
+    assert line.endswith(f"cannot create directory {sh.tmp / 'a-file'}: a file is in the way")
+
+
 def test_a_read_only_state_database_is_one_line_and_exit_2_and_starts_nothing(sh: Shell) -> None:
     assert sh("runs").returncode == 0  # creates the tables
     read_only = f"sqlite:///file:{sh.db}?mode=ro&uri=true"
