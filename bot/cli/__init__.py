@@ -8,9 +8,11 @@ Exit status, the same for every command:
 
     0   done (for ``run``: the run succeeded, or waits for someone else's approval)
     1   the command ran and the answer is no: a run failed or was aborted, a command was refused,
-        a run or runbook was not found, the audit chain is broken, a runbook is invalid
-    2   nothing was attempted: the command line is wrong (argparse's usage errors), or the
-        configuration is invalid or names a state database that cannot be opened or written
+        a run or runbook was not found, a runbook or a run parameter is invalid, the audit chain
+        is broken
+    2   nothing was attempted: the command line is wrong (argparse's usage errors, or an option's
+        value such as ``--tz``), or the configuration is invalid or names a state database that
+        cannot be opened or written (``ConfigError``)
     130 interrupted
 
 Errors are one line each on stderr, ``runbook-bot: error: ...``, never a traceback.
