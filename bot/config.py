@@ -123,6 +123,7 @@ class Settings:
 Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 Text = Annotated[str, Field(min_length=1)]
 BACKENDS = ("sqlite", "postgresql")
+SECRETS = frozenset({"audit_key", "bot_token", "signing_secret", "app_token"})  # never echoed
 Frontend = Literal["terminal", "slack"]
 FRONTENDS: tuple[Frontend, ...] = ("terminal", "slack")
 
@@ -245,7 +246,9 @@ def _line(err: Any) -> str:
         hint = "; write true or false without quotes"
     elif kind in ("int_type", "float_type") and isinstance(got, str):
         hint = "; write the number without quotes"
-    shown = "" if kind == "model_type" or isinstance(got, dict | list) else f" (got {got!r})"
+    secret = bool(set(map(str, loc)) & SECRETS)
+    shown = ("" if secret or kind == "model_type" or isinstance(got, dict | list)
+             else f" (got {got!r})")
     return f"{_key(loc)}: {what}{shown}{hint}"
 
 

@@ -110,3 +110,8 @@ def test_by_default_both_front_ends_may_approve_and_safety_switches_are_off() ->
     assert s.policy.approvals_from == ("terminal", "slack")
     assert s.policy.allow_self_approval is False and s.policy.allow_impersonation is False
     assert s.database_url == "sqlite:////home/sre/.local/state/runbook-bot/state.db"
+
+
+def test_a_secret_of_the_wrong_type_is_named_but_never_echoed() -> None:
+    assert problems({"audit_key": 8231749, "slack": {"signing_secret": ["hunter2"]}}) == [
+        "bot.yaml: audit_key: must be a string", "bot.yaml: slack.signing_secret: must be a string"]
