@@ -113,7 +113,7 @@ def config_membership(policy: PolicyConfig) -> Membership:
 
 
 def eligible_groups(rule: ApprovalRule, policy: PolicyConfig) -> tuple[str, ...]:
-    """The groups whose members may approve: the step's, else every configured group."""
+    """The rule's groups; every configured group only when the runbook names none at all."""
     if rule.groups:
         return rule.groups
     return tuple(sorted(policy.groups))
