@@ -5,6 +5,22 @@ command of the command line (``bot/cli/``) calls ``load_settings()`` once and ha
 parts of it) to what it builds.
 
 File: ``$RUNBOOK_BOT_CONFIG``, else ``./runbook-bot.yaml`` if present, else built-in defaults.
+Its keys (deploy/runbook-bot.example.yaml shows each one):
+
+    database_url, audit_key, runbooks_dir, redact_patterns (Python regular expressions),
+    lease_seconds (> 0)
+    clusters.NAME: kubeconfig, context, region, profile, role_arn, retry_mode
+        (legacy|standard|adaptive), max_attempts (1-20), request_timeout (seconds > 0)
+    policy: groups (group -> identities), aliases (identity -> identity),
+        allow_self_approval, allow_impersonation (true|false, unquoted),
+        default_expires_after (seconds > 0), max_out_of_service_nodes (>= 1),
+        approvals_from (a non-empty list of terminal, slack; default both)
+    slack: bot_token, signing_secret, app_token, api_url, allowed_channels, usergroup_ttl
+
+The file is validated as a whole with pydantic, strictly: a quoted "false" is not a boolean and a
+quoted "3" is not a number. Every bad value becomes one line of the ``ConfigError``, naming the key
+and what is allowed, so a typo never silently switches a safety setting on.
+
 Environment variables override the file:
 
     RUNBOOK_BOT_CONFIG          path of the YAML config file
@@ -20,10 +36,13 @@ Default database: ``$XDG_STATE_HOME/runbook-bot/state.db`` (``~/.local/state/run
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from bot.errors import ConfigError
 
@@ -64,6 +83,8 @@ class PolicyConfig:
     max_out_of_service_nodes: int = 3
     # identity aliases: a terminal user and a Slack user can be the same person
     aliases: Mapping[str, str] = field(default_factory=dict)
+    # where approvals and break-glass are accepted from: "terminal" (OS users), "slack" (slack:U…)
+    approvals_from: tuple[str, ...] = ("terminal", "slack")
 
 
 @dataclass(frozen=True)
@@ -95,6 +116,169 @@ class Settings:
             ) from None
 
 
+# -- the file's schema: every key typed, so a quoted "false" is an error, never True --------------
+
+Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+Text = Annotated[str, Field(min_length=1)]
+BACKENDS = ("sqlite", "postgresql")
+SECRETS = frozenset({"audit_key", "bot_token", "signing_secret", "app_token"})  # never echoed
+Frontend = Literal["terminal", "slack"]
+FRONTENDS: tuple[Frontend, ...] = ("terminal", "slack")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class _Cluster(_Strict):
+    kubeconfig: Text | None = None
+    context: Text | None = None
+    region: Text = "us-east-1"
+    profile: Text | None = None
+    role_arn: Text | None = None
+    retry_mode: Literal["legacy", "standard", "adaptive"] = "standard"
+    max_attempts: Annotated[int, Field(ge=1, le=20)] = 5
+    request_timeout: Seconds = 30.0
+
+
+class _Policy(_Strict):
+    groups: dict[Text, list[Text]] = {}
+    allow_self_approval: bool = False
+    allow_impersonation: bool = False
+    default_expires_after: Seconds = 1800.0
+    max_out_of_service_nodes: Annotated[int, Field(ge=1)] = 3
+    aliases: dict[Text, Text] = {}
+    approvals_from: Annotated[list[Frontend], Field(min_length=1)] = list(FRONTENDS)
+
+
+class _Slack(_Strict):
+    bot_token: Text | None = None
+    signing_secret: Text | None = None
+    app_token: Text | None = None
+    api_url: Text | None = None
+    allowed_channels: list[Text] = []
+    usergroup_ttl: Seconds = 300.0
+
+
+class _File(_Strict):
+    database_url: Text | None = None
+    audit_key: Text | None = None
+    runbooks_dir: Text = "runbooks"
+    redact_patterns: list[str] = []
+    clusters: dict[Text, _Cluster] = {}
+    policy: _Policy = _Policy()
+    slack: _Slack = _Slack()
+    lease_seconds: Seconds = 60.0
+
+    @field_validator("redact_patterns")
+    @classmethod
+    def _compiles(cls, patterns: list[str]) -> list[str]:
+        for i, pattern in enumerate(patterns):
+            try:
+                re.compile(pattern)
+            except re.error as e:
+                raise ValueError(f"pattern {i} ({pattern!r}) is not a Python regular "
+                                 f"expression: {e}") from None
+        return patterns
+
+    @field_validator("database_url")
+    @classmethod
+    def _parses(cls, url: str | None) -> str | None:
+        if url is None:
+            return None
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError
+
+        try:
+            backend = make_url(url).get_backend_name()
+        except ArgumentError:
+            raise ValueError("not a database URL; expected e.g. sqlite:////var/lib/runbook-bot/"
+                             "state.db or postgresql+psycopg://bot@db/runbookbot") from None
+        if backend not in BACKENDS:
+            raise ValueError(f"the database must be one of: {', '.join(BACKENDS)} "
+                             f"(got {backend!r})")
+        return url
+
+
+_SECTIONS: dict[str, type[BaseModel]] = {"": _File, "policy": _Policy, "slack": _Slack,
+                                        "clusters": _Cluster}
+_EXPECTED = {
+    "bool_type": "must be true or false",
+    "int_type": "must be a whole number",
+    "float_type": "must be a number of seconds",  # every float in the file is a duration
+    "string_type": "must be a string",
+    "list_type": "must be a list",
+    "dict_type": "must be a mapping",
+    "model_type": "must be a mapping",
+    "finite_number": "must be a finite number",
+    "too_short": "must not be empty",
+}
+
+
+def _key(loc: tuple[str | int, ...]) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else ("." if i else "") + str(p)
+                   for i, p in enumerate(loc))
+
+
+def _line(err: Any) -> str:
+    """One pydantic error as 'key: what is allowed (got what)'."""
+    loc = tuple(err["loc"])
+    kind, got, ctx = err["type"], err.get("input"), err.get("ctx") or {}
+    if kind == "extra_forbidden":
+        parent = "clusters" if loc[:1] == ("clusters",) and len(loc) == 3 else \
+            str(loc[0]) if len(loc) == 2 else ""
+        valid = ", ".join(_SECTIONS[parent].model_fields) if parent in _SECTIONS else ""
+        return f"{_key(loc)}: unknown key" + (f"; valid keys here: {valid}" if valid else "")
+    if kind == "value_error":
+        return f"{_key(loc)}: {str(err['msg']).removeprefix('Value error, ')}"
+    if kind in ("greater_than", "greater_than_equal", "less_than_equal"):
+        word = {"greater_than": "more than", "greater_than_equal": "at least",
+                "less_than_equal": "at most"}[kind]
+        what = f"must be {word} {next(iter(ctx.values())):g}"
+    elif kind == "literal_error":
+        what = f"must be one of {ctx.get('expected')}"
+    else:
+        what = _EXPECTED.get(kind, str(err["msg"]).lower())
+    hint = ""
+    if kind == "bool_type" and isinstance(got, str):
+        hint = "; write true or false without quotes"
+    elif kind in ("int_type", "float_type") and isinstance(got, str):
+        hint = "; write the number without quotes"
+    secret = bool(set(map(str, loc)) & SECRETS)
+    shown = ("" if secret or kind == "model_type" or isinstance(got, dict | list)
+             else f" (got {got!r})")
+    return f"{_key(loc)}: {what}{shown}{hint}"
+
+
+def _parse(data: Mapping[str, Any], env: Mapping[str, str], *, source: str) -> _File:
+    """The file's values with the environment's on top, validated as a whole."""
+    merged: dict[str, Any] = dict(data)
+    for key, var in (("database_url", "RUNBOOK_BOT_DATABASE_URL"),
+                     ("audit_key", "RUNBOOK_BOT_AUDIT_KEY"),
+                     ("runbooks_dir", "RUNBOOK_BOT_RUNBOOKS_DIR")):
+        if env.get(var):
+            merged[key] = env[var]
+    slack = {} if data.get("slack") is None else data["slack"]
+    if isinstance(slack, Mapping):
+        slack = dict(slack)
+        for key, var in (("bot_token", "SLACK_BOT_TOKEN"),
+                         ("signing_secret", "SLACK_SIGNING_SECRET"),
+                         ("app_token", "SLACK_APP_TOKEN"), ("api_url", "RUNBOOK_BOT_SLACK_API_URL")):
+            if env.get(var):
+                slack[key] = env[var]
+        if env.get("RUNBOOK_BOT_SLACK_CHANNELS"):
+            slack["allowed_channels"] = [c.strip() for c in env["RUNBOOK_BOT_SLACK_CHANNELS"]
+                                         .split(",") if c.strip()]
+        merged["slack"] = slack
+    for key in [k for k in ("policy", "slack") if merged.get(k) is None and k in merged]:
+        del merged[key]  # an empty section (`policy:` alone) means the defaults
+    try:
+        return _File.model_validate(merged)
+    except ValidationError as e:
+        where = f"{source}: " if source else ""
+        raise ConfigError("\n".join(where + _line(err) for err in e.errors())) from None
+
+
 def default_database_url(env: Mapping[str, str]) -> str:
     base = env.get("XDG_STATE_HOME") or str(Path(env.get("HOME", ".")) / ".local" / "state")
     return f"sqlite:///{Path(base) / 'runbook-bot' / 'state.db'}"
@@ -109,7 +293,10 @@ def _read_file(path: Path) -> dict[str, Any]:
     except OSError as e:
         raise ConfigError(f"cannot read config file {path}: {e.strerror}") from e
     except YAMLError as e:
-        raise ConfigError(f"config file {path} is not valid YAML: {e}") from e
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(f"{where}: the config file is not valid YAML: {problem}") from e
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -117,92 +304,34 @@ def _read_file(path: Path) -> dict[str, Any]:
     return data
 
 
-def _tuple_of_str(raw: Any, where: str) -> tuple[str, ...]:
-    if raw is None:
-        return ()
-    if isinstance(raw, str) or not isinstance(raw, list | tuple):
-        raise ConfigError(f"{where} must be a list of strings")
-    return tuple(str(x) for x in raw)
+def settings_from_mapping(data: Mapping[str, Any], env: Mapping[str, str], *,
+                          source: str = "") -> Settings:
+    """Build Settings from a parsed config file plus environment overrides.
 
-
-def _seconds(raw: Any, where: str, default: float) -> float:
-    """A positive number of seconds from the config file, or a ConfigError naming the key."""
-    if raw is None:
-        return default
-    if isinstance(raw, bool) or not isinstance(raw, int | float | str):
-        raise ConfigError(f"{where} must be a number of seconds, like {default:g} (got {raw!r})")
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(f"{where} must be a number of seconds, like {default:g} "
-                          f"(got {raw!r})") from None
-    if not value > 0:
-        raise ConfigError(f"{where} must be more than 0 seconds (got {raw!r})")
-    return value
-
-
-SLACK_KEYS = ("bot_token", "signing_secret", "app_token", "api_url", "allowed_channels",
-              "usergroup_ttl")
-
-
-def settings_from_mapping(data: Mapping[str, Any], env: Mapping[str, str]) -> Settings:
-    """Build Settings from a parsed config file plus environment overrides."""
-    known = {"database_url", "audit_key", "runbooks_dir", "redact_patterns", "clusters",
-             "policy", "slack", "lease_seconds"}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise ConfigError(f"unknown config keys {unknown}; valid keys: {sorted(known)}")
-    clusters: dict[str, ClusterConfig] = {}
-    for name, raw in (data.get("clusters") or {}).items():
-        if not isinstance(raw, dict):
-            raise ConfigError(f"clusters.{name} must be a mapping")
-        if isinstance(raw.get("kubeconfig"), str):
-            raw = {**raw, "kubeconfig": os.path.expanduser(raw["kubeconfig"])}
-        try:
-            clusters[name] = ClusterConfig(name=name, **raw)
-        except TypeError as e:
-            raise ConfigError(f"clusters.{name}: {e}") from e
-    p = data.get("policy") or {}
-    try:
-        policy = PolicyConfig(
-            groups={g: _tuple_of_str(m, f"policy.groups.{g}")
-                    for g, m in (p.get("groups") or {}).items()},
-            allow_self_approval=bool(p.get("allow_self_approval", False)),
-            allow_impersonation=bool(p.get("allow_impersonation", False)),
-            default_expires_after=float(p.get("default_expires_after", 1800.0)),
-            max_out_of_service_nodes=int(p.get("max_out_of_service_nodes", 3)),
-            aliases=dict(p.get("aliases") or {}),
-        )
-    except (TypeError, ValueError) as e:
-        raise ConfigError(f"policy: {e}") from e
-    s = data.get("slack") or {}
-    if not isinstance(s, dict):
-        raise ConfigError("slack must be a mapping (see deploy/runbook-bot.example.yaml)")
-    unknown_slack = sorted(set(s) - set(SLACK_KEYS))
-    if unknown_slack:
-        raise ConfigError(f"unknown keys under slack: {unknown_slack}; valid keys: {list(SLACK_KEYS)}")
-    channels = env.get("RUNBOOK_BOT_SLACK_CHANNELS")
-    slack = SlackConfig(
-        bot_token=env.get("SLACK_BOT_TOKEN") or s.get("bot_token"),
-        signing_secret=env.get("SLACK_SIGNING_SECRET") or s.get("signing_secret"),
-        app_token=env.get("SLACK_APP_TOKEN") or s.get("app_token"),
-        api_url=env.get("RUNBOOK_BOT_SLACK_API_URL") or s.get("api_url"),
-        allowed_channels=tuple(c.strip() for c in channels.split(",") if c.strip())
-        if channels else _tuple_of_str(s.get("allowed_channels"), "slack.allowed_channels"),
-        usergroup_ttl=_seconds(s.get("usergroup_ttl"), "slack.usergroup_ttl", 300.0),
-    )
+    Every bad value is reported at once, one line each naming the key (prefixed with ``source``,
+    the file, when given) and what would be valid.
+    """
+    f = _parse(data, env, source=source)
+    clusters = {name: ClusterConfig(
+        name=name, kubeconfig=os.path.expanduser(c.kubeconfig) if c.kubeconfig else None,
+        context=c.context, region=c.region, profile=c.profile, role_arn=c.role_arn,
+        retry_mode=c.retry_mode, max_attempts=c.max_attempts, request_timeout=c.request_timeout)
+        for name, c in f.clusters.items()}
+    p = f.policy
+    policy = PolicyConfig(
+        groups={g: tuple(m) for g, m in p.groups.items()},
+        allow_self_approval=p.allow_self_approval, allow_impersonation=p.allow_impersonation,
+        default_expires_after=p.default_expires_after,
+        max_out_of_service_nodes=p.max_out_of_service_nodes, aliases=dict(p.aliases),
+        approvals_from=tuple(dict.fromkeys(p.approvals_from)))
+    s = f.slack
+    slack = SlackConfig(bot_token=s.bot_token, signing_secret=s.signing_secret,
+                        app_token=s.app_token, api_url=s.api_url,
+                        allowed_channels=tuple(s.allowed_channels), usergroup_ttl=s.usergroup_ttl)
     return Settings(
-        database_url=env.get("RUNBOOK_BOT_DATABASE_URL")
-        or data.get("database_url")
-        or default_database_url(env),
-        audit_key=env.get("RUNBOOK_BOT_AUDIT_KEY") or data.get("audit_key"),
-        runbooks_dir=env.get("RUNBOOK_BOT_RUNBOOKS_DIR") or data.get("runbooks_dir") or "runbooks",
-        redact_patterns=_tuple_of_str(data.get("redact_patterns"), "redact_patterns"),
-        clusters=clusters,
-        policy=policy,
-        slack=slack,
-        lease_seconds=_seconds(data.get("lease_seconds"), "lease_seconds", 60.0),
-    )
+        database_url=f.database_url or default_database_url(env), audit_key=f.audit_key,
+        runbooks_dir=f.runbooks_dir, redact_patterns=tuple(f.redact_patterns), clusters=clusters,
+        policy=policy, slack=slack, lease_seconds=f.lease_seconds)
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
@@ -213,9 +342,9 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         path = Path(path_text)
         if not path.exists():
             raise ConfigError(f"RUNBOOK_BOT_CONFIG points at {path}, which does not exist")
-        data = _read_file(path)
+        data, source = _read_file(path), str(path)
     elif Path("runbook-bot.yaml").exists():
-        data = _read_file(Path("runbook-bot.yaml"))
+        data, source = _read_file(Path("runbook-bot.yaml")), "runbook-bot.yaml"
     else:
-        data = {}
-    return settings_from_mapping(data, env)
+        data, source = {}, ""
+    return settings_from_mapping(data, env, source=source)

@@ -27,7 +27,9 @@ def test_the_example_config_loads_with_its_clusters_and_groups():
 def test_a_slack_setting_that_is_not_seconds_is_named_with_what_would_be_valid():
     with pytest.raises(ConfigError) as e:
         settings_from_mapping({"slack": {"usergroup_ttl": "5m"}}, {})
-    assert str(e.value) == "slack.usergroup_ttl must be a number of seconds, like 300 (got '5m')"
-    with pytest.raises(ConfigError, match=r"unknown keys under slack: \['channels'\]"):
+    assert str(e.value) == ("slack.usergroup_ttl: must be a number of seconds (got '5m'); "
+                            "write the number without quotes")
+    with pytest.raises(ConfigError, match=r"^slack.channels: unknown key; valid keys here: "
+                                          r"bot_token, .*allowed_channels"):
         settings_from_mapping({"slack": {"channels": ["C0OPS00001"]}}, {})
     assert settings_from_mapping({"slack": {"usergroup_ttl": 60}}, {}).slack.usergroup_ttl == 60

@@ -3,6 +3,19 @@
 Each command group lives in its own module with a ``register(subparsers)`` function. Handlers
 import what they need when they run, so ``runbook-bot --help`` and ``validate`` never import
 boto3, kubernetes or slack (``bench/startup.py`` measures it).
+
+Exit status, the same for every command:
+
+    0   done (for ``run``: the run succeeded, or waits for someone else's approval)
+    1   the command ran and the answer is no: a run failed or was aborted, a command was refused,
+        a run or runbook was not found, a runbook or a run parameter is invalid, the audit chain
+        is broken
+    2   nothing was attempted: the command line is wrong (argparse's usage errors, or an option's
+        value such as ``--tz``), or the configuration is invalid or names a state database that
+        cannot be opened or written (``ConfigError``)
+    130 interrupted
+
+Errors are one line each on stderr, ``runbook-bot: error: ...``, never a traceback.
 """
 
 from __future__ import annotations
@@ -13,7 +26,10 @@ import sys
 from collections.abc import Sequence
 
 from bot import __version__
-from bot.errors import RunbookBotError
+from bot.errors import ConfigError, RunbookBotError
+
+EXIT_REFUSED = 1
+EXIT_USAGE = 2  # argparse's own code for a bad command line; also a bad configuration
 
 # Order here is the order of `runbook-bot --help`.
 COMMAND_MODULES = (
@@ -64,12 +80,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler = getattr(args, "handler", None)
     if handler is None:
         parser.print_help()
-        return 2
+        return EXIT_USAGE
     try:
         return int(handler(args) or 0)
     except RunbookBotError as e:
-        print(f"runbook-bot: error: {e}", file=sys.stderr)
-        return 1
+        for line in str(e).splitlines() or [type(e).__name__]:
+            print(f"runbook-bot: error: {line}", file=sys.stderr)
+        return EXIT_USAGE if isinstance(e, ConfigError) else EXIT_REFUSED
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

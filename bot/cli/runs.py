@@ -82,7 +82,8 @@ def _settings() -> Any:
     return load_settings()
 
 
-def _follow(runner: Any, run_id: str, *, actor: str, interactive: bool, yes: bool) -> int:
+def _follow(runner: Any, run_id: str, *, actor: str, interactive: bool, yes: bool,
+            via: dict[str, Any] | None = None) -> int:
     """Drive the run here until it finishes or needs someone who is not at this keyboard."""
     from bot.engine.commands import Approve, Confirm
 
@@ -101,9 +102,10 @@ def _follow(runner: Any, run_id: str, *, actor: str, interactive: bool, yes: boo
             if why_not is None and (yes or interactive) and not s.blocked:
                 verb = "Confirm" if s.needs_confirmation and not s.needs_approval else "Approve"
                 if yes or _ask(f"{verb} step {s.key} as {actor}? [y/N] "):
-                    cmd = (Confirm(run_id=run_id, actor=actor, step=s.key) if verb == "Confirm"
-                           else Approve(run_id=run_id, actor=actor, step=s.key,
-                                        plan_hash=s.plan_hash))
+                    cmd = (Confirm(run_id=run_id, actor=actor, step=s.key, via=via)
+                           if verb == "Confirm" else
+                           Approve(run_id=run_id, actor=actor, step=s.key, plan_hash=s.plan_hash,
+                                   via=via))
                     out = runner.submit(cmd)
                     if out.ok:
                         continue
@@ -130,6 +132,7 @@ def _ask(prompt: str) -> bool:
 def cmd_run(args: argparse.Namespace) -> int:
     from bot.cli.wiring import build_runner, identity
     from bot.engine.commands import StartRun
+    from bot.frontends.term.identity import whereabouts
     from bot.frontends.term.printer import TerminalPrinter
     from bot.runbook.params import parse_assignments
 
@@ -138,13 +141,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     runner = build_runner(settings, notifiers=[TerminalPrinter()])
     state = runner.start(StartRun(runbook=args.name, params=parse_assignments(args.param),
                                   requester=actor, dry_run=args.dry_run,
-                                  origin={"frontend": "terminal"}))
+                                  origin=whereabouts(as_user=args.as_user)))
     if args.no_follow:
         print(state.run_id)
         return 0
     try:
         return _follow(runner, state.run_id, actor=actor, interactive=sys.stdin.isatty(),
-                       yes=args.yes)
+                       yes=args.yes, via=dict(state.origin))
     except KeyboardInterrupt:
         print(f"\nleft run {state.run_id} as it is; `runbook-bot worker` carries it on",
               file=sys.stderr)
@@ -154,6 +157,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_decide(args: argparse.Namespace) -> int:
     from bot.cli.wiring import build_runner, identity, run_id_arg
     from bot.engine import commands as c
+    from bot.frontends.term.identity import whereabouts
     from bot.frontends.term.printer import TerminalPrinter
 
     settings = _settings()
@@ -162,19 +166,20 @@ def cmd_decide(args: argparse.Namespace) -> int:
     runner = build_runner(settings, notifiers=[TerminalPrinter()])
     name = args.command_name
     step = getattr(args, "step", None)
+    via = whereabouts(as_user=args.as_user)
     cmd: Any
     if name == "approve":
-        cmd = c.Approve(run_id=run_id, actor=actor, step=step)
+        cmd = c.Approve(run_id=run_id, actor=actor, step=step, via=via)
     elif name == "confirm":
-        cmd = c.Confirm(run_id=run_id, actor=actor, step=step)
+        cmd = c.Confirm(run_id=run_id, actor=actor, step=step, via=via)
     elif name == "retry":
-        cmd = c.Retry(run_id=run_id, actor=actor, step=step)
+        cmd = c.Retry(run_id=run_id, actor=actor, step=step, via=via)
     elif name == "reject":
-        cmd = c.Reject(run_id=run_id, actor=actor, reason=args.reason, step=step)
+        cmd = c.Reject(run_id=run_id, actor=actor, reason=args.reason, step=step, via=via)
     elif name == "break-glass":
-        cmd = c.BreakGlass(run_id=run_id, actor=actor, reason=args.reason, step=step)
+        cmd = c.BreakGlass(run_id=run_id, actor=actor, reason=args.reason, step=step, via=via)
     else:
-        cmd = c.Abort(run_id=run_id, actor=actor, reason=args.reason)
+        cmd = c.Abort(run_id=run_id, actor=actor, reason=args.reason, via=via)
     out = runner.submit(cmd)
     print(out.message)
     if not out.ok:
@@ -183,7 +188,7 @@ def cmd_decide(args: argparse.Namespace) -> int:
         if name in ("reject", "abort"):
             runner.drive(run_id)
         return 0
-    return _follow(runner, run_id, actor=actor, interactive=sys.stdin.isatty(), yes=False)
+    return _follow(runner, run_id, actor=actor, interactive=sys.stdin.isatty(), yes=False, via=via)
 
 
 def cmd_runs(args: argparse.Namespace) -> int:

@@ -7,12 +7,11 @@ clock or clients.
 
 from __future__ import annotations
 
-import getpass
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from bot.config import Settings
-from bot.errors import ConfigError, NotFound
+from bot.errors import NotFound
 
 if TYPE_CHECKING:  # the parts are imported when built, so a command loads only what it uses
     from bot.actions.catalog import ClientsFactory
@@ -46,13 +45,10 @@ def build_runner(settings: Settings, *, store: RunStore | None = None,
 
 
 def identity(settings: Settings, as_user: str | None) -> str:
-    """The person at the keyboard: the OS user, or ``--as`` where the config allows it."""
-    if as_user:
-        if not settings.policy.allow_impersonation:
-            raise ConfigError("--as USER is refused: it needs policy.allow_impersonation: true in "
-                              "the config (meant for demos and tests, never production)")
-        return as_user
-    return getpass.getuser()
+    """The person at the keyboard: the real uid's account, or ``--as`` where the config allows it."""
+    from bot.frontends.term.identity import terminal_identity
+
+    return terminal_identity(settings.policy, as_user)
 
 
 def run_id_arg(text: str) -> str:

@@ -153,7 +153,7 @@ def _may_decide(c: Commandable, s: StepState, actor: str) -> None:
     rule = c.rule_for(s)
     try:
         check_approver(rule=rule, approver=actor, requester=c.state.requester, prior=(),
-                       policy=c.policy, membership=c.membership)
+                       policy=c.policy, membership=c.membership, kind="decide")
     except PolicyError as e:
         raise PolicyError(f"only the requester or an eligible approver may do that: {e}") from None
 

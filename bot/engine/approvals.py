@@ -13,7 +13,14 @@ rules:
   config (``allow_self_approval``) allow it; one person never counts twice, including through an
   alias (a terminal user and a Slack user who are the same person);
 - a rejection needs a reason; approvals expire after ``expires_after``;
-- break-glass (overriding an interlock) needs two distinct eligible people, each with a reason.
+- break-glass (overriding an interlock) needs two distinct eligible people, each with a reason;
+- a step's groups narrow the runbook's: a step that names none has the runbook's groups, and only
+  a runbook that names none at all leaves approval to any configured group;
+- the bot itself (``SYSTEM_ACTOR``, and any ``system:`` identity: a worker, an alert) never
+  approves or breaks glass, whatever the groups or aliases say;
+- ``policy.approvals_from`` says which front-ends' identities may approve and break glass
+  (``slack``: only ``slack:U…`` identities, vouched for by Slack's signed requests); rejecting,
+  aborting and retrying stay open to every front-end, because stopping is always safe.
 """
 
 from __future__ import annotations
@@ -29,6 +36,10 @@ from bot.runbook.model import Approval
 
 BREAK_GLASS_QUORUM = 2
 MIN_REASON = 8  # characters: "because" is not a reason
+SYSTEM_ACTOR = "runbook-bot"  # the actor of everything the bot does on its own
+SYSTEM_PREFIX = "system:"  # e.g. system:worker, system:alertmanager
+SLACK_PREFIX = "slack:"
+_PLACES = {"terminal": "the terminal", "slack": "Slack"}
 
 # (identity, group) -> is the identity a member; the config's groups are checked first
 Membership = Callable[[str, str], bool]
@@ -60,12 +71,28 @@ def effective_rule(*, runbook: Approval, step: Approval | None, destructive: boo
     minimum = own.min_approvers or floor
     if destructive:
         minimum = max(minimum, floor)
-    groups = own.groups if own.groups is not None else (runbook.groups or ())
+    groups = _narrowed(own.groups or (), runbook.groups or ())
     allow_self = own.allow_self if own.allow_self is not None else bool(runbook.allow_self)
     expires = own.expires_after or runbook.expires_after or policy.default_expires_after
     return ApprovalRule(required=required, min_approvers=minimum, groups=tuple(groups),
                         allow_self=bool(allow_self and policy.allow_self_approval),
                         expires_after=float(expires), reason=reason)
+
+
+def _narrowed(step: tuple[str, ...], runbook: tuple[str, ...]) -> tuple[str, ...]:
+    """The step's groups within the runbook's; the runbook's when the step names none of them."""
+    if not runbook:
+        return step
+    return tuple(g for g in step if g in runbook) or runbook
+
+
+def is_system(identity: str) -> bool:
+    return identity == SYSTEM_ACTOR or identity.startswith(SYSTEM_PREFIX)
+
+
+def frontend_of(identity: str) -> str:
+    """Which front-end vouches for ``identity``: Slack for ``slack:U…``, else the terminal."""
+    return "slack" if identity.startswith(SLACK_PREFIX) else "terminal"
 
 
 def canonical(identity: str, policy: PolicyConfig) -> str:
@@ -88,7 +115,7 @@ def config_membership(policy: PolicyConfig) -> Membership:
 
 
 def eligible_groups(groups: Sequence[str], policy: PolicyConfig) -> tuple[str, ...]:
-    """The groups whose members may approve: the step's, else every configured group."""
+    """The step's groups; every configured group only when the runbook names none at all."""
     if groups:
         return tuple(groups)
     return tuple(sorted(policy.groups))
@@ -113,8 +140,20 @@ def approver_groups(state: RunState, step: str | None, policy: PolicyConfig) -> 
 def check_approver(*, rule: ApprovalRule, approver: str, requester: str,
                    prior: Iterable[str], policy: PolicyConfig, membership: Membership,
                    kind: str = "approve") -> None:
-    """Raise PolicyError saying why ``approver`` may not approve; return if they may."""
+    """Raise PolicyError saying why ``approver`` may not approve; return if they may.
+
+    ``kind`` is ``approve``, ``break_glass``, or ``decide`` (reject, abort, retry: who may stop or
+    re-plan a step, which any front-end may do).
+    """
     person = canonical(approver, policy)
+    if kind != "decide" and (is_system(approver) or is_system(person)):
+        raise PolicyError(f"{approver} is the bot's own identity: what the bot does on its own "
+                          "never approves a step or breaks glass; a person must")
+    if kind != "decide" and frontend_of(approver) not in policy.approvals_from:
+        raise PolicyError(
+            f"{approver} cannot {'break glass' if kind == 'break_glass' else 'approve'} from "
+            f"{_PLACES[frontend_of(approver)]}: policy.approvals_from accepts approvals only from "
+            f"{', '.join(policy.approvals_from)}; rejecting and aborting remain possible here")
     groups = eligible_groups(rule.groups, policy)
     if not groups:
         raise PolicyError(

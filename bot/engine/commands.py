@@ -4,6 +4,8 @@ Slack buttons, slash commands and terminal commands all build one of these and h
 runner, so the same policy applies to all of them. ``step`` may be None when there is only one step
 waiting for a decision; ``plan_hash`` is the plan the person was shown (a Slack button carries it),
 so a click on an out-of-date approval message is refused instead of approving a different change.
+``via`` says where a decision came from (the front-end and, for the terminal, the OS uid, host and
+tty); it is recorded in the command's audit event, next to the actor.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ class Approve:
     actor: str
     step: str | None = None
     plan_hash: str | None = None
+    via: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,7 @@ class Reject:
     actor: str
     reason: str
     step: str | None = None
+    via: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,7 @@ class Confirm:
     actor: str
     step: str | None = None
     note: str = ""
+    via: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,7 @@ class BreakGlass:
     actor: str
     reason: str
     step: str | None = None
+    via: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -65,6 +71,7 @@ class Retry:
     run_id: str
     actor: str
     step: str | None = None
+    via: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -72,6 +79,7 @@ class Abort:
     run_id: str
     actor: str
     reason: str
+    via: Mapping[str, Any] | None = None
 
 
 Command = Approve | Reject | Confirm | BreakGlass | Retry | Abort

@@ -26,7 +26,7 @@ from typing import Any
 
 from bot.config import PolicyConfig
 from bot.engine import events as ev
-from bot.engine.approvals import ApprovalRule, Membership, effective_rule
+from bot.engine.approvals import SYSTEM_ACTOR, ApprovalRule, Membership, effective_rule
 from bot.engine.decisions import (
     ApplyStep,
     AwaitPeople,
@@ -57,7 +57,7 @@ _UNRENDERED = re.compile(r"\{\{.*?\}\}")
 def _plain_title(step: Step) -> str:
     """A step's title with its expressions elided, for a step whose values never existed."""
     return _UNRENDERED.sub("…", step.title)
-ENGINE = "runbook-bot"  # the actor of events the engine itself causes
+ENGINE = SYSTEM_ACTOR  # the actor of events the engine itself causes
 
 
 class Conductor:

@@ -93,13 +93,28 @@ class Param(_Strict):
 class Approval(_Strict):
     required: bool | None = None
     min_approvers: Annotated[int, Field(ge=1, le=10)] | None = None
-    groups: tuple[str, ...] | None = None
+    groups: tuple[str, ...] | None = Field(
+        default=None,
+        description="Who may approve; a step's list may only narrow the runbook's. Leave it out "
+                    "for the runbook's groups; an empty list is an error.",
+        json_schema_extra={"minItems": 1},
+    )
     allow_self: bool | None = None
     expires_after: Duration | None = None
     description: str | None = Field(
         default=None,
         description="Shown to approvers with the plan: why this needs a human, what can go wrong.",
     )
+
+    @field_validator("groups")
+    @classmethod
+    def _named(cls, groups: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        # [] used to mean "every configured group", widening approval; say what is meant instead
+        if groups is not None and not groups:
+            raise ValueError("an empty list would let any approver group approve: name at least "
+                             "one group, or leave 'groups' out to use the runbook's "
+                             "spec.approvals.groups")
+        return groups
 
 
 class Guard(_Strict):

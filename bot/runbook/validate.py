@@ -235,8 +235,27 @@ class _Checker:
             self.add((*at, "on_failure", "goto"),
                      f"goto target {target!r} is not a step{_suggest(target, list(self.order))}; "
                      f"steps: {_listing(list(self.order))}")
+        if step.approval is not None:
+            self.narrower(at, step, step.approval)
         if step.action is not None:
             self.action(at, step)
+
+    def narrower(self, at: Loc, step: Step, mine: Approval) -> None:
+        """A step's approver groups may narrow the runbook's, never widen them (any step)."""
+        floor = self.runbook.spec.approvals
+        if mine.groups is None or floor.groups is None:
+            return
+        wider = [g for g in mine.groups if g not in floor.groups]
+        if wider:
+            destructive = (self.catalog is not None and step.action is not None
+                           and step.action in self.catalog
+                           and self.catalog.get(step.action).destructive)
+            why = (f"step {step.id!r} runs destructive action {step.action!r}" if destructive
+                   else f"step {step.id!r}")
+            self.add((*at, "approval", "groups"),
+                     f"{why}: groups {', '.join(wider)} are not in the runbook's "
+                     f"spec.approvals.groups ({_listing(list(floor.groups))}); a step may "
+                     f"narrow who approves, never widen it")
 
     def action(self, at: Loc, step: Step) -> None:
         assert step.action is not None
@@ -296,13 +315,6 @@ class _Checker:
                      f"{why}: min_approvers {mine.min_approvers} is below the runbook's "
                      f"spec.approvals.min_approvers {floor.min_approvers}; a step may ask for more "
                      f"approvers, never fewer")
-        if mine.groups is not None and floor.groups is not None:
-            wider = [g for g in mine.groups if g not in floor.groups]
-            if wider:
-                self.add((*at, "approval", "groups"),
-                         f"{why}: groups {', '.join(wider)} are not in the runbook's "
-                         f"spec.approvals.groups ({_listing(list(floor.groups))}); a step may "
-                         f"narrow who approves, never widen it")
         if mine.allow_self and not floor.allow_self:
             self.add((*at, "approval", "allow_self"),
                      f"{why}: allow_self would let the requester approve their own destructive "

@@ -44,8 +44,8 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.exc import DatabaseError, IntegrityError, InternalError, OperationalError
 from sqlalchemy.pool import StaticPool
 
 from bot.engine.plan import canonical_json
@@ -134,7 +134,13 @@ def make_engine(url: str) -> Engine:
         if not memory:
             path = Path(url.split("///", 1)[1]) if "///" in url else None
             if path is not None:
-                path.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                except OSError as e:
+                    why = ("a file is in the way" if isinstance(e, FileExistsError)
+                           else e.strerror)
+                    raise ConfigError(f"cannot open the state database {url}: cannot create "
+                                      f"directory {path.parent}: {why}") from e
         kwargs: dict[str, Any] = {"connect_args": {"check_same_thread": False, "timeout": 30}}
         if memory:
             kwargs["poolclass"] = StaticPool
@@ -169,20 +175,25 @@ class Database:
         self.key = audit_key.encode() if audit_key else None
         self.redact = Redactor(redact_patterns)
         self._sqlite_lock = threading.Lock() if self.engine.dialect.name == "sqlite" else None
+        parsed = make_url(url)
+        self._shown = url if parsed.password is None else parsed.render_as_string(hide_password=True)
         try:
             metadata.create_all(self.engine)
-        except OperationalError as e:
-            raise ConfigError(f"cannot open the state database {url}: {e.orig}") from e
+        except DatabaseError as e:  # unreachable, not a database (corrupt), or not writable
+            raise ConfigError(f"cannot open the state database {self._shown}: {e.orig}") from e
 
     @contextmanager
     def _tx(self) -> Iterator[Connection]:
-        # SQLite allows one writer; serialising in-process writers avoids busy-waiting on its lock
-        if self._sqlite_lock is None:
-            with self.engine.begin() as conn:
+        try:
+            # SQLite allows one writer; serialising in-process writers avoids busy-waiting on its lock
+            if self._sqlite_lock is None:
+                with self.engine.begin() as conn:
+                    yield conn
+                return
+            with self._sqlite_lock, self.engine.begin() as conn:
                 yield conn
-            return
-        with self._sqlite_lock, self.engine.begin() as conn:
-            yield conn
+        except (OperationalError, InternalError) as e:  # read-only, locked, disk full, gone
+            raise ConfigError(f"cannot write the state database {self._shown}: {e.orig}") from e
 
     # -- writing --------------------------------------------------------------------------------
 

@@ -84,7 +84,7 @@ def test_tz_shows_times_in_that_zone(cli):
 def test_an_unknown_tz_is_an_error_that_says_what_to_give(cli):
     call, run, _ = cli
     code, _, err = call("export", run, "--tz", "Nowhere/Special")
-    assert code == 1 and "IANA name" in err
+    assert code == 2 and "IANA name" in err  # a usage error
 
 
 def test_thread_messages_from_a_file_join_the_timeline(cli):

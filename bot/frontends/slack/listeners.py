@@ -10,7 +10,9 @@ delivers as two different requests, counts once; a click the engine refused is f
 so the same person can click once the reason is gone (added to the on-call group, say).
 
 With allowed channels configured, every gesture is checked against them: slash commands, clicks
-and form submissions alike.
+and form submissions alike. A button click (and the reject form it opens) decides only in the
+run's own channel, like ``/runbook approve``: a card's buttons copied or forwarded elsewhere, or
+a forged payload naming another channel, is refused before the engine sees it.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from slack_bolt import App
 
 from bot.config import SlackConfig
 from bot.engine import commands as c
+from bot.errors import RunbookBotError
 from bot.frontends.slack.dedupe import Deliveries
 from bot.frontends.slack.service import Person, SlackService
 from bot.frontends.slack.slash import USAGE, UsageError, parse
@@ -216,9 +219,26 @@ def register(app: App, *, service: SlackService, work: Any, deliveries: Deliveri
 def _decide_once(service: SlackService, deliveries: Deliveries, cmd: c.Command, person: Person,
                  key: str, *, clicked: bool) -> None:
     """Submit a decision recorded under ``key``; if it did not count, let it be made again."""
+    refusal = _outside_its_channel(service, cmd.run_id, person)
+    if refusal:
+        service.tell(person, f":no_entry: {refusal}")
+        deliveries.forget(key)
+        return
     out = service.decide(cmd, person, clicked=clicked)
     if out is None or not out.ok:  # not submitted, or refused (and audited): it may be repeated
         deliveries.forget(key)
+
+
+def _outside_its_channel(service: SlackService, run_id: str, person: Person) -> str | None:
+    """Why a click in ``person.channel`` may not decide ``run_id`` (None: it is the run's channel)."""
+    try:
+        channel = service.runner.store.load(run_id).origin.get("channel")
+    except RunbookBotError as e:
+        return str(e)
+    if channel and person.channel != channel:
+        return (f"run `{run_id}` belongs to <#{channel}>; decide it there, where everyone "
+                "following it sees what is done")
+    return None
 
 
 def _open_reject(service: SlackService, person: Person, trigger_id: str, v: dict[str, Any],

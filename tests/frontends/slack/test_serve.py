@@ -35,10 +35,10 @@ def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.MonkeyPatch:
 
 def test_missing_configuration_is_named_in_one_message(env: pytest.MonkeyPatch,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["slack", "serve"]) == 1
+    assert main(["slack", "serve"]) == 2  # a configuration error
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "SLACK_BOT_TOKEN" in err and "SLACK_SIGNING_SECRET" in err
-    assert main(["slack", "serve", "--socket-mode"]) == 1
+    assert main(["slack", "serve", "--socket-mode"]) == 2
     err = capsys.readouterr().err
     assert "SLACK_APP_TOKEN" in err and "SLACK_SIGNING_SECRET" not in err
 
@@ -48,11 +48,11 @@ def test_a_malformed_api_url_or_a_refused_token_is_explained(env: pytest.MonkeyP
     env.setenv("SLACK_BOT_TOKEN", "xoxb-not-known")
     env.setenv("SLACK_SIGNING_SECRET", "s3cret")
     env.setenv("RUNBOOK_BOT_SLACK_API_URL", "http://127.0.0.1:9/api")
-    assert main(["slack", "serve"]) == 1
+    assert main(["slack", "serve"]) == 2
     assert "must be an http(s) URL ending in /" in capsys.readouterr().err
     with FakeSlack() as fake:
         env.setenv("RUNBOOK_BOT_SLACK_API_URL", fake.base_url)
-        assert main(["slack", "serve"]) == 1
+        assert main(["slack", "serve"]) == 2
     assert "Slack refused SLACK_BOT_TOKEN: invalid_auth" in capsys.readouterr().err
 
 
