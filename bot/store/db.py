@@ -9,6 +9,8 @@ code runs on the default SQLite file and on a shared PostgreSQL for several repl
 - ``steps``: one row per step instance, so a tick writes only the rows it changed;
 - ``events``: the append-only audit chain, primary key (run_id, seq).
 
+The database URL's password is never shown: ``masked`` replaces it in every message.
+
 A save is one transaction guarded by the lease (``UPDATE runs ... WHERE lease_owner = :me``): a
 worker that lost its lease writes nothing. Claiming is one conditional UPDATE, which is atomic on
 both databases. SQLite runs in WAL mode with ``synchronous=NORMAL``: a commit survives the process
@@ -18,6 +20,7 @@ being killed (what crash-resume needs) without an fsync per tick.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -44,8 +47,8 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
 from sqlalchemy.pool import StaticPool
 
 from bot.engine.plan import canonical_json
@@ -127,6 +130,23 @@ def _epoch(when: datetime | None) -> float | None:
     return when.timestamp() if when is not None else None
 
 
+def masked(url: str) -> str:
+    """``url`` with its password replaced by ``***``, for messages and logs."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
+    return parsed.render_as_string(hide_password=True)
+
+
+def _without_password(text: str, url: str) -> str:
+    try:
+        password = make_url(url).password
+    except ArgumentError:
+        password = None
+    return text.replace(str(password), "***") if password else text
+
+
 def make_engine(url: str) -> Engine:
     """An engine for ``url``; SQLite gets WAL, a busy timeout and its directory created."""
     if url.startswith("sqlite"):
@@ -155,7 +175,8 @@ def make_engine(url: str) -> Engine:
     try:
         return create_engine(url, pool_pre_ping=True)
     except ModuleNotFoundError as e:
-        raise ConfigError(f"the database URL {url!r} needs a driver that is not installed ({e.name}); "
+        raise ConfigError(f"the database URL {masked(url)!r} needs a driver that is not installed "
+                          f"({e.name}); "
                           "for PostgreSQL install runbook-bot[postgres]") from e
 
 
@@ -172,7 +193,8 @@ class Database:
         try:
             metadata.create_all(self.engine)
         except OperationalError as e:
-            raise ConfigError(f"cannot open the state database {url}: {e.orig}") from e
+            raise ConfigError(f"cannot open the state database {masked(url)}: "
+                              f"{_without_password(str(e.orig), url)}") from None
 
     @contextmanager
     def _tx(self) -> Iterator[Connection]:
