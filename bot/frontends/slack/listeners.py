@@ -163,7 +163,7 @@ def register(app: App, *, service: SlackService, work: Any, deliveries: Deliveri
         try:
             cmd = parse(str(body.get("text") or ""))
         except UsageError as e:
-            hint = f":warning: {e}\n\n{USAGE}"
+            hint = f":warning: {bk.esc(e)}\n\n{USAGE}"
             ack(text=bk.truncate(hint, 3000), blocks=[bk.section(hint)])
             return
         if cmd.verb == "help":
@@ -304,5 +304,5 @@ def _open_reject(service: SlackService, person: Person, trigger_id: str, v: dict
         service.client.views_open(trigger_id=trigger_id,
                                   view=bk.reject_modal(step_title=title, metadata=meta))
     except Exception as e:
-        service.tell(person, f":warning: could not open the reject form ({e}); use "
-                             f"`/runbook reject {v['r']} reason...` instead")
+        service.tell(person, f":warning: could not open the reject form ({bk.esc(e)}); use "
+                             f"`/runbook reject {bk.esc(v['r'])} reason...` instead")
