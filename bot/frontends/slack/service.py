@@ -247,6 +247,7 @@ class SlackService:
     def run(self, name: str, raw: Mapping[str, Any], person: Person, *, trigger_id: str | None,
             dry_run: bool = False) -> None:
         """Start a run, or open the params form when a param is missing or invalid."""
+        raw = self.runner.redact(dict(raw))  # what was typed is answered back redacted, too
         try:
             self.start(name, raw, person, dry_run=dry_run)
             return

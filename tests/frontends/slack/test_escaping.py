@@ -71,3 +71,23 @@ def test_an_error_that_quotes_what_was_typed_is_escaped(bot: Bot) -> None:
     assert told, "the person was told nothing"
     leaks = [(raw, s) for s in told for raw in RAW if raw in s]
     assert not leaks, leaks[:5]
+
+
+def test_a_token_typed_as_a_param_is_not_echoed_back_into_slack(bot: Bot) -> None:
+    token = "xoxb-1234567890-0987654321-AbCdEfGhIjKl"
+    bot.command(f"run change-thing name={token}")  # not a valid name: the form or an answer says so
+    bot.command(f"run change-thing name=thing value={token}")
+    sent = [s for c in bot.fake.calls() for s in _everything(c.params)]
+    assert sent and not [s for s in sent if token in s]
+    assert token not in json.dumps(bot.db.load(bot.run_id()).params)
+
+
+def _everything(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _everything(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _everything(v)
