@@ -50,7 +50,8 @@ RUN_TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
 }
 
 STEP_TRANSITIONS: dict[StepStatus, frozenset[StepStatus]] = {
-    S.PENDING: frozenset({S.PLANNING, S.SKIPPED, S.ABORTED}),
+    # pending -> failed: its when, foreach or with cannot be evaluated (an error, or over a limit)
+    S.PENDING: frozenset({S.PLANNING, S.SKIPPED, S.FAILED, S.ABORTED}),
     # planning may fail (a guard, an interlock without break-glass) or be skipped (a no-op plan)
     S.PLANNING: frozenset({S.AWAITING_APPROVAL, S.APPLYING, S.WAITING, S.SUCCEEDED, S.SKIPPED,
                            S.FAILED, S.ABORTED}),

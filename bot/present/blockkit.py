@@ -13,6 +13,9 @@ Limits (docs.slack.dev Block Kit reference): 50 blocks per message, 100 per moda
 30, modal title, submit and close 24, header text 150, 10 section fields of 2000, 25 elements per
 actions block, 10 per context block. Button ``style`` is ``primary`` or ``danger``.
 
+Every string that comes from people or the world goes through ``esc`` in blocks and in the
+``text`` fallbacks alike: Slack draws (and notifies on) both.
+
 People are shown through a ``who`` function (identity -> mrkdwn), so the Slack front-end can turn
 ``slack:U123`` into a mention while this module stays free of any platform.
 """
@@ -198,9 +201,15 @@ VIEW_RUN: Final = "rb_run"
 VIEW_REJECT: Final = "rb_reject_reason"
 
 
+# mrkdwn has no escape for its formatting characters: they are drawn as look-alikes instead
+_INERT = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "*": "\u2217", "`": "\u02cb",
+                        "~": "\u223c"})
+
+
 def esc(text: object) -> str:
-    """Text from the world (pod names, messages) made inert in mrkdwn: no mentions, no links."""
-    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """Text from the world (params, titles, reasons, errors, pod names) made inert in mrkdwn: no
+    mentions (``<!channel>``, ``<@U…>``), no links, no bold, code or strike-through."""
+    return str(text).translate(_INERT)
 
 
 def _plain_who(identity: str) -> str:
@@ -297,7 +306,8 @@ def run_card(view: RunView, *, who: Who = _plain_who) -> list[Block]:
 
 def card_text(view: RunView) -> str:
     """The notification text of a card (what Slack shows where blocks cannot be drawn)."""
-    return truncate(f"{view.run_id} {view.title}: {STATUS_WORDS.get(view.status, view.status)}", 3000)
+    return truncate(f"{view.run_id} {esc(view.title)}: "
+                    f"{STATUS_WORDS.get(view.status, view.status)}", 3000)
 
 
 def button_value(run_id: str, step: str, plan_hash: str | None) -> str:

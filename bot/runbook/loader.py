@@ -24,11 +24,14 @@ from ruamel.yaml.constructor import DuplicateKeyError
 from ruamel.yaml.error import MarkedYAMLError, YAMLError, YAMLWarning
 
 from bot.errors import Problem, RunbookError
+from bot.runbook.limits import MAX_EXPANDED_BYTES, MAX_FILE_BYTES, MAX_NODES
 from bot.runbook.model import DNS1123_LABEL, IDENTIFIER, Runbook
 from bot.runbook.validate import Catalog, validate
 
+__all__ = ["MAX_NODES", "SourceMap", "load_runbook", "load_runbooks", "load_text",
+           "load_with_sources", "locate", "read_runbook_text", "runbook_files"]
+
 Loc = tuple[str | int, ...]
-MAX_NODES = 200_000  # aliases can expand a small text into a huge document ("billion laughs")
 
 
 class SourceMap:
@@ -109,21 +112,38 @@ def _own_mark(node: Any) -> tuple[int, int]:
 # -- YAML text to plain data ------------------------------------------------------------------
 
 
-def _plain(node: Any, *, budget: list[int], stack: set[int]) -> Any:
+class _Budget:
+    """What a document may still expand to: nodes, and characters of scalars (aliases included)."""
+
+    def __init__(self) -> None:
+        self.nodes = MAX_NODES
+        self.chars = MAX_EXPANDED_BYTES
+
+    def take(self, chars: int) -> None:
+        self.nodes -= 1
+        self.chars -= chars
+        if self.nodes < 0:
+            raise _TooLarge(f"the document expands to more than {MAX_NODES} nodes (aliases?); "
+                            f"runbooks are small")
+        if self.chars < 0:
+            raise _TooLarge(f"the document expands to more than {MAX_EXPANDED_BYTES} characters "
+                            f"of text (a long value repeated through aliases?); runbooks are small")
+
+
+def _plain(node: Any, *, budget: _Budget, stack: set[int]) -> Any:
     """Round-trip nodes to plain dicts, lists and scalars, refusing recursion and huge expansions."""
-    budget[0] -= 1
-    if budget[0] < 0:
-        raise _TooLarge
+    budget.take(len(node) if isinstance(node, str) else 0)
     if isinstance(node, dict | list):
         if id(node) in stack:
             raise _Recursive
         stack.add(id(node))
         try:
             if isinstance(node, dict):
-                return {
-                    _plain_key(k): _plain(v, budget=budget, stack=stack)
-                    for k, v in node.items()
-                }
+                out = {}
+                for k, v in node.items():
+                    budget.take(len(k) if isinstance(k, str) else 0)
+                    out[_plain_key(k)] = _plain(v, budget=budget, stack=stack)
+                return out
             return [_plain(v, budget=budget, stack=stack) for v in node]
         finally:
             stack.discard(id(node))
@@ -147,7 +167,7 @@ def _plain_key(key: Any) -> Any:
 
 
 class _TooLarge(Exception):
-    pass
+    """The message says which limit."""
 
 
 class _Recursive(Exception):
@@ -333,6 +353,9 @@ def load_with_sources(
     text: str, *, file: str, catalog: Catalog | None
 ) -> tuple[Runbook, SourceMap]:
     """Like ``load_text``, also returning the SourceMap, so callers can point at steps."""
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > MAX_FILE_BYTES:
+        raise RunbookError([_too_big(file, size)])
     root = _parse(text, file)
     sources = SourceMap(file, root)
     if root is None:
@@ -345,12 +368,9 @@ def load_with_sources(
                                       f"metadata, spec), not {kind}")]
         )
     try:
-        data = _plain(root, budget=[MAX_NODES], stack=set())
-    except _TooLarge:
-        raise RunbookError(
-            [Problem(file, 1, 1, f"the document expands to more than {MAX_NODES} nodes "
-                                 f"(aliases?); runbooks are small")]
-        ) from None
+        data = _plain(root, budget=_Budget(), stack=set())
+    except _TooLarge as e:
+        raise RunbookError([Problem(file, 1, 1, str(e))]) from None
     except _Recursive:
         raise RunbookError(
             [Problem(file, 1, 1, "recursive YAML alias: a node contains itself")]
@@ -365,15 +385,31 @@ def load_with_sources(
     return runbook, sources
 
 
-def load_runbook(path: str | Path, *, catalog: Catalog | None) -> Runbook:
-    """Load one runbook file."""
+def _too_big(file: str, size: int) -> Problem:
+    return Problem(file, 1, 1, f"the file is {size} bytes; a runbook may be at most "
+                               f"{MAX_FILE_BYTES} bytes (split it, or move data out of it)")
+
+
+def read_runbook_text(path: str | Path) -> str:
+    """A runbook file's text; a file over ``MAX_FILE_BYTES`` is refused before it is read."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise RunbookError([_too_big(str(path), size)])
+        with path.open("rb") as f:  # read no more than the limit, whatever the file became since
+            data = f.read(MAX_FILE_BYTES + 1)
+        if len(data) > MAX_FILE_BYTES:
+            raise RunbookError([_too_big(str(path), len(data))])
+        return data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as e:
         reason = getattr(e, "strerror", None) or str(e)
         raise RunbookError([Problem(str(path), 1, 1, f"cannot read the file: {reason}")]) from None
-    return load_text(text, file=str(path), catalog=catalog)
+
+
+def load_runbook(path: str | Path, *, catalog: Catalog | None) -> Runbook:
+    """Load one runbook file."""
+    return load_text(read_runbook_text(path), file=str(Path(path)), catalog=catalog)
 
 
 def runbook_files(directory: str | Path) -> list[Path]:

@@ -14,7 +14,7 @@ import functools
 from pathlib import Path
 
 from bot.errors import NotFound, RunbookError
-from bot.runbook.loader import load_text, runbook_files
+from bot.runbook.loader import load_text, read_runbook_text, runbook_files
 from bot.runbook.model import Runbook
 from bot.runbook.validate import Catalog
 
@@ -62,7 +62,7 @@ class DirectorySource:
         out = []
         for path in self._files():
             try:
-                out.append(self.parse(path.read_text(encoding="utf-8"), file=str(path)).name)
+                out.append(self.parse(read_runbook_text(path), file=str(path)).name)
             except RunbookError:
                 continue
         return sorted(out)
@@ -70,12 +70,12 @@ class DirectorySource:
     def get(self, name: str) -> tuple[Runbook, str, str]:
         for path in self._files():
             if path.stem == name:
-                text = path.read_text(encoding="utf-8")
+                text = read_runbook_text(path)
                 runbook = self.parse(text, file=str(path))
                 if runbook.name == name:
                     return runbook, text, str(path)
         for path in self._files():  # a file whose name differs from metadata.name
-            text = path.read_text(encoding="utf-8")
+            text = read_runbook_text(path)
             try:
                 runbook = self.parse(text, file=str(path))
             except RunbookError:

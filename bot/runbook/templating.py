@@ -9,7 +9,9 @@ credentials, so template injection must be impossible, not merely unlikely:
 - a static check (``check_safe``) rejects any ``_``-prefixed attribute or subscript, and any
   ``_``-prefixed attribute name handed to a filter or test (``|attr('__class__')``,
   ``|map(attribute='__dict__')``), before rendering;
-- ``*`` and ``**`` are bounded, so ``'x' * 10**12`` is an error, not an exhausted worker.
+- what an evaluation may build and how long it may run are bounded (``limits.py``), so
+  ``'x' * 10**12``, ``'x'.center(10**9)`` or two nested loops over a long string are a clear
+  error, not an exhausted or stalled worker.
 
 Two forms (docs/runbook-language.md):
 - a bare *expression* (``when``, ``guards[].expr``, ``wait_until.expr``, ``foreach``, ``outputs``);
@@ -19,8 +21,10 @@ Two forms (docs/runbook-language.md):
 
 from __future__ import annotations
 
+import functools
+import inspect
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -29,33 +33,81 @@ from jinja2.exceptions import SecurityError, UndefinedError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from bot.errors import ExpressionError
+from bot.runbook import limits
+from bot.runbook.limits import MAX_EXPONENT, MAX_SEQUENCE
+
+__all__ = ["ENV", "MAX_EXPONENT", "MAX_SEQUENCE", "check_safe", "evaluate", "parse_expression",
+           "parse_template", "render", "render_value", "whole_expression"]
 
 _WHOLE = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\}\}).)*)\}\}\s*$", re.DOTALL)
 
 
-MAX_SEQUENCE = 100_000  # the longest string or list ``*`` may build
-MAX_EXPONENT = 1_000
+LOOP_FILTER = "_loop_budget"  # wraps every ``{% for %}``'s iterable: each item is charged
 
 
 class _Environment(ImmutableSandboxedEnvironment):
-    intercepted_binops = frozenset({"*", "**"})
+    """The sandbox, with every way of building something big or running long bounded (limits.py)."""
+
+    intercepted_binops = frozenset({"*", "**", "%"})
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
-        if operator == "**" and isinstance(right, int | float) and abs(right) > MAX_EXPONENT:
-            raise SecurityError(f"exponent {right!r} is too large (at most {MAX_EXPONENT})")
-        if operator == "*":
-            for seq, times in ((left, right), (right, left)):
-                if (isinstance(seq, str | list | tuple) and isinstance(times, int)
-                        and len(seq) * times > MAX_SEQUENCE):
-                    raise SecurityError(
-                        f"repetition would build {len(seq) * times} items (at most {MAX_SEQUENCE})"
-                    )
-        return super().call_binop(context, operator, left, right)
+        limits.spend()
+        if operator == "**":
+            limits.check_power(left, right)
+        elif operator == "*":
+            limits.check_repeat(left, right)
+        elif operator == "%" and isinstance(left, str):
+            limits.check_printf(left)
+        result = super().call_binop(context, operator, left, right)
+        limits.check_result(result, (left, right), f"'{operator}'")
+        return result
+
+    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
+        limits.spend()
+        owner = getattr(__obj, "__self__", None)
+        if isinstance(owner, str):
+            limits.check_str_method(owner, getattr(__obj, "__name__", ""), args, kwargs)
+        result = super().call(__context, __obj, *args, **kwargs)
+        limits.check_result(result, (owner, *args, *kwargs.values()), "the call")
+        return result
+
+    def wrap_str_format(self, value: Any) -> Any:
+        wrapped = super().wrap_str_format(value)
+        if wrapped is not None:
+            limits.check_str_format(value.__self__)
+        return wrapped
+
+
+def _bounded_filter(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` checked against the limits before and after it runs."""
+    inner = inspect.unwrap(fn)
+    passes = getattr(fn, "jinja_pass_arg", None) is not None
+    # an async variant passes the context to its wrapper only, which drops it for the function
+    dropped = passes and getattr(inner, "jinja_pass_arg", None) is None
+    signature = inspect.signature(inner)
+
+    @functools.wraps(fn)
+    def bounded(*args: Any, **kwargs: Any) -> Any:
+        limits.spend()
+        own = args[1:] if passes else args
+        try:
+            bound = signature.bind(*(own if dropped else args), **kwargs).arguments
+        except TypeError:
+            bound = {}  # wrong arguments: the filter itself says so
+        if bound:
+            limits.check_filter(name, bound)
+        result = fn(*args, **kwargs)
+        limits.check_result(result, (*own, *kwargs.values()), f"|{name}")
+        return result
+
+    return bounded
 
 
 def _make_env() -> ImmutableSandboxedEnvironment:
     env = _Environment(undefined=StrictUndefined, autoescape=False)
     env.globals.clear()
+    env.filters = {name: _bounded_filter(name, fn) for name, fn in env.filters.items()}
+    env.filters[LOOP_FILTER] = limits.counted
     return env
 
 
@@ -97,6 +149,17 @@ def check_safe(tree: nodes.Node, source: str) -> None:
                 for part in arg.value.split("."):
                     if part.startswith("_"):
                         raise _unsafe(arg.value, source)
+    try:
+        limits.check_tree(tree)
+    except limits.LimitExceeded as e:
+        raise ExpressionError(f"{source!r} is too costly to evaluate: {e}") from None
+
+
+def _count_loop_items(tree: nodes.Template) -> nodes.Template:
+    """Every ``{% for %}`` walks its items through the budget, so nested loops end."""
+    for loop in tree.find_all(nodes.For):
+        loop.iter = nodes.Filter(loop.iter, LOOP_FILTER, [], [], None, None, lineno=loop.lineno)
+    return tree
 
 
 @lru_cache(maxsize=4096)
@@ -114,7 +177,7 @@ def _compiled_template(source: str) -> Any:
     try:
         tree = ENV.parse(source)
         check_safe(tree, source)
-        return ENV.from_string(source)
+        return ENV.from_string(_count_loop_items(tree))
     except TemplateSyntaxError as e:
         raise ExpressionError(
             f"syntax error in template {source!r} (line {e.lineno}): {e.message}"
@@ -144,6 +207,10 @@ def parse_template(source: str) -> nodes.Template:
 
 
 def _explain(e: Exception, source: str) -> ExpressionError:
+    if isinstance(e, limits.LimitExceeded):
+        return ExpressionError(f"{source!r} is too costly to evaluate: {e}")
+    if isinstance(e, MemoryError | RecursionError):
+        return ExpressionError(f"{source!r} is too costly to evaluate: {type(e).__name__}")
     if isinstance(e, SecurityError):
         return ExpressionError(f"unsafe expression {source!r}: {e}")
     if isinstance(e, UndefinedError):
@@ -155,9 +222,10 @@ def evaluate(source: str, context: Mapping[str, Any]) -> Any:
     """Evaluate a bare expression against the context and return its native value."""
     fn = _compiled_expression(source)
     try:
-        result = fn(**context)
-        if isinstance(result, Undefined):
-            str(result)  # raises the UndefinedError (or SecurityError) it stands for
+        with limits.budget():
+            result = fn(**context)
+            if isinstance(result, Undefined):
+                str(result)  # raises the UndefinedError (or SecurityError) it stands for
         return result
     except Exception as e:  # every render failure becomes one clear ExpressionError
         raise _explain(e, source) from None
@@ -169,7 +237,16 @@ def render(source: str, context: Mapping[str, Any]) -> str:
         return source
     template = _compiled_template(source)
     try:
-        return str(template.render(**context))
+        with limits.budget():
+            out: list[str] = []
+            size = 0
+            for chunk in template.generate(**context):  # output is checked as it is made
+                size += len(chunk)
+                if size > MAX_SEQUENCE:
+                    raise limits.LimitExceeded(f"it renders more than {MAX_SEQUENCE} characters")
+                limits.spend()
+                out.append(chunk)
+        return "".join(out)
     except Exception as e:
         raise _explain(e, source) from None
 

@@ -20,6 +20,7 @@ front-ends read through too.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Sequence
@@ -44,6 +45,7 @@ from bot.engine.ports import (
     RunStore,
     StepContext,
 )
+from bot.engine.redaction import Redactor
 from bot.engine.runstate import AuditDraft, RunState
 from bot.engine.state import RUN_TERMINAL, StepStatus
 from bot.errors import LeaseHeld, RunbookBotError, RunIdTaken
@@ -58,7 +60,7 @@ class Runner:
     def __init__(self, *, store: RunStore, catalog: ActionCatalog, runbooks: RunbookSource,
                  policy: PolicyConfig, clock: Clock, membership: Membership | None = None,
                  notifiers: Sequence[Notifier] = (), lease_seconds: float = 60.0,
-                 lease_wait: float = 15.0) -> None:
+                 lease_wait: float = 15.0, redact: Redactor | None = None) -> None:
         self.store = store
         self.catalog = catalog
         self.runbooks = runbooks
@@ -68,6 +70,10 @@ class Runner:
         self.notifiers = list(notifiers)
         self.lease_seconds = lease_seconds
         self.leases = Leases(store=store, clock=clock, seconds=lease_seconds, wait=lease_wait)
+        # what people type is redacted here, once, before it is stored, run, shown or exported;
+        # by default with the store's patterns (the config's redact_patterns)
+        store_redact = getattr(store, "redact", None)
+        self.redact = redact or (store_redact if isinstance(store_redact, Redactor) else Redactor())
         self._stop = threading.Event()
 
     # -- starting -------------------------------------------------------------------------------
@@ -75,7 +81,7 @@ class Runner:
     def start(self, cmd: StartRun) -> RunState:
         """Create a run (params checked first: a bad param starts nothing) and return it."""
         runbook, text, file = self.runbooks.get(cmd.runbook)
-        params = coerce_params(runbook, cmd.params)
+        params = coerce_params(runbook, self.redact(dict(cmd.params)))
         now = self.clock.now()
         for _ in range(20):
             state = RunState(run_id=new_run_id(), runbook=runbook.name, runbook_text=text,
@@ -97,6 +103,7 @@ class Runner:
 
     def submit(self, cmd: Command) -> Outcome:
         """Apply a command under the run's lease; the outcome says what happened or why not."""
+        cmd = self._redacted(cmd)
         with self.leases.claimed(cmd.run_id) as owner:
             state = self.store.load(cmd.run_id)
             conductor = self._conductor(state)
@@ -104,6 +111,14 @@ class Runner:
             outcome = apply_command(conductor, cmd, self.clock.now(), tick)
             self._save(conductor, tick, owner)
         return outcome
+
+    def _redacted(self, cmd: Command) -> Command:
+        """The command with the reason or note a person typed redacted."""
+        for name in ("reason", "note"):
+            value = getattr(cmd, name, None)
+            if isinstance(value, str):
+                cmd = dataclasses.replace(cmd, **{name: self.redact(value)})
+        return cmd
 
     def eligibility(self, state: RunState, key: str, actor: str) -> str | None:
         """Why ``actor`` could not approve step ``key`` now (None: they could), changing nothing."""

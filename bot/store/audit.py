@@ -21,24 +21,18 @@ import hashlib
 import hmac
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
 from bot.engine.plan import canonical_json
+from bot.engine.redaction import BUILTIN_PATTERNS, REDACTED, Redactor
+
+__all__ = ["BUILTIN_PATTERNS", "GENESIS", "REDACTED", "Event", "Redactor", "Verdict", "event_hash",
+           "make_event", "verify_events"]
 
 GENESIS = "0" * 64
-REDACTED = "[REDACTED]"
-
-# Slack bot/app/user tokens, AWS access key ids, bearer tokens, AWS secret keys after a label.
-BUILTIN_PATTERNS = (
-    r"xox[abposr]-[A-Za-z0-9-]{6,}",
-    r"xapp-[A-Za-z0-9-]{6,}",
-    r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b",
-    r"[Bb]earer\s+[A-Za-z0-9._~+/=-]{8,}",
-    r"(?<=aws_secret_access_key=)[A-Za-z0-9/+=]{40}",
-)
 
 
 @dataclass(frozen=True)
@@ -66,22 +60,6 @@ class Event:
         return cls(seq=int(raw["seq"]), ts=str(raw["ts"]), actor=str(raw["actor"]),
                    type=str(raw["type"]), payload=raw.get("payload") or {},
                    prev_hash=str(raw["prev_hash"]), hash=str(raw["hash"]))
-
-
-class Redactor:
-    """Replaces tokens and configured patterns in every string of a payload."""
-
-    def __init__(self, extra_patterns: Iterable[str] = ()) -> None:
-        self._regex = re.compile("|".join(f"(?:{p})" for p in (*BUILTIN_PATTERNS, *extra_patterns)))
-
-    def __call__(self, value: Any) -> Any:
-        if isinstance(value, str):
-            return self._regex.sub(REDACTED, value)
-        if isinstance(value, Mapping):
-            return {str(k): self(v) for k, v in value.items()}
-        if isinstance(value, list | tuple):
-            return [self(v) for v in value]
-        return value
 
 
 _PLAIN = re.compile(r'^[^"\\\x00-\x1f\x7f\u2028\u2029]*$')

@@ -9,6 +9,8 @@ code runs on the default SQLite file and on a shared PostgreSQL for several repl
 - ``steps``: one row per step instance, so a tick writes only the rows it changed;
 - ``events``: the append-only audit chain, primary key (run_id, seq).
 
+The database URL's password is never shown: ``masked`` replaces it in every message.
+
 A save is one transaction guarded by the lease (``UPDATE runs ... WHERE lease_owner = :me``): a
 worker that lost its lease writes nothing. Claiming is one conditional UPDATE, which is atomic on
 both databases. SQLite runs in WAL mode with ``synchronous=NORMAL``: a commit survives the process
@@ -18,6 +20,7 @@ being killed (what crash-resume needs) without an fsync per tick.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -45,7 +48,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import Connection, Engine, make_url
-from sqlalchemy.exc import DatabaseError, IntegrityError, InternalError, OperationalError
+from sqlalchemy.exc import ArgumentError, DatabaseError, IntegrityError, InternalError, OperationalError
 from sqlalchemy.pool import StaticPool
 
 from bot.engine.plan import canonical_json
@@ -127,6 +130,23 @@ def _epoch(when: datetime | None) -> float | None:
     return when.timestamp() if when is not None else None
 
 
+def masked(url: str) -> str:
+    """``url`` with its password replaced by ``***``, for messages and logs."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
+    return parsed.render_as_string(hide_password=True)
+
+
+def _without_password(text: str, url: str) -> str:
+    try:
+        password = make_url(url).password
+    except ArgumentError:
+        password = None
+    return text.replace(str(password), "***") if password else text
+
+
 def make_engine(url: str) -> Engine:
     """An engine for ``url``; SQLite gets WAL, a busy timeout and its directory created."""
     if url.startswith("sqlite"):
@@ -161,7 +181,8 @@ def make_engine(url: str) -> Engine:
     try:
         return create_engine(url, pool_pre_ping=True)
     except ModuleNotFoundError as e:
-        raise ConfigError(f"the database URL {url!r} needs a driver that is not installed ({e.name}); "
+        raise ConfigError(f"the database URL {masked(url)!r} needs a driver that is not installed "
+                          f"({e.name}); "
                           "for PostgreSQL install runbook-bot[postgres]") from e
 
 
@@ -175,12 +196,12 @@ class Database:
         self.key = audit_key.encode() if audit_key else None
         self.redact = Redactor(redact_patterns)
         self._sqlite_lock = threading.Lock() if self.engine.dialect.name == "sqlite" else None
-        parsed = make_url(url)
-        self._shown = url if parsed.password is None else parsed.render_as_string(hide_password=True)
+        self._shown = masked(url)
         try:
             metadata.create_all(self.engine)
         except DatabaseError as e:  # unreachable, not a database (corrupt), or not writable
-            raise ConfigError(f"cannot open the state database {self._shown}: {e.orig}") from e
+            raise ConfigError(f"cannot open the state database {self._shown}: "
+                              f"{_without_password(str(e.orig), url)}") from None
 
     @contextmanager
     def _tx(self) -> Iterator[Connection]:
@@ -193,7 +214,8 @@ class Database:
             with self._sqlite_lock, self.engine.begin() as conn:
                 yield conn
         except (OperationalError, InternalError) as e:  # read-only, locked, disk full, gone
-            raise ConfigError(f"cannot write the state database {self._shown}: {e.orig}") from e
+            raise ConfigError(f"cannot write the state database {self._shown}: "
+                              f"{_without_password(str(e.orig), self.url)}") from None
 
     # -- writing --------------------------------------------------------------------------------
 

@@ -12,8 +12,9 @@ proxy, the tests' fake), with its trailing ``/``. Answers to people retry 429s a
 retries connection errors only and reschedules a rate-limited run itself (``outbox.py``). What
 still fails is logged, never raised into a run.
 
-``wsgi_app`` routes ``/slack/events`` to bolt and answers ``/healthz``; ``serve_http`` runs it in
-waitress, a production WSGI server.
+``wsgi_app`` routes ``/slack/events`` to bolt and answers ``/healthz``, behind the body limits of
+``BODY_LIMITS`` (``bot.frontends.http``: a body over its endpoint's limit gets 413 before it is
+read); ``http_server`` runs it in waitress, a production WSGI server, capped at the largest limit.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import hashlib
+import io
 import json
 import logging
 import os
@@ -31,6 +33,7 @@ from typing import Any
 
 from slack_bolt import App, BoltResponse
 from slack_bolt.adapter.wsgi import SlackRequestHandler
+from slack_bolt.request.internals import parse_body
 from slack_sdk import WebClient
 from slack_sdk.http_retry.builtin_handlers import (
     ConnectionErrorRetryHandler,
@@ -42,6 +45,7 @@ from bot.engine.approvals import Membership, membership_from
 from bot.engine.facts import RunbookFacts
 from bot.engine.ports import Clock, SystemClock
 from bot.errors import ConfigError, ExternalError
+from bot.frontends.http import limit_bodies, server_cap
 from bot.frontends.slack.dedupe import Deliveries
 from bot.frontends.slack.drawing import RunDrawer, RunFacts
 from bot.frontends.slack.identity import UserGroups
@@ -53,6 +57,9 @@ from bot.runtime.runner import Runner
 log = logging.getLogger(__name__)
 DEFAULT_API_URL = "https://slack.com/api/"
 EVENTS_PATH = "/slack/events"
+HEALTH_PATH = "/healthz"
+# bytes per endpoint (docs/slack.md): Slack's requests are a few KB, a large modal's some 100 KB
+BODY_LIMITS = {EVENTS_PATH: 1024 * 1024, HEALTH_PATH: 0}
 
 
 def background_thread() -> None:
@@ -273,16 +280,49 @@ def _once(parts: SlackParts) -> Callable[..., Any]:
 
 
 def wsgi_app(app: App) -> Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]:
-    """``/slack/events`` to bolt, ``/healthz`` for load balancers, 404 for anything else."""
+    """``/slack/events`` to bolt, ``/healthz`` for load balancers, 404 for anything else; every
+    body over its endpoint's limit is refused unread."""
     handler = SlackRequestHandler(app, path=EVENTS_PATH)
 
     def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        if environ.get("PATH_INFO") == "/healthz":
+        if environ.get("PATH_INFO") == HEALTH_PATH:
             start_response("200 OK", [("Content-Type", "text/plain; charset=utf-8")])
             return [b"ok\n"]
+        if environ.get("PATH_INFO") == EVENTS_PATH and environ.get("REQUEST_METHOD") == "POST":
+            length = int(environ.get("CONTENT_LENGTH") or 0)  # checked by the body limit
+            body = environ["wsgi.input"].read(length) if length else b""
+            problem = _unparsable(body, environ.get("CONTENT_TYPE"))
+            if problem:
+                log.warning("refused a malformed Slack request: %s", problem)
+                start_response("400 Bad Request", [("Content-Type", "text/plain; charset=utf-8")])
+                return [b"malformed request\n"]
+            environ = {**environ, "wsgi.input": io.BytesIO(body)}
         return handler(environ, start_response)
 
-    return application
+    return limit_bodies(application, limits=BODY_LIMITS)
+
+
+def _unparsable(body: bytes, content_type: str | None) -> str | None:
+    """Why bolt could not read ``body`` as a Slack payload (it would raise before verifying the
+    signature), or None."""
+    try:
+        parsed = parse_body(body.decode("utf-8"), content_type)
+    except (UnicodeDecodeError, ValueError) as e:
+        return f"the body is not valid JSON or form data ({str(e)[:80]})"
+    if not isinstance(parsed, dict):
+        return f"the payload is a JSON {type(parsed).__name__}, not an object"
+    # what bolt itself reads before any listener, to route the request
+    for key in _OBJECTS:
+        if parsed.get(key) is not None and not isinstance(parsed[key], dict):
+            return f"{key} is a {type(parsed[key]).__name__}, not an object"
+    actions = parsed.get("actions")
+    if actions is not None and not (isinstance(actions, list)
+                                    and all(isinstance(a, dict) for a in actions)):
+        return "actions is not a list of objects"
+    return None
+
+
+_OBJECTS = ("user", "team", "channel", "view", "container", "enterprise", "message", "event")
 
 
 def http_server(app: App, *, host: str = "0.0.0.0", port: int = 3000, threads: int = 8) -> Any:
@@ -290,7 +330,9 @@ def http_server(app: App, *, host: str = "0.0.0.0", port: int = 3000, threads: i
     from waitress.server import create_server
 
     return create_server(wsgi_app(app), host=host, port=port, threads=threads,
-                         asyncore_loop_timeout=0.2, ident="runbook-bot")
+                         asyncore_loop_timeout=0.2, ident="runbook-bot",
+                         # waitress refuses a longer Content-Length right after the headers
+                         max_request_body_size=server_cap(BODY_LIMITS) + 1)
 
 
 def stop_http_server(server: Any) -> None:

@@ -285,7 +285,7 @@ class RunDrawer:
             blocks = bk.approval_message(view, s, destructive=self.facts.destructive(state, s.key),
                                          now=self.clock.now(), who=who)
             self._post(d, key, card.channel, blocks,
-                       f"{state.run_id}: {s.key} needs a person to {verb}: {s.title}",
+                       f"{state.run_id}: {s.key} needs a person to {verb}: {bk.esc(s.title)}",
                        thread_ts=card.ts)
         plan_key = "plan:" + key.removeprefix("approval:")
         if key in d.posted and plan_key not in d.posted and bk.plan_needs_thread(s):
@@ -341,7 +341,8 @@ class RunDrawer:
             message = str(ev.payload.get("message") or "")
             if message:
                 message = ("[dry run] " if state.dry_run else "") + message
-                self._reply(d, card, [bk.section(bk.esc(message))], f"{state.run_id}: {message}")
+                self._reply(d, card, [bk.section(bk.esc(message))],
+                            f"{state.run_id}: {bk.esc(message)}")
         elif ev.type != EventType.STEP_SUCCEEDED or s.changes or s.message:
             # (a read-only step with nothing to say has no reply: the card line is enough)
             self._reply(d, card, bk.step_reply(s, now=self.clock.now()),
@@ -351,7 +352,7 @@ class RunDrawer:
         if "summary" in d.posted:
             return
         blocks = bk.final_summary(view, who=who)
-        text = f"{state.run_id} {view.status}: {view.outcome}"
+        text = f"{state.run_id} {view.status}: {bk.esc(view.outcome)}"
         for c in view.compensations:
-            text += f"\nstill in place: {c}"
+            text += f"\nstill in place: {bk.esc(c)}"
         self._post(d, "summary", card.channel, blocks, bk.truncate(text, 3000), thread_ts=card.ts)

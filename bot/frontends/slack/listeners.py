@@ -13,6 +13,11 @@ With allowed channels configured, every gesture is checked against them: slash c
 and form submissions alike. A button click (and the reject form it opens) decides only in the
 run's own channel, like ``/runbook approve``: a card's buttons copied or forwarded elsewhere, or
 a forged payload naming another channel, is refused before the engine sees it.
+
+A request is signed by Slack, but its shape is still checked (pydantic, ``_Click`` and
+``_Submission``) before anything reads it: a signed request with missing fields or wrong types
+(a replayed fragment, a proxy's rewrite, Slack changing a payload) is answered 400 with one log
+line, never a 500 and a traceback.
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from slack_bolt import App
+from pydantic import BaseModel, ConfigDict, ValidationError
+from slack_bolt import App, BoltResponse
 
 from bot.config import SlackConfig
 from bot.engine import commands as c
@@ -34,6 +40,66 @@ from bot.present import blockkit as bk
 from bot.runbook.params import check_params
 
 log = logging.getLogger(__name__)
+
+
+class Malformed(ValueError):
+    """A signed request whose payload does not have the shape Slack documents."""
+
+
+class _Shape(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class _Id(_Shape):
+    id: str
+
+
+class _Action(_Shape):
+    value: str = ""
+
+
+class _Click(_Shape):
+    user: _Id
+    actions: list[_Action]
+    channel: _Id | None = None
+    team: _Id | None = None
+    response_url: str | None = None
+    trigger_id: str | None = None
+
+
+class _State(_Shape):
+    values: dict[str, dict[str, dict[str, Any]]]
+
+
+class _View(_Shape):
+    private_metadata: str = ""
+    state: _State
+
+
+class _Submission(_Shape):
+    user: _Id
+    view: _View
+    team: _Id | None = None
+
+
+def _checked(shape: type[_Shape], body: Any, what: str) -> None:
+    try:
+        shape.model_validate(body)
+    except ValidationError as e:
+        first = e.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"]) or "payload"
+        raise Malformed(f"{what}: {where}: {first['msg']}") from None
+
+
+def _metadata(view: dict[str, Any]) -> dict[str, Any]:
+    """The form's private metadata: a JSON object this bot wrote when it opened the form."""
+    try:
+        meta = json.loads(view.get("private_metadata") or "{}")
+    except ValueError:
+        raise Malformed("view submission: private_metadata is not JSON") from None
+    if not isinstance(meta, dict):
+        raise Malformed("view submission: private_metadata is not a JSON object")
+    return meta
 
 
 def _person(body: dict[str, Any]) -> Person:
@@ -57,7 +123,8 @@ def _value(body: dict[str, Any]) -> dict[str, Any]:
 def _field(state: dict[str, Any], block_id: str) -> str:
     entry = (state.get(block_id) or {}).get("value") or {}
     if entry.get("type") == "static_select":
-        return str((entry.get("selected_option") or {}).get("value") or "")
+        option = entry.get("selected_option")
+        return str(option.get("value") or "") if isinstance(option, dict) else ""
     return str(entry.get("value") or "").strip()
 
 
@@ -100,7 +167,7 @@ def register(app: App, *, service: SlackService, work: Any, deliveries: Deliveri
         try:
             cmd = parse(str(body.get("text") or ""))
         except UsageError as e:
-            hint = f":warning: {e}\n\n{USAGE}"
+            hint = f":warning: {bk.esc(e)}\n\n{USAGE}"
             ack(text=bk.truncate(hint, 3000), blocks=[bk.section(hint)])
             return
         if cmd.verb == "help":
@@ -110,6 +177,7 @@ def register(app: App, *, service: SlackService, work: Any, deliveries: Deliveri
         ack()
 
     def click(ack: Any, body: dict[str, Any], context: Any, kind: str) -> None:
+        _checked(_Click, body, "button click")
         person = _person(body)
         v = _value(body)
         run_id, step, plan_hash = v.get("r"), v.get("s"), v.get("h")
@@ -149,6 +217,7 @@ def register(app: App, *, service: SlackService, work: Any, deliveries: Deliveri
 
     @app.action(bk.ACTION_REJECT)
     def reject_clicked(ack: Any, body: dict[str, Any], context: Any) -> None:
+        _checked(_Click, body, "button click")
         person = _person(body)
         v = _value(body)
         refusal = off_limits(person.channel)
@@ -163,12 +232,13 @@ def register(app: App, *, service: SlackService, work: Any, deliveries: Deliveri
 
     @app.view(bk.VIEW_REJECT)
     def reject_submitted(ack: Any, body: dict[str, Any], view: dict[str, Any], context: Any) -> None:
+        _checked(_Submission, body, "view submission")
+        meta = _metadata(view)
         reason = _field(view["state"]["values"], bk.REASON_BLOCK)
         problem = service.reject_reason_problem(reason)
         if problem:
             ack(response_action="errors", errors={bk.REASON_BLOCK: problem})
             return
-        meta = json.loads(view.get("private_metadata") or "{}")
         refusal = off_limits(meta.get("c"))
         if refusal:
             ack(response_action="errors", errors={bk.REASON_BLOCK: bk.truncate(refusal, 150, pointer="")})
@@ -184,7 +254,8 @@ def register(app: App, *, service: SlackService, work: Any, deliveries: Deliveri
 
     @app.view(bk.VIEW_RUN)
     def run_submitted(ack: Any, body: dict[str, Any], view: dict[str, Any], context: Any) -> None:
-        meta = json.loads(view.get("private_metadata") or "{}")
+        _checked(_Submission, body, "view submission")
+        meta = _metadata(view)
         person = Person(user=str(body["user"]["id"]), channel=meta.get("channel"),
                         team=(body.get("team") or {}).get("id"))
         values = view["state"]["values"]
@@ -212,8 +283,12 @@ def register(app: App, *, service: SlackService, work: Any, deliveries: Deliveri
         ack()
 
     @app.error
-    def on_error(error: Exception, body: dict[str, Any]) -> None:
+    def on_error(error: Exception, body: dict[str, Any]) -> BoltResponse | None:
+        if isinstance(error, Malformed):
+            log.warning("refused a malformed Slack request: %s", error)
+            return BoltResponse(status=400, body="malformed request")
         log.error("Slack listener failed: %s", error, exc_info=error)
+        return None
 
 
 def _decide_once(service: SlackService, deliveries: Deliveries, cmd: c.Command, person: Person,
@@ -250,5 +325,5 @@ def _open_reject(service: SlackService, person: Person, trigger_id: str, v: dict
         service.client.views_open(trigger_id=trigger_id,
                                   view=bk.reject_modal(step_title=title, metadata=meta))
     except Exception as e:
-        service.tell(person, f":warning: could not open the reject form ({e}); use "
-                             f"`/runbook reject {v['r']} reason...` instead")
+        service.tell(person, f":warning: could not open the reject form ({bk.esc(e)}); use "
+                             f"`/runbook reject {bk.esc(v['r'])} reason...` instead")

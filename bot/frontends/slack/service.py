@@ -113,12 +113,15 @@ class SlackService:
     def slash(self, cmd: Slash, person: Person, trigger_id: str | None) -> None:
         try:
             self._slash(cmd, person, trigger_id)
-        except RunbookBotError as e:
-            self.tell(person, f":warning: {e}")
+        except RunbookBotError as e:  # its text may quote what was typed: drawn inert
+            self.tell(person, f":warning: {bk.esc(e)}")
 
     def _slash(self, cmd: Slash, person: Person, trigger_id: str | None) -> None:
         if cmd.run_id is not None:
-            self._in_its_channel(cmd.run_id, person)
+            elsewhere = self._elsewhere(cmd.run_id, person)
+            if elsewhere:
+                self.tell(person, f":warning: {elsewhere}")
+                return
         v = cmd.verb
         if v == "help":
             self.tell(person, USAGE, [bk.section(USAGE)])
@@ -126,7 +129,7 @@ class SlackService:
             self._list(person)
         elif v == "show":
             runbook, _, _ = self.runner.runbooks.get(cmd.name)
-            self.tell(person, runbook.metadata.title,
+            self.tell(person, bk.esc(runbook.metadata.title),
                       bk.runbook_blocks(runbook, destructive=self.facts.action_destructive))
         elif v == "run":
             self.run(cmd.name, cmd.params, person, trigger_id=trigger_id, dry_run=cmd.dry_run)
@@ -142,15 +145,17 @@ class SlackService:
             assert cmd.run_id is not None
             self.decide(self._command(cmd, person), person)
 
-    def _in_its_channel(self, run_id: str, person: Person) -> None:
-        """A run started in Slack is read and decided in its own channel, where the incident is.
+    def _elsewhere(self, run_id: str, person: Person) -> str | None:
+        """Why a run is not read or decided here (mrkdwn), or None: a run started in Slack is
+        read and decided in its own channel, where the incident is.
 
         Everyone there sees what was done; a private channel's run stays private.
         """
         channel = self.runner.store.load(run_id).origin.get("channel")
         if channel and person.channel and channel != person.channel:
-            raise PolicyError(f"run `{run_id}` belongs to <#{channel}>; use `/runbook` there, "
-                              "where everyone following it sees what is done")
+            return (f"run `{bk.esc(run_id)}` belongs to <#{bk.esc(channel)}>; use `/runbook` "
+                    "there, where everyone following it sees what is done")
+        return None
 
     def _command(self, cmd: Slash, person: Person) -> c.Command:
         run_id, actor = str(cmd.run_id), person.identity
@@ -212,6 +217,7 @@ class SlackService:
     def run(self, name: str, raw: Mapping[str, Any], person: Person, *, trigger_id: str | None,
             dry_run: bool = False) -> None:
         """Start a run, or open the params form when a param is missing or invalid."""
+        raw = self.runner.redact(dict(raw))  # what was typed is answered back redacted, too
         try:
             self.start(name, raw, person, dry_run=dry_run)
             return
@@ -220,7 +226,7 @@ class SlackService:
         runbook, _, _ = self.runner.runbooks.get(name)
         errors = check_params(runbook, raw).fields
         if errors.get("") or not errors:
-            self.tell(person, f":warning: {errors.get('') or 'the params are not valid'}")
+            self.tell(person, f":warning: {bk.esc(errors.get('') or 'the params are not valid')}")
             return
         meta = json.dumps({"runbook": name, "channel": person.channel, "dry_run": dry_run})
         view = bk.params_modal(runbook, values=raw, errors=errors, metadata=meta)
@@ -229,9 +235,9 @@ class SlackService:
                 raise PolicyError("no trigger to open a form with")
             self.client.views_open(trigger_id=trigger_id, view=view)
         except (SlackApiError, PolicyError):
-            problems = "; ".join(f"{k}: {v}" for k, v in errors.items())
+            problems = bk.esc("; ".join(f"{k}: {v}" for k, v in errors.items()))
             self.tell(person, f":warning: {problems}. Add them as `key=value` after the "
-                              f"runbook name: `/runbook run {name} key=value ...`")
+                              f"runbook name: `/runbook run {bk.esc(name)} key=value ...`")
 
     def start(self, name: str, raw: Mapping[str, Any], person: Person, *, dry_run: bool) -> None:
         origin = {"frontend": "slack", "channel": person.channel, "team": person.team,
@@ -267,18 +273,18 @@ class SlackService:
             try:
                 self.refresh_groups(cmd.run_id, cmd.step)
             except ExternalError as e:
-                self.tell(person, f":warning: Your click was not counted: {e}. Please try again "
-                                  "in a moment.")
+                self.tell(person, f":warning: Your click was not counted: {bk.esc(e)}. Please "
+                                  "try again in a moment.")
                 return None
         try:
             out = self.runner.submit(cmd)
         except RunbookBotError as e:  # no such run, or it is busy: nothing was recorded
-            self.tell(person, f":warning: {e}")
+            self.tell(person, f":warning: {bk.esc(e)}")
             return None
         if not out.ok:
-            self.tell(person, f":no_entry: {out.message}")
+            self.tell(person, f":no_entry: {bk.esc(out.message)}")
         elif not clicked:
-            self.tell(person, out.message)
+            self.tell(person, bk.esc(out.message))
         if out.ok:
             self.drive(cmd.run_id)
         return out

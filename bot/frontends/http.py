@@ -1,0 +1,64 @@
+"""Request body limits for every HTTP endpoint the bot serves, enforced before a body is read.
+
+Anyone who can reach the port can send a body, signed or not, and a signature can only be checked
+once the body is in hand. So each endpoint declares the largest body it takes, and ``limit_bodies`` answers
+``413`` from the ``Content-Length`` header alone, before the application reads a byte. A chunked
+request without a length (another server passing it through) is read at most one byte past the
+limit; a request with neither a length nor a chunked body has no body. ``server_cap`` gives the
+largest limit, for the server's own cap (waitress's ``max_request_body_size``), so a body over
+every limit is refused right after its headers, never buffered. Every endpoint, now (Slack events,
+health) or later (metrics, alert webhooks), is served through this one guard; docs/slack.md lists the limits.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+DEFAULT_LIMIT = 1024  # an endpoint that declared nothing: health checks and 404s take no body
+
+
+def server_cap(limits: Mapping[str, int], default: int = DEFAULT_LIMIT) -> int:
+    """The largest body any endpoint takes, for the server to refuse bigger ones outright."""
+    return max([default, *limits.values()])
+
+
+def _answer(start_response: Callable[..., Any], status: str, text: str) -> list[bytes]:
+    body = text.encode()
+    start_response(status, [("Content-Type", "text/plain; charset=utf-8"),
+                            ("Content-Length", str(len(body)))])
+    return [body]
+
+
+def limit_bodies(app: WSGIApp, *, limits: Mapping[str, int],
+                 default: int = DEFAULT_LIMIT) -> WSGIApp:
+    """``app`` behind per-path body limits (bytes): ``limits`` by exact path, ``default`` else."""
+
+    def guarded(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        path = str(environ.get("PATH_INFO") or "/")
+        limit = limits.get(path, default)
+        raw = str(environ.get("CONTENT_LENGTH") or "").strip()
+        if raw:
+            if not raw.isdigit():
+                log.info("refused a request to %s: Content-Length %r is not a number", path, raw[:40])
+                return _answer(start_response, "400 Bad Request", "invalid Content-Length\n")
+            if int(raw) > limit:
+                log.info("refused a %s-byte body to %s (limit %d bytes)", raw, path, limit)
+                return _answer(start_response, "413 Request Entity Too Large",
+                               f"request body too large for {path}: at most {limit} bytes\n")
+        elif "chunked" in str(environ.get("HTTP_TRANSFER_ENCODING") or "").lower():
+            body = environ["wsgi.input"].read(limit + 1)
+            if len(body) > limit:
+                log.info("refused a body of over %d bytes to %s (no Content-Length)", limit, path)
+                return _answer(start_response, "413 Request Entity Too Large",
+                               f"request body too large for {path}: at most {limit} bytes\n")
+            environ = {**environ, "wsgi.input": io.BytesIO(body), "CONTENT_LENGTH": str(len(body))}
+        return app(environ, start_response)
+
+    return guarded
