@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from bot.config import PolicyConfig
-from tests.engine.conftest import runbook
-from tests.engine.fakes import POLICY
+from tests.fakes.engine_harness import runbook
+from tests.fakes.engine_world import POLICY
 
 SET = """
 - id: change
