@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: demo test lint bench schema clean
+.PHONY: demo test test-fast lint bench schema clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -23,8 +23,13 @@ demo: $(VENV)/.stamp-demo
 	$(VENV)/bin/runbook-bot validate
 	$(VENV)/bin/runbook-bot demo
 
+# The whole suite: what CI runs (.ci/run).
 test: $(VENV)/.stamp-dev
 	$(PY) -m pytest
+
+# Everything but the tests marked slow, for the edit-test loop.
+test-fast: $(VENV)/.stamp-dev
+	$(PY) -m pytest -m "not slow" $(ARGS)
 
 lint: $(VENV)/.stamp-dev
 	$(VENV)/bin/ruff check bot tests bench

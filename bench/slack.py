@@ -79,7 +79,7 @@ def serve_app(api_url: str) -> int:
     )
     from bot.runtime.runner import Runner
     from bot.store.db import Database
-    from tests.engine.fakes import FakeCatalog, World
+    from tests.fakes.engine_world import FakeCatalog, World
     from tests.fakes.slack_api import BOT_TOKEN
     from tests.fakes.slack_requests import SIGNING_SECRET
     from tests.frontends.slack.conftest import POLICY, TEXTS, NamedSource, registry

@@ -3,8 +3,6 @@ that builds incident states (dead node, attached volume, stuck attachment) in bo
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,19 +20,9 @@ from bot.clients.kube import KubeClient
 from bot.config import ClusterConfig, PolicyConfig, Settings
 from bot.engine.plan import ApiCall, Plan, Result
 from bot.engine.ports import ManualClock, StepContext
+from tests.fakes.ec2_proxy import ThrottlingProxy
+from tests.fakes.kube_api import FakeKubeApi
 
-
-def _load_fakes() -> Any:
-    if "rb_test_fakes" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("rb_test_fakes", Path(__file__).with_name("fakes.py"))
-        assert spec and spec.loader
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["rb_test_fakes"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["rb_test_fakes"]
-
-
-fakes = _load_fakes()
 REGION = "us-east-1"
 ZONE = "us-east-1a"
 CREDS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
@@ -65,7 +53,7 @@ def ec2_backend() -> Iterator[Ec2Backend]:
     server.start()
     host, port = server.get_host_and_port()
     url = f"http://{host}:{port}"
-    proxy = fakes.ThrottlingProxy(url)
+    proxy = ThrottlingProxy(url)
     arrange = boto3.client("ec2", region_name=REGION, endpoint_url=url,
                            config=Config(retries={"mode": "standard"}), **CREDS)
     product = boto3_client(region=REGION, endpoint_url=proxy.url, credentials=CREDS)
@@ -266,7 +254,7 @@ class World:
 def make_world(*, backend: Ec2Backend, tmp_path: Path, max_oos: int = 3,
                page_size: int = 500, actions: Registry | None = None) -> Iterator[World]:
     backend.reset()
-    with fakes.FakeKubeApi() as kube:
+    with FakeKubeApi() as kube:
         kubeconfig = kube.kubeconfig(tmp_path)
         settings = Settings(database_url="sqlite://", clusters={
             "test": ClusterConfig(name="test", kubeconfig=str(kubeconfig), region=REGION)},

@@ -1,6 +1,6 @@
 """A bot process for the crash-resume test: runs one runbook on fake actions, approving as bob.
 
-    python tests/engine/crash_worker.py WORKDIR
+    python -m tests.engine.crash_worker WORKDIR      (from the top of the source tree)
 
 It keeps its run id in WORKDIR/run-id, so a restarted process resumes the same run. With
 CRASH_AT_SAVE=N it SIGKILLs itself right after its Nth durable save (a step boundary); with
@@ -14,14 +14,12 @@ import signal
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
 from bot.engine.commands import Approve, StartRun
 from bot.engine.ports import SystemClock
 from bot.runbook.source import TextSource
 from bot.runtime.runner import Runner
 from bot.store.db import Database
-from tests.engine.fakes import POLICY, World, make_catalog, make_registry
+from tests.fakes.engine_world import POLICY, World, make_catalog, make_registry
 
 RUNBOOK = """\
 apiVersion: runbook-bot/v1

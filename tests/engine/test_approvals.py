@@ -6,8 +6,8 @@ import pytest
 
 from bot.config import PolicyConfig
 from bot.engine.approvals import approver_groups
-from tests.engine.conftest import runbook
-from tests.engine.fakes import POLICY
+from tests.fakes.engine_harness import runbook
+from tests.fakes.engine_world import POLICY
 
 SET = """
 - id: change

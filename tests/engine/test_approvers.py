@@ -13,7 +13,7 @@ from bot.config import PolicyConfig
 from bot.engine.approvals import effective_rule
 from bot.errors import RunbookError
 from bot.runbook.model import Approval
-from tests.engine.conftest import runbook
+from tests.fakes.engine_harness import runbook
 
 GROUPS = {"sre": ("alice", "bob", "carol", "runbook-bot", "system:worker", "mallory",
                   "slack:UBOB", "slack:UCAROL"),

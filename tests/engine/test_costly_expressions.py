@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.engine.conftest import runbook
+from tests.fakes.engine_harness import runbook
 
 NESTED = "{% for a in params.s %}{% for b in params.s %}{% endfor %}{% endfor %}"
 POISON = {

@@ -14,9 +14,9 @@ import pytest
 
 from bot.store.audit import verify_events
 from bot.store.db import Database
-from tests.engine.fakes import World
+from tests.fakes.engine_world import World
 
-WORKER = Path(__file__).with_name("crash_worker.py")
+ROOT = Path(__file__).resolve().parents[2]
 DESTRUCTIVE = {("set_a", "a"), ("set_each[0]", "b"), ("set_each[1]", "c")}
 
 pytestmark = pytest.mark.slow
@@ -24,7 +24,8 @@ pytestmark = pytest.mark.slow
 
 def _run(workdir: Path, **env: str) -> subprocess.CompletedProcess[str]:
     full = {**os.environ, **env}
-    return subprocess.run([sys.executable, str(WORKER), str(workdir)], env=full, text=True,
+    return subprocess.run([sys.executable, "-m", "tests.engine.crash_worker", str(workdir)],
+                          cwd=ROOT, env=full, text=True,
                           capture_output=True, timeout=120)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.engine.conftest import runbook
+from tests.fakes.engine_harness import runbook
 
 SET = {"b": runbook("b", """
 - id: change

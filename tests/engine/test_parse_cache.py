@@ -8,7 +8,7 @@ import weakref
 
 from bot.engine.facts import RunbookFacts
 from bot.runbook.source import PARSED_RUNBOOKS, ParseCache
-from tests.engine.conftest import runbook
+from tests.fakes.engine_harness import runbook
 
 STEPS = """
 - id: look

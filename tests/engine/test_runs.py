@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.engine.conftest import runbook
+from tests.fakes.engine_harness import runbook
 
 READ_SET = runbook("read-set", """
 - id: read

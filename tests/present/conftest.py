@@ -17,7 +17,7 @@ from bot.engine.plan import ApiCall, Change, Fact, Plan, Result
 from bot.errors import RetryableError
 from bot.present.transcript import Transcript, build
 from bot.store.audit import verify_events
-from tests.engine.conftest import Engine, make_engine, runbook
+from tests.fakes.engine_harness import Engine, make_engine, runbook
 
 RUN_ID = "rb-3k7qx"
 EXPORTED_AT = datetime(2026, 1, 1, 2, 0, tzinfo=UTC)

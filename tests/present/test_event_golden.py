@@ -28,7 +28,7 @@ import pytest
 from bot.engine.commands import Retry, StartRun
 from bot.frontends.term.printer import TerminalPrinter
 from bot.present.transcript import render
-from tests.engine.conftest import Engine, runbook
+from tests.fakes.engine_harness import Engine, runbook
 from tests.present.conftest import transcript_of
 
 GOLDEN = Path(__file__).parent / "golden" / "runs"

@@ -10,7 +10,7 @@ import html5lib
 import pytest
 
 from bot.present.transcript import render
-from tests.engine.conftest import runbook
+from tests.fakes.engine_harness import runbook
 from tests.present.conftest import transcript_of
 from tests.present.test_transcript import assert_tables_keep_their_columns
 

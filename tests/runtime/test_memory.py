@@ -12,7 +12,7 @@ from bot.engine.commands import Approve, StartRun
 from bot.errors import LeaseHeld
 from bot.runbook.source import ParseCache
 from bot.runtime.leases import RunLocks
-from tests.engine.conftest import Engine, runbook
+from tests.fakes.engine_harness import Engine, runbook
 
 READ = runbook("read", """
 - id: read

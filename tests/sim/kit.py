@@ -1,4 +1,4 @@
-"""Helpers shared by the sandbox tests (loaded by conftest.py as ``sim_kit``).
+"""Helpers shared by the sandbox tests.
 
 ``Pool`` keeps one running sandbox at a time (moto's state is process-wide): it hands out the
 running one when a test asks for the same scenario again, so tests that only read share it, and

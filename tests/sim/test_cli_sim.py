@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
-from sim_kit import KUBECTL, needs_kubectl
 
 from bot.cli import main
+from tests.sim.kit import KUBECTL, needs_kubectl
 
 
 def read_until_ready(proc: subprocess.Popen[str], *, timeout: float) -> list[str]:

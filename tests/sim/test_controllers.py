@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sim_kit import api_for, ec2_attachments, events, node_of, ready, taint_keys, vas_on
+from tests.sim.kit import api_for, ec2_attachments, events, node_of, ready, taint_keys, vas_on
 
 NS = "search"
 OOS = {"key": "node.kubernetes.io/out-of-service", "value": "nodeshutdown", "effect": "NoExecute"}

@@ -7,10 +7,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from sim_kit import api_for
 
 from bot.sim.controllers.context import va_name
 from bot.sim.sandbox import Sandbox
+from tests.sim.kit import api_for
 
 OOS = {"key": "node.kubernetes.io/out-of-service", "value": "nodeshutdown", "effect": "NoExecute"}
 

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
-from sim_kit import ec2_attachments
+
+from tests.sim.kit import ec2_attachments
 
 ZONE = "ap-southeast-1a"
 

@@ -15,7 +15,8 @@ from urllib.parse import quote
 import pytest
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
-from sim_kit import api_for, kube_for, kubectl, needs_kubectl
+
+from tests.sim.kit import api_for, kube_for, kubectl, needs_kubectl
 
 NS = "protocol"
 _names = itertools.count()

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 from kubernetes import client as k8s
-from sim_kit import kube_for, kubectl, needs_kubectl, ready
+
+from tests.sim.kit import kube_for, kubectl, needs_kubectl, ready
 
 SCENARIOS = ["node-dead", "node-hung", "stuck-detach", "az-capacity-deadlock", "stuck-terminating",
              "zombie-attachments", "az-outage"]

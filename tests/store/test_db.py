@@ -12,7 +12,7 @@ from bot.engine.state import RunStatus, StepStatus
 from bot.errors import LeaseHeld, NotFound, RunIdTaken
 from bot.store.audit import verify_events
 from bot.store.db import Database
-from tests.engine.conftest import Engine, runbook
+from tests.fakes.engine_harness import Engine, runbook
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -131,7 +131,7 @@ def test_a_whole_run_with_an_approval_on_this_backend(db_url, tmp_path):
 def test_two_replicas_on_one_store_never_apply_the_same_step_twice(db_url, tmp_path):
     from bot.runbook.source import TextSource
     from bot.runtime.runner import Runner
-    from tests.engine.fakes import POLICY, make_catalog, make_registry
+    from tests.fakes.engine_world import POLICY, make_catalog, make_registry
 
     text = runbook("b", """
 - id: change

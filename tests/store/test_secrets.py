@@ -16,7 +16,7 @@ from bot.engine.commands import Abort, Confirm, Reject, StartRun
 from bot.errors import ConfigError
 from bot.runtime.runner import Runner
 from bot.store.db import Database
-from tests.engine.conftest import Engine, runbook
+from tests.fakes.engine_harness import Engine, runbook
 
 SLACK_TOKEN = "xoxb-1234567890-0987654321-AbCdEfGhIjKlMnOp"
 AWS_KEY = "AKIAIOSFODNN7EXAMPLE"

@@ -24,8 +24,8 @@ from bot.frontends.slack.app import SlackParts, build_app, http_server, stop_htt
 from bot.runbook.source import TextSource
 from bot.runtime.runner import Runner
 from bot.store.db import Database
-from tests.engine.conftest import runbook
-from tests.engine.fakes import FakeCatalog, World, make_registry
+from tests.fakes.engine_harness import runbook
+from tests.fakes.engine_world import FakeCatalog, World, make_registry
 from tests.fakes.slack_api import BOT_TOKEN, CHANNEL, FakeSlack
 from tests.fakes.slack_requests import (
     SIGNING_SECRET,

@@ -1,12 +1,10 @@
-"""Test doubles reached over real HTTP, so the product's clients run unmodified against them.
+"""A small Kubernetes API server reached over real HTTP, so the product's kubernetes client runs
+unmodified against it.
 
-- ``FakeKubeApi``: a small Kubernetes API server (core/v1 and storage.k8s.io/v1 objects the actions
-  use) with resourceVersion checks (409 on a stale PUT), ``limit``/``continue`` pagination, field and
-  label selectors, finalizer-driven deletion, an ``Audit-Id`` on every answer as a real API server
-  sends, and injectable faults (conflicts, 429s, any status for chosen requests).
-- ``ThrottlingProxy``: in front of moto's ``ThreadedMotoServer``, it can answer
-  ``RequestLimitExceeded`` for the next N requests or for chosen actions, or any EC2 error for the
-  next request (faults over the wire, no patching).
+It serves the core/v1 and storage.k8s.io/v1 objects the actions use, with resourceVersion checks
+(409 on a stale PUT), ``limit``/``continue`` pagination, field and label selectors, finalizer-driven
+deletion, an ``Audit-Id`` on every answer as a real API server sends, and injectable faults
+(conflicts, 429s, any status for chosen requests).
 
 Used until every case can run against ``bot.sim.sandbox.Sandbox``; nothing here is product code.
 """
@@ -18,12 +16,10 @@ import json
 import socket
 import threading
 import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from xml.sax.saxutils import escape
 
 Obj = dict[str, Any]
 
@@ -222,75 +218,3 @@ class FakeKubeApi:
                 self.delete(plural, name, ns)
                 return self._reply(h, 200, body)
             self._reply(h, 200, self.put(plural, body))
-
-
-class ThrottlingProxy:
-    """Forwards to moto; answers ``RequestLimitExceeded`` for the next ``throttle_next`` requests."""
-
-    def __init__(self, upstream: str) -> None:
-        self.upstream = upstream
-        self.throttle_next = 0
-        self.throttle_actions: dict[str, int] = {}  # action -> throttle its next N requests
-        self.fail_next: list[tuple[int, str, str]] = []  # (status, code, message) for next requests
-        self.fail_actions: dict[str, list[tuple[int, str, str]]] = {}  # the same, per action
-        self.requests: list[str] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def error(self, status: int, code: str, message: str, request_id: str) -> None:
-                data = (f'<?xml version="1.0" encoding="UTF-8"?><Response><Errors><Error>'
-                        f"<Code>{code}</Code><Message>{escape(message)}</Message></Error></Errors>"
-                        f"<RequestID>{request_id}</RequestID></Response>").encode()
-                self.send_response(status)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length)
-                action = dict(urllib.parse.parse_qsl(body.decode())).get("Action", "?")
-                outer.requests.append(action)
-                n = len(outer.requests)
-                if outer.throttle_next > 0 or outer.throttle_actions.get(action, 0) > 0:
-                    if outer.throttle_actions.get(action, 0) > 0:
-                        outer.throttle_actions[action] -= 1
-                    else:
-                        outer.throttle_next -= 1
-                    return self.error(503, "RequestLimitExceeded", "Request limit exceeded.",
-                                      f"throttled-{n}")
-                if outer.fail_next:
-                    return self.error(*outer.fail_next.pop(0), f"failed-{n}")
-                if outer.fail_actions.get(action):
-                    return self.error(*outer.fail_actions[action].pop(0), f"failed-{n}")
-                headers = {k: v for k, v in self.headers.items() if k.lower() not in {"host"}}
-                req = urllib.request.Request(outer.upstream + self.path, data=body, headers=headers,
-                                             method="POST")
-                try:
-                    with urllib.request.urlopen(req) as resp:
-                        code, data, rh = resp.status, resp.read(), resp.headers
-                except urllib.error.HTTPError as e:
-                    code, data, rh = e.code, e.read(), e.headers
-                self.send_response(code)
-                for k, v in rh.items():
-                    if k.lower() not in {"content-length", "transfer-encoding", "connection",
-                                         "server", "date"}:
-                        self.send_header(k, v)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", _free_port()), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
-        self.thread.start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
