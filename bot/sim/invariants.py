@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.sim.controllers.context import OOS_TAINT, Context, has_taint, instance_id, pod_pvcs
+from bot.sim.controllers.context import OOS_TAINT, Context, ebs_source, has_taint, instance_id, pod_pvcs
 from bot.sim.store import ts
 
 
@@ -37,9 +37,10 @@ def check(ctx: Context) -> list[tuple[str, str]]:
         for claim in pod_pvcs(pod):
             pvc = ctx.find("PersistentVolumeClaim", pod["metadata"]["namespace"], claim)
             pv = ctx.find("PersistentVolume", None, (pvc or {}).get("spec", {}).get("volumeName", ""))
-            if pv is None or "csi" not in pv["spec"]:
+            src = ebs_source(pv)
+            if src is None:
                 continue
-            vid = pv["spec"]["csi"]["volumeHandle"]
+            vid = src[1]
             for iid, state in attachments.get(vid, []):
                 if iid != mine and state != "detached" and ctx.ec2.instance_state(iid) == "running":
                     found.append(("attached-elsewhere",

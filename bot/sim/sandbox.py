@@ -10,6 +10,7 @@ moto keeps state in process-wide backends, so one Sandbox per process runs at a 
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 import re
@@ -24,6 +25,7 @@ from typing import Any
 from bot.clients.ec2 import boto3_client
 from bot.engine.ports import Clock, ManualClock
 from bot.sim.apiserver import ApiServer
+from bot.sim.authz import ADMIN_TOKEN, BOT_TOKEN, RBAC_FILE, Authorizer, load_grants
 from bot.sim.controllers import Context, run_all
 from bot.sim.controllers.context import SimEvent
 from bot.sim.ec2 import Ec2Sim, MotoQuery, SeedClient
@@ -31,8 +33,10 @@ from bot.sim.invariants import InvariantLog, Violation
 from bot.sim.resources import BY_KIND, Resource
 from bot.sim.scenarios import REGION, SCENARIOS
 from bot.sim.store import Store, ts
+from bot.sim.tls import client_context, make_certificates, server_context
 
 CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+BOT_CONTEXT = "runbook-bot"  # the kubeconfig context with the bot's ServiceAccount token
 MAX_PASSES = 60
 STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 
@@ -71,7 +75,8 @@ class Sandbox:
                           throttle_rate=float(self.options.get("throttle_rate", 0.0)),
                           enforce_volume_in_use=not self.options.get("allow_multi_attach"),
                           on_change=self._on_ec2_change)
-        self.api = ApiServer(self.store, on_write=self._on_api_write)
+        self.api = ApiServer(self.store, on_write=self._on_api_write, authorizer=Authorizer(
+            load_grants(Path(self.options.get("rbac") or RBAC_FILE))))
         self.invariants = InvariantLog()
         self.ctx: Context | None = None
         self._lock = threading.RLock()
@@ -108,6 +113,8 @@ class Sandbox:
     def _start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.ec2.start()
+        self.ca_path, cert, key = make_certificates(self.workdir / "pki")
+        self.api.tls = server_context(cert, key)
         self.api.start()
         self.seed_ec2 = MotoQuery(self.ec2)  # arranging, straight to moto
         # No botocore retries: a retry would sleep inside a controller pass. A refused call is
@@ -162,9 +169,13 @@ class Sandbox:
     def _write_files(self) -> None:
         kubeconfig = {
             "apiVersion": "v1", "kind": "Config", "current-context": "sandbox",
-            "clusters": [{"name": "sandbox", "cluster": {"server": self.k8s_url}}],
-            "users": [{"name": "sandbox", "user": {"token": "sandbox-token"}}],
-            "contexts": [{"name": "sandbox", "context": {"cluster": "sandbox", "user": "sandbox"}}],
+            "clusters": [{"name": "sandbox", "cluster": {
+                "server": self.k8s_url,
+                "certificate-authority-data": base64.b64encode(self.ca_path.read_bytes()).decode()}}],
+            "users": [{"name": "sandbox", "user": {"token": ADMIN_TOKEN}},
+                      {"name": BOT_CONTEXT, "user": {"token": BOT_TOKEN}}],
+            "contexts": [{"name": "sandbox", "context": {"cluster": "sandbox", "user": "sandbox"}},
+                         {"name": BOT_CONTEXT, "context": {"cluster": "sandbox", "user": BOT_CONTEXT}}],
         }
         self.kubeconfig_path.write_text(json.dumps(kubeconfig, indent=2) + "\n")
         self.env_path.write_text("".join(f"{k}={v}\n" for k, v in self.env.items()))
@@ -174,6 +185,10 @@ class Sandbox:
     @property
     def k8s_url(self) -> str:
         return self.api.url
+
+    def tls_context(self) -> Any:
+        """An ssl context that trusts the API server's certificate (for plain HTTPS clients)."""
+        return client_context(self.ca_path)
 
     @property
     def ec2_endpoint(self) -> str:

@@ -17,6 +17,8 @@ NOT_READY = "node.kubernetes.io/not-ready"
 ZONE = "topology.kubernetes.io/zone"
 EBS_ZONE = "topology.ebs.csi.aws.com/zone"
 DRIVER = "ebs.csi.aws.com"
+AUTO_DRIVER = "ebs.csi.eks.amazonaws.com"  # EKS Auto Mode's EBS driver
+IN_TREE = "kubernetes.io/aws-ebs"  # the in-tree plugin, migrated to the EBS CSI driver
 
 
 @dataclass(frozen=True)
@@ -133,8 +135,32 @@ def instance_id(node: dict[str, Any] | None) -> str | None:
     return tail if tail.startswith("i-") else None
 
 
-def va_name(volume_handle: str, node_name: str) -> str:
-    return "csi-" + hashlib.sha256(f"{volume_handle}{DRIVER}{node_name}".encode()).hexdigest()
+def va_name(volume_handle: str, node_name: str, driver: str = DRIVER) -> str:
+    return "csi-" + hashlib.sha256(f"{volume_handle}{driver}{node_name}".encode()).hexdigest()
+
+
+def ebs_source(pv: dict[str, Any] | None) -> tuple[str, str] | None:
+    """(CSI driver, EBS volume id) of a PV: a CSI volume of either EBS driver, or an in-tree
+    ``awsElasticBlockStore`` volume, which CSI migration hands to ``ebs.csi.aws.com``."""
+    if pv is None:
+        return None
+    spec = pv.get("spec") or {}
+    csi = spec.get("csi")
+    if csi and csi.get("driver") in (DRIVER, AUTO_DRIVER):
+        return str(csi["driver"]), str(csi.get("volumeHandle", ""))
+    aws = spec.get("awsElasticBlockStore")
+    if aws and aws.get("volumeID"):
+        return DRIVER, str(aws["volumeID"]).rsplit("/", 1)[-1]
+    return None
+
+
+def attacher_finalizer(driver: str) -> str:
+    return "external-attacher/" + driver.replace(".", "-")
+
+
+def in_use_name(driver: str, handle: str) -> str:
+    """How a kubelet reports a mounted CSI volume in ``status.volumesInUse``."""
+    return f"kubernetes.io/csi/{driver}^{handle}"
 
 
 def pod_pvcs(pod: dict[str, Any]) -> list[str]:

@@ -17,6 +17,8 @@ from bot.sim.controllers.context import (
     UNREACHABLE,
     Context,
     condition,
+    ebs_source,
+    in_use_name,
     instance_id,
     pod_pvcs,
     va_name,
@@ -39,13 +41,14 @@ def _attached(ctx: Context, pod: dict[str, Any], node: str) -> list[str] | None:
     for claim in pod_pvcs(pod):
         pvc = ctx.find("PersistentVolumeClaim", ns, claim)
         pv = ctx.find("PersistentVolume", None, pvc["spec"].get("volumeName", "")) if pvc else None
-        if pv is None or "csi" not in pv["spec"]:
+        src = ebs_source(pv)
+        if src is None:
             return None
-        handle = pv["spec"]["csi"]["volumeHandle"]
-        va = ctx.find("VolumeAttachment", None, va_name(handle, node))
+        driver, handle = src
+        va = ctx.find("VolumeAttachment", None, va_name(handle, node, driver))
         if va is None or not va.get("status", {}).get("attached"):
             return None
-        names.append(f"kubernetes.io/csi/ebs.csi.aws.com^{handle}")
+        names.append(in_use_name(driver, handle))
     return names
 
 
