@@ -21,7 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from bot.sim import discovery, watch
+from bot.sim import discovery, openapi, watch
 from bot.sim.admission import validate
 from bot.sim.authz import ADMIN, Authorizer, Identity, verb_of
 from bot.sim.errors import ApiError, conflict, not_found
@@ -114,7 +114,7 @@ class ApiServer:
         class Handler(_Handler):
             server_api = api
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = _Server(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
         if self.tls is not None:
             # the handshake runs in the request's thread (setup), not in the accepting loop
@@ -189,6 +189,9 @@ class ApiServer:
             return 200, discovery.resource_list("", "v1")
         if p == "/apis":
             return 200, discovery.api_group_list()
+        if p.startswith("/openapi/v3"):
+            doc = openapi.serve(p)
+            return (200, doc) if doc is not None else None
         parts = [x for x in p.split("/") if x]
         if len(parts) == 2 and parts[0] == "apis":
             doc = discovery.api_group(parts[1])
@@ -235,6 +238,15 @@ class ApiServer:
         return table(res, items, now=self.store.now(),
                      list_meta=meta or {"resourceVersion": self.store.resource_version})
 
+    @staticmethod
+    def _field_validation(r: Route, query: dict[str, str], obj: Any) -> None:
+        if (query.get("fieldValidation") or "").lower() != "strict" or not isinstance(obj, dict):
+            return
+        unknown = openapi.unknown_fields(r.res, obj)
+        if unknown:
+            raise ApiError(400, "BadRequest", "strict decoding error: " + ", ".join(
+                f'unknown field "{u}"' for u in unknown))
+
     def _write(self, method: str, r: Route, query: dict[str, str], body: Any,
                content_type: str) -> tuple[int, Any]:
         dry_run = bool(query.get("dryRun"))
@@ -244,6 +256,7 @@ class ApiServer:
             if r.namespace and r.res.kind != "Namespace":
                 self.store.get(BY_PATH[("v1", "namespaces")], None, r.namespace)
             self._check_body(r, body)
+            self._field_validation(r, query, body)
             validate(r.res, body)
             if dry_run:
                 return 201, body
@@ -254,6 +267,7 @@ class ApiServer:
             self._check_body(r, body)
             if body.get("metadata", {}).get("name") != r.name:
                 raise ApiError(400, "BadRequest", "the name of the object does not match the URL")
+            self._field_validation(r, query, body)
             validate(r.res, body)
             if dry_run:
                 return 200, body
@@ -270,6 +284,7 @@ class ApiServer:
                 patched.setdefault("metadata", {})["resourceVersion"] = current["metadata"][
                     "resourceVersion"]
                 patched["metadata"]["name"] = r.name
+                self._field_validation(r, query, patched)
                 validate(r.res, patched)
                 if dry_run:
                     return 200, patched
@@ -305,6 +320,12 @@ class ApiServer:
         if kind and kind != r.res.kind:
             raise ApiError(400, "BadRequest",
                            f"the kind {kind!r} does not match the resource {r.res.plural!r}")
+
+
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # a client that hung up mid-handshake or mid-stream is not the sandbox's error
+        log.debug("apiserver: connection from %s ended abruptly", client_address, exc_info=True)
 
 
 class _Handler(BaseHTTPRequestHandler):

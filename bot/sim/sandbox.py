@@ -38,7 +38,7 @@ from bot.sim.tls import client_context, make_certificates, server_context
 CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
 BOT_CONTEXT = "runbook-bot"  # the kubeconfig context with the bot's ServiceAccount token
 MAX_PASSES = 60
-STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
+STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{6})?Z")
 
 
 class _Lazy:
@@ -141,8 +141,9 @@ class Sandbox:
         def shift(value: Any) -> Any:
             if isinstance(value, datetime):
                 return value + delta
-            if isinstance(value, str) and len(value) == 20 and STAMP.fullmatch(value):
-                return ts(datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC) + delta)
+            if isinstance(value, str) and len(value) in (20, 27) and STAMP.fullmatch(value):
+                moved = ts(datetime.strptime(value[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC) + delta)
+                return moved if len(value) == 20 else moved[:-1] + value[19:]
             if isinstance(value, dict):
                 return {k: shift(v) for k, v in value.items()}
             if isinstance(value, (list, tuple)):

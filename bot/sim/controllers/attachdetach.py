@@ -5,7 +5,8 @@ attached, and creates or deletes VolumeAttachments. Its fencing rule (DOMAIN.md 
 is no longer wanted on a node is detached only if the node no longer reports it mounted
 (``status.volumesInUse``), or the node has the out-of-service taint, or the node is unhealthy and
 ``maxWaitForUnmountDuration`` (6 min) has passed, unless ``disable_force_detach_on_timeout``. An RWO
-volume attached to one node blocks attaching it to another: the new pod gets the Multi-Attach event.
+volume attached to one node blocks attaching it to another: the new pod gets the Multi-Attach event,
+once per volume and node (the real controller marks it reported and does not repeat it).
 
 The timeout detach is on by default, as on EKS, which does not expose
 ``--disable-force-detach-on-timeout``; a scenario may turn it off only through that named option.
@@ -74,6 +75,8 @@ def reconcile_attach_detach(ctx: Context) -> None:
                 driver, handle = _src(pv)
                 desired[va_name(handle, node, driver)] = (node, pv, pod)
     # Attach what is wanted, unless an RWO volume is attached elsewhere.
+    reported: set[str] = ctx.state.setdefault("multi_attach_reported", set())
+    reported &= {n for n in desired if n not in vas}
     for name, (node, pv, pod) in sorted(desired.items()):
         if name in vas:
             continue
@@ -83,10 +86,12 @@ def reconcile_attach_detach(ctx: Context) -> None:
                      and v["spec"]["nodeName"] != node]
         rwo = "ReadWriteMany" not in (pv["spec"].get("accessModes") or [])
         if elsewhere and rwo:
-            ctx.event(pod, type="Warning", reason="FailedAttachVolume",
-                      message=f'Multi-Attach error for volume "{pv_name}" Volume is already exclusively '
-                              "attached to one node and can't be attached to another",
-                      source="attachdetach-controller")
+            if name not in reported:  # reported once per volume and node, as upstream does
+                reported.add(name)
+                ctx.event(pod, type="Warning", reason="FailedAttachVolume",
+                          message=f'Multi-Attach error for volume "{pv_name}" Volume is already '
+                                  "exclusively attached to one node and can't be attached to another",
+                          source="attachdetach-controller")
             continue
         ctx.store.create(ctx.store_res("VolumeAttachment"), {
             "metadata": {"name": name},
