@@ -1,7 +1,8 @@
-"""The three safety invariants, checked after every controller pass and recorded with timestamps.
+"""The safety invariants, checked after every controller pass and recorded with timestamps.
 
-They are what a runbook must never cause (DOMAIN.md §1): two writers on one block device, or the
-out-of-service taint on a machine that may still be writing. A violation is recorded when it
+They are what a runbook must never cause (DOMAIN.md §1): two writers on one block device, the
+out-of-service taint on a machine that may still be writing, or a volume pulled from under a
+machine that still runs with it mounted. A violation is recorded when it
 starts; it is not re-recorded while it persists.
 """
 
@@ -16,7 +17,7 @@ from bot.sim.store import ts
 @dataclass(frozen=True)
 class Violation:
     time: str
-    kind: str  # double-attach | attached-elsewhere | oos-taint-on-running
+    kind: str  # double-attach | attached-elsewhere | oos-taint-on-running | detach-from-live
     details: str
 
 
@@ -52,6 +53,10 @@ def check(ctx: Context) -> list[tuple[str, str]]:
         if has_taint(node, OOS_TAINT) and node_iid and ctx.ec2.instance_state(node_iid) == "running":
             found.append(("oos-taint-on-running",
                           f"node {name} has {OOS_TAINT} but instance {node_iid} is running"))
+    # A detach from a machine that runs and last reported the volume mounted (a partitioned node,
+    # or the timeout detach against a live one): whatever it was writing is cut off mid-write.
+    for _when, details in ctx.state.get("live_detaches", ()):
+        found.append(("detach-from-live", details))
     return found
 
 

@@ -14,7 +14,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from bot.sim.controllers.attachdetach import MAX_WAIT_FOR_UNMOUNT
-from bot.sim.controllers.context import DRIVER, EBS_ZONE, ZONE, ebs_source, instance_id, va_name
+from bot.sim.controllers.context import (
+    AUTO_DRIVER,
+    DRIVER,
+    EBS_ZONE,
+    IN_TREE,
+    ZONE,
+    ebs_source,
+    instance_id,
+    va_name,
+)
 
 if TYPE_CHECKING:
     from bot.sim.sandbox import Sandbox
@@ -24,6 +33,7 @@ ZONES = ("ap-southeast-1a", "ap-southeast-1b", "ap-southeast-1c")
 NAMESPACE = "search"
 
 ES_DATA_PATH = "/usr/share/elasticsearch/data"
+VOLUME_DRIVERS = (DRIVER, AUTO_DRIVER, IN_TREE)
 
 
 @dataclass(frozen=True)
@@ -80,8 +90,14 @@ def node_info(instance: str) -> dict[str, str]:
 
 
 def storage_class(sb: Sandbox, name: str, mode: str, zones: list[str] | None = None,
-                  default: bool = False) -> None:
-    sc: dict[str, Any] = {"metadata": {"name": name}, "provisioner": DRIVER, "reclaimPolicy": "Delete",
+                  default: bool = False, provisioner: str | None = None) -> None:
+    """``provisioner`` defaults to the option ``volume_driver``: ``ebs.csi.aws.com``,
+    ``ebs.csi.eks.amazonaws.com`` (EKS Auto Mode) or ``kubernetes.io/aws-ebs`` (in-tree, migrated)."""
+    provisioner = provisioner or str(sb.options.get("volume_driver") or DRIVER)
+    if provisioner not in VOLUME_DRIVERS:
+        raise ValueError(f"option volume_driver={provisioner!r}: expected one of "
+                         f"{', '.join(VOLUME_DRIVERS)}")
+    sc: dict[str, Any] = {"metadata": {"name": name}, "provisioner": provisioner, "reclaimPolicy": "Delete",
                           "volumeBindingMode": mode, "parameters": {"type": "gp3"}}
     if default:
         sc["metadata"]["annotations"] = {"storageclass.kubernetes.io/is-default-class": "true"}
@@ -310,3 +326,12 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("az-outage", "N nodes of ap-southeast-1a die at once (options nodes=N up to 100, "
              "volumes_per_node=5)", 1, build_az_outage, {}),
 )}
+
+
+def _register_more() -> None:
+    from bot.sim.incidents import MORE
+
+    SCENARIOS.update({s.name: s for s in MORE})
+
+
+_register_more()

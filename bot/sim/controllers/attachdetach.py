@@ -241,6 +241,13 @@ def _detach(ctx: Context, va: dict[str, Any], handle: str, iid: str, node_name: 
     name = va["metadata"]["name"]
     vol = ctx.ec2.volume(handle)
     if vol is not None and vol.attachment is not None and vol.attachment.instance.id == iid:
+        node = ctx.find("Node", None, node_name) or {}
+        mounted = any(u.endswith(f"^{handle}") for u in node.get("status", {}).get("volumesInUse") or [])
+        if mounted and ctx.ec2.instance_state(iid) == "running" and iid not in ctx.ec2.hung:
+            # the machine runs and, as far as anyone knows, still has the file system mounted
+            ctx.state.setdefault("live_detaches", []).append(
+                (ts(ctx.now), f"{handle} detached from running {iid} while node {node_name} "
+                              "last reported it mounted"))
         try:
             resp = ctx.ec2_client.detach_volume(VolumeId=handle, InstanceId=iid)
             state = resp.get("State", "detached")

@@ -1,6 +1,8 @@
 """Node lifecycle and the kubelets: how a machine's health becomes Node conditions and taints.
 
-A kubelet runs on every node whose instance is ``running`` and not hung: it posts a heartbeat,
+A kubelet runs on every node whose instance is ``running``, not hung and not cut off from the API
+server (``ctx.state["partitioned"]``, a network partition: the machine runs on and writes): it
+posts a heartbeat,
 starts pods whose volumes are attached (``volumesInUse``), and confirms graceful deletions. The
 node lifecycle controller marks a node ``Unknown`` (NotReady) with the ``unreachable`` taints once
 heartbeats stop for ``node-monitor-grace-period`` (40 s), and clears them when heartbeats resume.
@@ -30,8 +32,10 @@ STATUS_UPDATE_FREQUENCY = 10.0  # the kubelet's nodeStatusUpdateFrequency
 
 
 def machine_up(ctx: Context, node: dict[str, Any]) -> bool:
+    """The kubelet reaches the API server: the instance runs, is not hung, and not partitioned."""
     iid = instance_id(node)
-    return iid is not None and ctx.ec2.instance_state(iid) == "running" and iid not in ctx.ec2.hung
+    return iid is not None and ctx.ec2.instance_state(iid) == "running" and \
+        iid not in ctx.ec2.hung and iid not in ctx.state.get("partitioned", ())
 
 
 def _attached(ctx: Context, pod: dict[str, Any], node: str) -> list[str] | None:

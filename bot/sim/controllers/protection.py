@@ -19,13 +19,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.sim.controllers.context import DRIVER, Context, pod_pvcs
+from bot.sim.controllers.context import Context, ebs_source, pod_pvcs
 
 PV_PROTECTION = "kubernetes.io/pv-protection"
 PVC_PROTECTION = "kubernetes.io/pvc-protection"
 PROVISIONER_FINALIZER = "external-provisioner.volume.kubernetes.io/finalizer"
-AUTO_DRIVER = "ebs.csi.eks.amazonaws.com"  # EKS Auto Mode's managed EBS driver
-EBS_DRIVERS = (DRIVER, AUTO_DRIVER)
 
 
 def _without(fin: str) -> Any:
@@ -98,10 +96,10 @@ def reconcile_pv_controller(ctx: Context) -> None:
 
 def _reclaim(ctx: Context, pv: dict[str, Any]) -> None:
     """The external-provisioner's delete: the EBS volume first, then the PV and its finalizer."""
-    csi = pv["spec"].get("csi") or {}
-    if csi.get("driver") not in EBS_DRIVERS or not csi_controller_up(ctx):
+    src = ebs_source(pv)
+    if src is None or not csi_controller_up(ctx):
         return
-    name, handle = pv["metadata"]["name"], csi.get("volumeHandle", "")
+    name, (driver, handle) = pv["metadata"]["name"], src
     if ctx.ec2.volume(handle) is not None:
         try:
             ctx.ec2_client.delete_volume(VolumeId=handle)
@@ -111,7 +109,7 @@ def _reclaim(ctx: Context, pv: dict[str, Any]) -> None:
                       message=f"rpc error: code = Internal desc = Could not delete volume ID "
                               f'"{handle}": {err.get("Code", type(e).__name__)}: '
                               f"{err.get('Message', str(e))}",
-                      source=f"{csi['driver']}_ebs-csi-controller")
+                      source=f"{driver}_ebs-csi-controller")
             return
     ctx.store.mutate("PersistentVolume", None, name, _without(PROVISIONER_FINALIZER))
     if ctx.find("PersistentVolume", None, name) is not None:

@@ -14,7 +14,16 @@ import copy
 from collections import Counter
 from typing import Any
 
-from bot.sim.controllers.context import AUTO_DRIVER, DRIVER, EBS_ZONE, ZONE, Context, node_ready, pod_pvcs
+from bot.sim.controllers.context import (
+    AUTO_DRIVER,
+    DRIVER,
+    EBS_ZONE,
+    IN_TREE,
+    ZONE,
+    Context,
+    node_ready,
+    pod_pvcs,
+)
 from bot.sim.controllers.gc import _tolerates
 from bot.sim.controllers.protection import PROVISIONER_FINALIZER
 from bot.sim.selectors import label_selector
@@ -96,7 +105,7 @@ def reconcile_provisioner(ctx: Context) -> None:
         if pvc["spec"].get("volumeName") or pvc["metadata"].get("deletionTimestamp"):
             continue
         sc = ctx.find("StorageClass", None, pvc["spec"].get("storageClassName", ""))
-        if sc is None or sc.get("provisioner") not in (DRIVER, AUTO_DRIVER):
+        if sc is None or sc.get("provisioner") not in (DRIVER, AUTO_DRIVER, IN_TREE):
             continue
         driver = sc["provisioner"]
         ns, name = pvc["metadata"]["namespace"], pvc["metadata"]["name"]
@@ -141,7 +150,19 @@ def _err(e: Exception) -> str:
 
 def make_pv(pv_name: str, volume_id: str, zone: str, size: str, ns: str, claim: str, claim_uid: str,
             sc: str, modes: list[str], *, driver: str = DRIVER, reclaim: str = "Delete") -> dict[str, Any]:
-    """A PV as the external-provisioner writes it (admission adds ``pv-protection``)."""
+    """A PV as the external-provisioner writes it (admission adds ``pv-protection``).
+
+    For the in-tree ``kubernetes.io/aws-ebs`` provisioner (migrated to the EBS CSI driver) the PV
+    keeps the in-tree ``awsElasticBlockStore`` source and the zone label, as migration writes it.
+    """
+    if driver == IN_TREE:
+        pv = make_pv(pv_name, volume_id, zone, size, ns, claim, claim_uid, sc, modes, reclaim=reclaim)
+        del pv["spec"]["csi"]
+        pv["spec"]["awsElasticBlockStore"] = {"volumeID": f"aws://{zone}/{volume_id}", "fsType": "ext4"}
+        pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0]["key"] = ZONE
+        pv["metadata"]["annotations"].update({"pv.kubernetes.io/provisioned-by": IN_TREE,
+                                              "pv.kubernetes.io/migrated-to": DRIVER})
+        return pv
     return {
         "metadata": {"name": pv_name,
                      "finalizers": [PROVISIONER_FINALIZER] if reclaim == "Delete" else [],
