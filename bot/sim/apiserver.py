@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import random
 import ssl
 import threading
 from collections.abc import Callable
@@ -91,14 +92,18 @@ class WatchStream:
 class ApiServer:
     """The HTTP front of a ``Store``; ``on_write`` runs after every successful mutation."""
 
-    def __init__(self, store: Store, *, on_write: Callable[[], None] | None = None,
-                 authorizer: Authorizer | None = None) -> None:
+    def __init__(self, store: Store, *, on_write: Callable[[str], None] | None = None,
+                 authorizer: Authorizer | None = None, throttle_rate: float = 0.0,
+                 seed: int = 0) -> None:
         self.store = store
-        self.on_write = on_write or (lambda: None)
+        self.on_write = on_write or (lambda _what: None)
+        self.throttle_rate = throttle_rate  # share of requests answered 429, as API Priority and
+        self._rng = random.Random(seed)     # Fairness does under load (seeded, reproducible)
         self.authorizer = authorizer
         self.tls: ssl.SSLContext | None = None  # set before start() to serve HTTPS
         self.requests = 0
         self.stopping = threading.Event()
+        self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -141,6 +146,12 @@ class ApiServer:
     def handle(self, method: str, path: str, query: dict[str, str], body: Any,
                content_type: str, accept: str, *, who: Identity = ADMIN) -> tuple[int, Any]:
         self.requests += 1
+        if self.throttle_rate and path not in ("/healthz", "/livez", "/readyz", "/version"):
+            with self._lock:
+                throttled = self._rng.random() < self.throttle_rate
+            if throttled:
+                raise ApiError(429, "TooManyRequests", "Too many requests, please try again later.",
+                               details={"retryAfterSeconds": 1}, retry_after=1)
         r = route(path)
         if r is None:
             if self.authorizer:
@@ -174,7 +185,7 @@ class ApiServer:
                 raise not_found(r.res.plural, r.res.group, r.name)
             return 200, (self._table(r.res, [obj]) if "as=Table" in accept else obj)
         result = self._write(method, r, query, body, content_type)
-        self.on_write()
+        self.on_write(f"{method} {path} by {who.user}")
         return result
 
     def _static(self, path: str) -> tuple[int, Any] | None:

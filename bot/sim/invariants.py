@@ -19,6 +19,7 @@ class Violation:
     time: str
     kind: str  # double-attach | attached-elsewhere | oos-taint-on-running | detach-from-live
     details: str
+    cause: str = ""  # the API write the controllers were reacting to, when there was one
 
 
 def check(ctx: Context) -> list[tuple[str, str]]:
@@ -65,8 +66,11 @@ class InvariantLog:
         self.violations: list[Violation] = []
         self._active: set[tuple[str, str]] = set()
 
-    def record(self, ctx: Context) -> None:
+    def record(self, ctx: Context, *, cause: tuple[str, str] | None = None) -> None:
+        """Record violations that started; ``cause`` (time, write) names the write that led to them,
+        so with informer lag they are dated and attributed to it, not to the later reaction."""
         now = set(check(ctx))
         for kind, details in sorted(now - self._active):
-            self.violations.append(Violation(ts(ctx.now), kind, details))
+            when, what = cause or (ts(ctx.now), "")
+            self.violations.append(Violation(when, kind, details, what))
         self._active = now

@@ -18,7 +18,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +76,11 @@ class Sandbox:
                           enforce_volume_in_use=not self.options.get("allow_multi_attach"),
                           on_change=self._on_ec2_change)
         self.api = ApiServer(self.store, on_write=self._on_api_write, authorizer=Authorizer(
-            load_grants(Path(self.options.get("rbac") or RBAC_FILE))))
+            load_grants(Path(self.options.get("rbac") or RBAC_FILE))),
+            throttle_rate=float(self.options.get("api_throttle_rate", 0.0)), seed=self.seed)
+        # informer lag: controllers see an API write this many sandbox seconds after it returned
+        self.informer_lag = float(self.options.get("informer_lag", 0.0))
+        self._unreacted: list[tuple[datetime, str]] = []
         self.invariants = InvariantLog()
         self.ctx: Context | None = None
         self._lock = threading.RLock()
@@ -224,7 +228,7 @@ class Sandbox:
 
     # -- driving ------------------------------------------------------------------------------
 
-    def reconcile(self) -> bool:
+    def reconcile(self, *, cause: tuple[str, str] | None = None) -> bool:
         """One pass of every controller at the current time; True if anything changed."""
         assert self.ctx is not None, "start() first"
         with self._lock:
@@ -233,15 +237,28 @@ class Sandbox:
                 changed = run_all(self.ctx)
             finally:
                 self._in_pass = False
-            self.invariants.record(self.ctx)
+            self.invariants.record(self.ctx, cause=cause)
             return changed
 
-    def settle(self) -> None:
-        """Controller passes until nothing changes (bounded)."""
+    def _lag_due(self) -> datetime | None:
+        """When the controllers will have seen the oldest write they have not reacted to."""
+        if not self._unreacted:
+            return None
+        return self._unreacted[0][0] + timedelta(seconds=self.informer_lag)
+
+    def settle(self, *, cause: tuple[str, str] | None = None) -> None:
+        """Controller passes until nothing changes (bounded); none while informers lag behind."""
         with self._lock:
+            due = self._lag_due()
+            if due is not None:
+                if self.clock.now() < due:
+                    return
+                when, what = self._unreacted[-1]
+                cause = (ts(when), what)
+                self._unreacted.clear()
             for _ in range(MAX_PASSES):
                 self._pending = False
-                if not self.reconcile() and not self._pending:
+                if not self.reconcile(cause=cause) and not self._pending:
                     return
 
     def advance(self, seconds: float, *, step: float = 5.0) -> None:
@@ -251,13 +268,20 @@ class Sandbox:
             left = float(seconds)
             while left > 0:
                 dt = min(step, left)
+                due = self._lag_due()
+                if due is not None and due > self.clock.now():
+                    dt = min(dt, (due - self.clock.now()).total_seconds())
                 if isinstance(self.clock, ManualClock):
                     self.clock.advance(dt)
                 left -= dt
                 self.settle()
 
-    def _on_api_write(self) -> None:
-        self.settle()
+    def _on_api_write(self, what: str = "") -> None:
+        if self.informer_lag > 0:
+            with self._lock:
+                self._unreacted.append((self.clock.now(), what))
+            return
+        self.settle(cause=(ts(self.clock.now()), what))
 
     def _on_ec2_change(self) -> None:
         # Called from the EC2 proxy, possibly while a controller pass waits on that very

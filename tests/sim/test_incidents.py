@@ -69,3 +69,16 @@ def test_in_tree_volumes_are_attached_through_the_ebs_csi_driver(pool):
     assert pv["metadata"]["annotations"]["pv.kubernetes.io/migrated-to"] == "ebs.csi.aws.com"
     va = sb.get("VolumeAttachment", None, f["volume_attachment"])
     assert va["spec"]["attacher"] == "ebs.csi.aws.com" and va["status"]["attached"] is True
+
+
+def test_the_kubelet_reports_the_boot_id_the_ec2_model_gives_its_instance(pool):
+    sb = pool.fresh("zombie-attachments")
+    f = sb.facts
+    other = next(n for n in sb.list("Node") if n["metadata"]["name"] != f["node"])
+    before = other["status"]["nodeInfo"]["bootID"]
+    boots = {f["instance_id"]: "7f1e0c55-0000-4000-8000-000000000002"}
+    sb.ec2.boot_id = boots.get  # what an EC2 model that tracks boots exposes
+    sb.advance(15)
+    assert sb.get("Node", None, f["node"])["status"]["nodeInfo"]["bootID"] == boots[f["instance_id"]]
+    # a node whose instance the model knows no boot of keeps the id it had
+    assert sb.get("Node", None, other["metadata"]["name"])["status"]["nodeInfo"]["bootID"] == before

@@ -78,9 +78,13 @@ def reconcile_kubelets(ctx: Context) -> None:
             in_use += mounted
             _set_pod(ctx, pod, running=True)
 
-        def beat(n: dict[str, Any], in_use: list[str] = in_use) -> None:
+        boot = _boot_id(ctx, node)
+
+        def beat(n: dict[str, Any], in_use: list[str] = in_use, boot: str | None = boot) -> None:
             ready = condition(n, "Ready")
             st = n.setdefault("status", {})
+            if boot:
+                st.setdefault("nodeInfo", {})["bootID"] = boot
             if ready is None:
                 st.setdefault("conditions", []).append({"type": "Ready"})
                 ready = condition(n, "Ready")
@@ -95,12 +99,22 @@ def reconcile_kubelets(ctx: Context) -> None:
         was_ready = bool(before and before.get("status") == "True")
         if was_ready and before is not None and \
                 ctx.seconds_since(before.get("lastHeartbeatTime")) < STATUS_UPDATE_FREQUENCY and \
-                node.get("status", {}).get("volumesInUse") == sorted(set(in_use)):
+                node.get("status", {}).get("volumesInUse") == sorted(set(in_use)) and \
+                (not boot or node.get("status", {}).get("nodeInfo", {}).get("bootID") == boot):
             continue  # nothing new to report, and the last heartbeat is recent
         ctx.store.mutate("Node", None, name, beat)
         if not was_ready:
             ctx.event(node, type="Normal", reason="NodeReady",
                       message=f"Node {name} status is now: NodeReady", source="kubelet")
+
+
+def _boot_id(ctx: Context, node: dict[str, Any]) -> str | None:
+    """The instance's current boot id, when the EC2 model tracks one (it changes on stop/start):
+    the kubelet reports it in ``status.nodeInfo.bootID``."""
+    lookup = getattr(ctx.ec2, "boot_id", None)
+    iid = instance_id(node)
+    value = lookup(iid) if callable(lookup) and iid else None
+    return str(value) if value else None
 
 
 def _set_pod(ctx: Context, pod: dict[str, Any], *, running: bool) -> None:
