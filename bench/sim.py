@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import sys
 import time
-from http.client import HTTPConnection
+from http.client import HTTPSConnection
 from urllib.parse import urlsplit
 
+from bot.sim.authz import ADMIN_TOKEN
 from bot.sim.sandbox import Sandbox
+
+AUTH = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 
 READY_TARGET_S = 10.0
 GETS_TARGET = 500.0
@@ -25,14 +28,15 @@ GETS = 1000
 
 def gets_per_second(sb: Sandbox, paths: list[str]) -> float:
     parts = urlsplit(sb.k8s_url)
-    conn = HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=10)
+    conn = HTTPSConnection(parts.hostname or "127.0.0.1", parts.port, timeout=10,
+                           context=sb.tls_context())
     try:
         for path in paths[:20]:  # warm up
-            conn.request("GET", path)
+            conn.request("GET", path, headers=AUTH)
             conn.getresponse().read()
         start = time.perf_counter()
         for i in range(GETS):
-            conn.request("GET", paths[i % len(paths)], headers={"Accept": "application/json"})
+            conn.request("GET", paths[i % len(paths)], headers={"Accept": "application/json", **AUTH})
             resp = conn.getresponse()
             body = resp.read()
             assert resp.status == 200, body[:200]

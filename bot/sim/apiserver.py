@@ -2,9 +2,11 @@
 
 It speaks the REST conventions clients rely on: discovery, typed lists with ``resourceVersion``,
 ``limit``/``continue``, label and field selectors, the three patch types, ``/status``
-subresources, ``Status`` error bodies, and server-side Tables for ``kubectl get``. Every accepted
-write calls ``on_write`` before the response is sent, so the sandbox's controllers have reacted
-by the time the client reads again. Watch is not served (clients poll).
+subresources, ``Status`` error bodies, server-side Tables for ``kubectl get``, and watches
+(``bot.sim.watch``). Every request is authenticated and authorized first (``bot.sim.authz``: the
+bot's identity gets exactly what ``deploy/rbac.yaml`` grants). Every accepted write calls
+``on_write`` before the response is sent, so the sandbox's controllers have reacted by the time
+the client reads again.
 """
 
 from __future__ import annotations
@@ -12,13 +14,17 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import random
+import ssl
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from bot.sim import discovery
+from bot.sim import discovery, openapi, watch
+from bot.sim.admission import validate
+from bot.sim.authz import ADMIN, Authorizer, Identity, verb_of
 from bot.sim.errors import ApiError, conflict, not_found
 from bot.sim.net import POLL, no_delay
 from bot.sim.patch import apply_patch
@@ -56,24 +62,48 @@ def route(path: str) -> Route | None:
     return Route(res, namespace, name, sub)
 
 
-def _encode_continue(key: str) -> str:
-    return base64.urlsafe_b64encode(json.dumps({"after": key}).encode()).decode()
+EXPIRED_CONTINUE = (
+    "The provided continue parameter is too old to display a consistent list result. You can start "
+    "a new list without the continue parameter, or use the continue token in this response to "
+    "retrieve the remainder of the results. Continuing with the provided token results in an "
+    "inconsistent list - objects that were created, modified, or deleted between the time the first "
+    "chunk was returned and now may show up in the list.")
 
 
-def _decode_continue(token: str) -> str:
+def _encode_continue(key: str, rv: str) -> str:
+    return base64.urlsafe_b64encode(json.dumps({"after": key, "rv": int(rv)}).encode()).decode()
+
+
+def _decode_continue(token: str) -> tuple[str, int]:
     try:
-        return str(json.loads(base64.urlsafe_b64decode(token.encode()))["after"])
-    except (ValueError, KeyError) as e:
+        doc = json.loads(base64.urlsafe_b64decode(token.encode()))
+        return str(doc["after"]), int(doc.get("rv", 0))
+    except (ValueError, KeyError, TypeError) as e:
         raise ApiError(400, "BadRequest", "invalid continue token") from e
+
+
+class WatchStream:
+    """What ``handle`` returns for a watch: the HTTP layer streams its events."""
+
+    def __init__(self, events: Any) -> None:
+        self.events = events
 
 
 class ApiServer:
     """The HTTP front of a ``Store``; ``on_write`` runs after every successful mutation."""
 
-    def __init__(self, store: Store, *, on_write: Callable[[], None] | None = None) -> None:
+    def __init__(self, store: Store, *, on_write: Callable[[str], None] | None = None,
+                 authorizer: Authorizer | None = None, throttle_rate: float = 0.0,
+                 seed: int = 0) -> None:
         self.store = store
-        self.on_write = on_write or (lambda: None)
+        self.on_write = on_write or (lambda _what: None)
+        self.throttle_rate = throttle_rate  # share of requests answered 429, as API Priority and
+        self._rng = random.Random(seed)     # Fairness does under load (seeded, reproducible)
+        self.authorizer = authorizer
+        self.tls: ssl.SSLContext | None = None  # set before start() to serve HTTPS
         self.requests = 0
+        self.stopping = threading.Event()
+        self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -81,7 +111,7 @@ class ApiServer:
     def url(self) -> str:
         assert self._httpd is not None, "start() first"
         host, port = self._httpd.server_address[:2]
-        return f"http://{host!r}:{port}".replace("'", "")
+        return f"{'https' if self.tls else 'http'}://{host!s}:{port}"
 
     def start(self) -> None:
         api = self
@@ -89,13 +119,20 @@ class ApiServer:
         class Handler(_Handler):
             server_api = api
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = _Server(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
+        if self.tls is not None:
+            # the handshake runs in the request's thread (setup), not in the accepting loop
+            self._httpd.socket = self.tls.wrap_socket(self._httpd.socket, server_side=True,
+                                                      do_handshake_on_connect=False)
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(POLL,), name="sim-apiserver",
                                         daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
+        self.stopping.set()
+        with self.store.lock:
+            self.store.changed.notify_all()
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
@@ -103,18 +140,43 @@ class ApiServer:
 
     # -- request handling, independent of HTTP ------------------------------------------------
 
+    def identify(self, authorization: str) -> Identity:
+        return self.authorizer.identify(authorization) if self.authorizer else ADMIN
+
     def handle(self, method: str, path: str, query: dict[str, str], body: Any,
-               content_type: str, accept: str) -> tuple[int, Any]:
+               content_type: str, accept: str, *, who: Identity = ADMIN) -> tuple[int, Any]:
         self.requests += 1
-        static = self._static(path)
-        if static is not None:
-            return static
+        if self.throttle_rate and path not in ("/healthz", "/livez", "/readyz", "/version"):
+            with self._lock:
+                throttled = self._rng.random() < self.throttle_rate
+            if throttled:
+                raise ApiError(429, "TooManyRequests", "Too many requests, please try again later.",
+                               details={"retryAfterSeconds": 1}, retry_after=1)
         r = route(path)
         if r is None:
+            if self.authorizer:
+                self.authorizer.check_path(who, path)
+            static = self._static(path)
+            if static is not None:
+                return static
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        watching = method == "GET" and (query.get("watch") or "").lower() in ("1", "true")
+        if self.authorizer:
+            resource = f"{r.res.plural}/{r.sub}" if r.sub else r.res.plural
+            self.authorizer.check(who, verb=verb_of(method, named=r.name is not None, watch=watching),
+                                  group=r.res.group, resource=resource, namespace=r.namespace,
+                                  name=r.name)
         if method == "GET":
-            if query.get("watch") in ("1", "true"):
-                raise ApiError(405, "MethodNotAllowed", "watch is not served by the sandbox; poll")
+            if watching:
+                if r.name is not None:
+                    query = {**query, "fieldSelector": ",".join(
+                        x for x in (query.get("fieldSelector"), f"metadata.name={r.name}") if x)}
+                def render(o: dict[str, Any], res: Resource = r.res) -> dict[str, Any]:
+                    if "as=Table" not in accept:
+                        return o
+                    return self._table(res, [o], {"resourceVersion": o["metadata"]["resourceVersion"]})
+                return 200, WatchStream(watch.events(self.store, r.res, r.namespace, query,
+                                                     stopped=self.stopping.is_set, render=render))
             if r.name is None:
                 return 200, self._list(r, query, accept)
             # Stored objects are never changed in place, so the snapshot can be serialised as is.
@@ -123,7 +185,7 @@ class ApiServer:
                 raise not_found(r.res.plural, r.res.group, r.name)
             return 200, (self._table(r.res, [obj]) if "as=Table" in accept else obj)
         result = self._write(method, r, query, body, content_type)
-        self.on_write()
+        self.on_write(f"{method} {path} by {who.user}")
         return result
 
     def _static(self, path: str) -> tuple[int, Any] | None:
@@ -133,11 +195,14 @@ class ApiServer:
         if p in ("/healthz", "/readyz", "/livez"):
             return 200, "ok"
         if p == "/api":
-            return 200, discovery.api_versions(self.url.removeprefix("http://"))
+            return 200, discovery.api_versions(self.url.split("://", 1)[1])
         if p == "/api/v1":
             return 200, discovery.resource_list("", "v1")
         if p == "/apis":
             return 200, discovery.api_group_list()
+        if p.startswith("/openapi/v3"):
+            doc = openapi.serve(p)
+            return (200, doc) if doc is not None else None
         parts = [x for x in p.split("/") if x]
         if len(parts) == 2 and parts[0] == "apis":
             doc = discovery.api_group(parts[1])
@@ -156,11 +221,17 @@ class ApiServer:
         items = [o for o in items if by_label(o) and by_field(o)]
         meta: dict[str, Any] = {"resourceVersion": rv}
         if query.get("continue"):
-            after = _decode_continue(query["continue"])
+            after, token_rv = _decode_continue(query["continue"])
+            if token_rv < self.store.compacted_rv:
+                # the history the first page was read at is compacted, as etcd's is after 5 min
+                raise ApiError(410, "Expired", EXPIRED_CONTINUE,
+                               metadata={"continue": _encode_continue(after, rv)})
+            meta["resourceVersion"] = str(token_rv)
+            rv = str(token_rv)
             items = [o for o in items if self._sort_key(o) > after]
         limit = int(query.get("limit") or 0)
         if limit and len(items) > limit:
-            meta["continue"] = _encode_continue(self._sort_key(items[limit - 1]))
+            meta["continue"] = _encode_continue(self._sort_key(items[limit - 1]), rv)
             meta["remainingItemCount"] = len(items) - limit
             items = items[:limit]
         if "as=Table" in accept:
@@ -178,6 +249,15 @@ class ApiServer:
         return table(res, items, now=self.store.now(),
                      list_meta=meta or {"resourceVersion": self.store.resource_version})
 
+    @staticmethod
+    def _field_validation(r: Route, query: dict[str, str], obj: Any) -> None:
+        if (query.get("fieldValidation") or "").lower() != "strict" or not isinstance(obj, dict):
+            return
+        unknown = openapi.unknown_fields(r.res, obj)
+        if unknown:
+            raise ApiError(400, "BadRequest", "strict decoding error: " + ", ".join(
+                f'unknown field "{u}"' for u in unknown))
+
     def _write(self, method: str, r: Route, query: dict[str, str], body: Any,
                content_type: str) -> tuple[int, Any]:
         dry_run = bool(query.get("dryRun"))
@@ -187,6 +267,8 @@ class ApiServer:
             if r.namespace and r.res.kind != "Namespace":
                 self.store.get(BY_PATH[("v1", "namespaces")], None, r.namespace)
             self._check_body(r, body)
+            self._field_validation(r, query, body)
+            validate(r.res, body)
             if dry_run:
                 return 201, body
             return 201, self.store.create(r.res, body, r.namespace)
@@ -196,6 +278,8 @@ class ApiServer:
             self._check_body(r, body)
             if body.get("metadata", {}).get("name") != r.name:
                 raise ApiError(400, "BadRequest", "the name of the object does not match the URL")
+            self._field_validation(r, query, body)
+            validate(r.res, body)
             if dry_run:
                 return 200, body
             return 200, self.store.update(r.res, body, namespace=r.namespace, subresource=r.sub)
@@ -211,6 +295,8 @@ class ApiServer:
                 patched.setdefault("metadata", {})["resourceVersion"] = current["metadata"][
                     "resourceVersion"]
                 patched["metadata"]["name"] = r.name
+                self._field_validation(r, query, patched)
+                validate(r.res, patched)
                 if dry_run:
                     return 200, patched
                 return 200, self.store.update(r.res, patched, namespace=r.namespace,
@@ -247,11 +333,21 @@ class ApiServer:
                            f"the kind {kind!r} does not match the resource {r.res.plural!r}")
 
 
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # a client that hung up mid-handshake or mid-stream is not the sandbox's error
+        log.debug("apiserver: connection from %s ended abruptly", client_address, exc_info=True)
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_api: ApiServer
 
     def setup(self) -> None:
+        if isinstance(self.request, ssl.SSLSocket):
+            self.request.settimeout(10)
+            self.request.do_handshake()
+            self.request.settimeout(None)
         super().setup()
         no_delay(self.connection)
 
@@ -263,6 +359,7 @@ class _Handler(BaseHTTPRequestHandler):
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
+        extra: dict[str, str] = {}
         try:
             try:
                 body = json.loads(raw) if raw else None
@@ -270,11 +367,17 @@ class _Handler(BaseHTTPRequestHandler):
                 if raw and self.headers.get("Content-Type", "").startswith("application/yaml"):
                     raise ApiError(415, "UnsupportedMediaType", "send JSON") from e
                 raise ApiError(400, "BadRequest", f"invalid JSON body: {e}") from e
+            who = self.server_api.identify(self.headers.get("Authorization", ""))
             code, payload = self.server_api.handle(
                 method, parts.path, query, body, self.headers.get("Content-Type", ""),
-                self.headers.get("Accept", ""))
+                self.headers.get("Accept", ""), who=who)
+            if isinstance(payload, WatchStream):
+                self._stream(payload)
+                return
         except ApiError as e:
             code, payload = e.code, e.status()
+            if e.retry_after is not None:
+                extra["Retry-After"] = str(e.retry_after)
         except Exception as e:  # a sandbox bug must still answer, or clients hang
             log.exception("apiserver: %s %s failed", method, self.path)
             code, payload = 500, ApiError(500, "InternalError", str(e)).status()
@@ -286,8 +389,32 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(data)))
         self.send_header("Cache-Control", "no-cache, private")
+        for k, v in extra.items():
+            self.send_header(k, v)
         self.end_headers()
         self.wfile.write(data)
+
+    def _stream(self, stream: WatchStream) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Cache-Control", "no-cache, private")
+        self.end_headers()
+        self.wfile.flush()
+
+        def chunk(data: bytes) -> None:
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            self.wfile.flush()
+        try:
+            try:
+                for event in stream.events:
+                    chunk(json.dumps(event).encode() + b"\n")
+            except ApiError as e:
+                chunk(json.dumps({"type": "ERROR", "object": e.status()}).encode() + b"\n")
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except OSError:  # the client went away (closed, reset, or a TLS close without notify)
+            self.close_connection = True
 
     def do_GET(self) -> None:
         self._serve("GET")

@@ -9,15 +9,18 @@ class ApiError(Exception):
     """A request the fake API server refuses; rendered as a ``Status`` object."""
 
     def __init__(self, code: int, reason: str, message: str, *,
-                 details: dict[str, Any] | None = None) -> None:
+                 details: dict[str, Any] | None = None, metadata: dict[str, Any] | None = None,
+                 retry_after: int | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.reason = reason
         self.message = message
         self.details = details or {}
+        self.metadata = metadata or {}
+        self.retry_after = retry_after
 
     def status(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {},
+        body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": dict(self.metadata),
                                 "status": "Failure", "message": self.message,
                                 "reason": self.reason, "code": self.code}
         if self.details:

@@ -1,7 +1,8 @@
-"""The three safety invariants, checked after every controller pass and recorded with timestamps.
+"""The safety invariants, checked after every controller pass and recorded with timestamps.
 
-They are what a runbook must never cause (DOMAIN.md §1): two writers on one block device, or the
-out-of-service taint on a machine that may still be writing. A violation is recorded when it
+They are what a runbook must never cause (DOMAIN.md §1): two writers on one block device, the
+out-of-service taint on a machine that may still be writing, or a volume pulled from under a
+machine that still runs with it mounted. A violation is recorded when it
 starts; it is not re-recorded while it persists.
 """
 
@@ -9,15 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.sim.controllers.context import OOS_TAINT, Context, has_taint, instance_id, pod_pvcs
+from bot.sim.controllers.context import OOS_TAINT, Context, ebs_source, has_taint, instance_id, pod_pvcs
 from bot.sim.store import ts
 
 
 @dataclass(frozen=True)
 class Violation:
     time: str
-    kind: str  # double-attach | attached-elsewhere | oos-taint-on-running
+    kind: str  # double-attach | attached-elsewhere | oos-taint-on-running | detach-from-live
     details: str
+    cause: str = ""  # the API write the controllers were reacting to, when there was one
 
 
 def check(ctx: Context) -> list[tuple[str, str]]:
@@ -37,9 +39,10 @@ def check(ctx: Context) -> list[tuple[str, str]]:
         for claim in pod_pvcs(pod):
             pvc = ctx.find("PersistentVolumeClaim", pod["metadata"]["namespace"], claim)
             pv = ctx.find("PersistentVolume", None, (pvc or {}).get("spec", {}).get("volumeName", ""))
-            if pv is None or "csi" not in pv["spec"]:
+            src = ebs_source(pv)
+            if src is None:
                 continue
-            vid = pv["spec"]["csi"]["volumeHandle"]
+            vid = src[1]
             for iid, state in attachments.get(vid, []):
                 if iid != mine and state != "detached" and ctx.ec2.instance_state(iid) == "running":
                     found.append(("attached-elsewhere",
@@ -51,6 +54,10 @@ def check(ctx: Context) -> list[tuple[str, str]]:
         if has_taint(node, OOS_TAINT) and node_iid and ctx.ec2.instance_state(node_iid) == "running":
             found.append(("oos-taint-on-running",
                           f"node {name} has {OOS_TAINT} but instance {node_iid} is running"))
+    # A detach from a machine that runs and last reported the volume mounted (a partitioned node,
+    # or the timeout detach against a live one): whatever it was writing is cut off mid-write.
+    for _when, details in ctx.state.get("live_detaches", ()):
+        found.append(("detach-from-live", details))
     return found
 
 
@@ -59,8 +66,11 @@ class InvariantLog:
         self.violations: list[Violation] = []
         self._active: set[tuple[str, str]] = set()
 
-    def record(self, ctx: Context) -> None:
+    def record(self, ctx: Context, *, cause: tuple[str, str] | None = None) -> None:
+        """Record violations that started; ``cause`` (time, write) names the write that led to them,
+        so with informer lag they are dated and attributed to it, not to the later reaction."""
         now = set(check(ctx))
         for kind, details in sorted(now - self._active):
-            self.violations.append(Violation(ts(ctx.now), kind, details))
+            when, what = cause or (ts(ctx.now), "")
+            self.violations.append(Violation(when, kind, details, what))
         self._active = now

@@ -1,8 +1,9 @@
 """Rehearsals: run a shipped runbook against a sandbox scenario, end to end, on the sandbox clock.
 
 This is what a game day, the rehearsal tests and ``runbook-bot demo`` share. The product is wired
-exactly as in production (settings with a cluster whose kubeconfig points at the fake API server,
-the real action catalog, the runner, a state store); only time is simulated: when a run waits,
+exactly as in production (settings with a cluster whose kubeconfig points at the fake API server
+with the bot's own ServiceAccount token, so RBAC from ``deploy/rbac.yaml`` applies; the real action
+catalog, the runner, a state store); only time is simulated: when a run waits,
 the rehearsal moves the sandbox clock to the run's next check and lets the controllers act, so a
 six-minute detach wait takes milliseconds.
 
@@ -31,7 +32,7 @@ from bot.engine.runstate import RunState, StepState
 from bot.engine.state import RUN_TERMINAL
 from bot.runbook.source import DirectorySource
 from bot.runtime.runner import Runner
-from bot.sim.sandbox import Sandbox
+from bot.sim.sandbox import BOT_CONTEXT, Sandbox
 from bot.store.db import Database
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,7 +52,7 @@ def default_settings(sb: Sandbox, *, database_url: str, audit_key: str | None,
         database_url=database_url, audit_key=audit_key,
         runbooks_dir=runbooks_dir or str(REPO / "runbooks"),
         clusters={CLUSTER: ClusterConfig(name=CLUSTER, kubeconfig=str(sb.kubeconfig_path),
-                                         region=sb.region)},
+                                         context=BOT_CONTEXT, region=sb.region)},
         policy=PolicyConfig(groups={GROUP: people}, allow_impersonation=True))
 
 
@@ -96,7 +97,7 @@ class Rehearsal:
         # the sandbox's own clients: its kubeconfig, and botocore pointed at its EC2 endpoint with
         # the product's retry mode (throttling is retried, as in production)
         clients = ClusterClients.of(
-            kube=KubeClient.from_config(kubeconfig=str(sb.kubeconfig_path)),
+            kube=KubeClient.from_config(kubeconfig=str(sb.kubeconfig_path), context=BOT_CONTEXT),
             ec2=Ec2Client(client=sb.ec2_client(max_attempts=self.ec2_attempts)))
         self.store = Database(url, audit_key=self.audit_key)
         catalog = build_catalog(self.settings, clients_factory=lambda _cfg: clients,

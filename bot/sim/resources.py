@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# No "watch": the sandbox does not serve it, and discovery says so (clients poll instead).
-VERBS = ["create", "delete", "get", "list", "patch", "update"]
+VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
 
 
 @dataclass(frozen=True)

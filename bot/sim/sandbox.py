@@ -10,6 +10,7 @@ moto keeps state in process-wide backends, so one Sandbox per process runs at a 
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 import re
@@ -17,13 +18,14 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from bot.clients.ec2 import boto3_client
 from bot.engine.ports import Clock, ManualClock
 from bot.sim.apiserver import ApiServer
+from bot.sim.authz import ADMIN_TOKEN, BOT_TOKEN, RBAC_FILE, Authorizer, load_grants
 from bot.sim.controllers import Context, run_all
 from bot.sim.controllers.context import SimEvent
 from bot.sim.ec2 import Ec2Sim, MotoQuery, SeedClient
@@ -31,10 +33,12 @@ from bot.sim.invariants import InvariantLog, Violation
 from bot.sim.resources import BY_KIND, Resource
 from bot.sim.scenarios import REGION, SCENARIOS
 from bot.sim.store import Store, ts
+from bot.sim.tls import client_context, make_certificates, server_context
 
 CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+BOT_CONTEXT = "runbook-bot"  # the kubeconfig context with the bot's ServiceAccount token
 MAX_PASSES = 60
-STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
+STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{6})?Z")
 
 
 class _Lazy:
@@ -71,7 +75,12 @@ class Sandbox:
                           throttle_rate=float(self.options.get("throttle_rate", 0.0)),
                           enforce_volume_in_use=not self.options.get("allow_multi_attach"),
                           on_change=self._on_ec2_change)
-        self.api = ApiServer(self.store, on_write=self._on_api_write)
+        self.api = ApiServer(self.store, on_write=self._on_api_write, authorizer=Authorizer(
+            load_grants(Path(self.options.get("rbac") or RBAC_FILE))),
+            throttle_rate=float(self.options.get("api_throttle_rate", 0.0)), seed=self.seed)
+        # informer lag: controllers see an API write this many sandbox seconds after it returned
+        self.informer_lag = float(self.options.get("informer_lag", 0.0))
+        self._unreacted: list[tuple[datetime, str]] = []
         self.invariants = InvariantLog()
         self.ctx: Context | None = None
         self._lock = threading.RLock()
@@ -108,6 +117,8 @@ class Sandbox:
     def _start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.ec2.start()
+        self.ca_path, cert, key = make_certificates(self.workdir / "pki")
+        self.api.tls = server_context(cert, key)
         self.api.start()
         self.seed_ec2 = MotoQuery(self.ec2)  # arranging, straight to moto
         # No botocore retries: a retry would sleep inside a controller pass. A refused call is
@@ -134,8 +145,9 @@ class Sandbox:
         def shift(value: Any) -> Any:
             if isinstance(value, datetime):
                 return value + delta
-            if isinstance(value, str) and len(value) == 20 and STAMP.fullmatch(value):
-                return ts(datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC) + delta)
+            if isinstance(value, str) and len(value) in (20, 27) and STAMP.fullmatch(value):
+                moved = ts(datetime.strptime(value[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC) + delta)
+                return moved if len(value) == 20 else moved[:-1] + value[19:]
             if isinstance(value, dict):
                 return {k: shift(v) for k, v in value.items()}
             if isinstance(value, (list, tuple)):
@@ -162,9 +174,13 @@ class Sandbox:
     def _write_files(self) -> None:
         kubeconfig = {
             "apiVersion": "v1", "kind": "Config", "current-context": "sandbox",
-            "clusters": [{"name": "sandbox", "cluster": {"server": self.k8s_url}}],
-            "users": [{"name": "sandbox", "user": {"token": "sandbox-token"}}],
-            "contexts": [{"name": "sandbox", "context": {"cluster": "sandbox", "user": "sandbox"}}],
+            "clusters": [{"name": "sandbox", "cluster": {
+                "server": self.k8s_url,
+                "certificate-authority-data": base64.b64encode(self.ca_path.read_bytes()).decode()}}],
+            "users": [{"name": "sandbox", "user": {"token": ADMIN_TOKEN}},
+                      {"name": BOT_CONTEXT, "user": {"token": BOT_TOKEN}}],
+            "contexts": [{"name": "sandbox", "context": {"cluster": "sandbox", "user": "sandbox"}},
+                         {"name": BOT_CONTEXT, "context": {"cluster": "sandbox", "user": BOT_CONTEXT}}],
         }
         self.kubeconfig_path.write_text(json.dumps(kubeconfig, indent=2) + "\n")
         self.env_path.write_text("".join(f"{k}={v}\n" for k, v in self.env.items()))
@@ -174,6 +190,10 @@ class Sandbox:
     @property
     def k8s_url(self) -> str:
         return self.api.url
+
+    def tls_context(self) -> Any:
+        """An ssl context that trusts the API server's certificate (for plain HTTPS clients)."""
+        return client_context(self.ca_path)
 
     @property
     def ec2_endpoint(self) -> str:
@@ -208,7 +228,7 @@ class Sandbox:
 
     # -- driving ------------------------------------------------------------------------------
 
-    def reconcile(self) -> bool:
+    def reconcile(self, *, cause: tuple[str, str] | None = None) -> bool:
         """One pass of every controller at the current time; True if anything changed."""
         assert self.ctx is not None, "start() first"
         with self._lock:
@@ -217,15 +237,28 @@ class Sandbox:
                 changed = run_all(self.ctx)
             finally:
                 self._in_pass = False
-            self.invariants.record(self.ctx)
+            self.invariants.record(self.ctx, cause=cause)
             return changed
 
-    def settle(self) -> None:
-        """Controller passes until nothing changes (bounded)."""
+    def _lag_due(self) -> datetime | None:
+        """When the controllers will have seen the oldest write they have not reacted to."""
+        if not self._unreacted:
+            return None
+        return self._unreacted[0][0] + timedelta(seconds=self.informer_lag)
+
+    def settle(self, *, cause: tuple[str, str] | None = None) -> None:
+        """Controller passes until nothing changes (bounded); none while informers lag behind."""
         with self._lock:
+            due = self._lag_due()
+            if due is not None:
+                if self.clock.now() < due:
+                    return
+                when, what = self._unreacted[-1]
+                cause = (ts(when), what)
+                self._unreacted.clear()
             for _ in range(MAX_PASSES):
                 self._pending = False
-                if not self.reconcile() and not self._pending:
+                if not self.reconcile(cause=cause) and not self._pending:
                     return
 
     def advance(self, seconds: float, *, step: float = 5.0) -> None:
@@ -235,13 +268,20 @@ class Sandbox:
             left = float(seconds)
             while left > 0:
                 dt = min(step, left)
+                due = self._lag_due()
+                if due is not None and due > self.clock.now():
+                    dt = min(dt, (due - self.clock.now()).total_seconds())
                 if isinstance(self.clock, ManualClock):
                     self.clock.advance(dt)
                 left -= dt
                 self.settle()
 
-    def _on_api_write(self) -> None:
-        self.settle()
+    def _on_api_write(self, what: str = "") -> None:
+        if self.informer_lag > 0:
+            with self._lock:
+                self._unreacted.append((self.clock.now(), what))
+            return
+        self.settle(cause=(ts(self.clock.now()), what))
 
     def _on_ec2_change(self) -> None:
         # Called from the EC2 proxy, possibly while a controller pass waits on that very

@@ -13,7 +13,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from bot.sim.controllers.context import DRIVER, EBS_ZONE, ZONE, instance_id, va_name
+from bot.sim.controllers.attachdetach import MAX_WAIT_FOR_UNMOUNT
+from bot.sim.controllers.context import (
+    AUTO_DRIVER,
+    DRIVER,
+    EBS_ZONE,
+    IN_TREE,
+    ZONE,
+    ebs_source,
+    instance_id,
+    va_name,
+)
 
 if TYPE_CHECKING:
     from bot.sim.sandbox import Sandbox
@@ -23,6 +33,7 @@ ZONES = ("ap-southeast-1a", "ap-southeast-1b", "ap-southeast-1c")
 NAMESPACE = "search"
 
 ES_DATA_PATH = "/usr/share/elasticsearch/data"
+VOLUME_DRIVERS = (DRIVER, AUTO_DRIVER, IN_TREE)
 
 
 @dataclass(frozen=True)
@@ -79,8 +90,14 @@ def node_info(instance: str) -> dict[str, str]:
 
 
 def storage_class(sb: Sandbox, name: str, mode: str, zones: list[str] | None = None,
-                  default: bool = False) -> None:
-    sc: dict[str, Any] = {"metadata": {"name": name}, "provisioner": DRIVER, "reclaimPolicy": "Delete",
+                  default: bool = False, provisioner: str | None = None) -> None:
+    """``provisioner`` defaults to the option ``volume_driver``: ``ebs.csi.aws.com``,
+    ``ebs.csi.eks.amazonaws.com`` (EKS Auto Mode) or ``kubernetes.io/aws-ebs`` (in-tree, migrated)."""
+    provisioner = provisioner or str(sb.options.get("volume_driver") or DRIVER)
+    if provisioner not in VOLUME_DRIVERS:
+        raise ValueError(f"option volume_driver={provisioner!r}: expected one of "
+                         f"{', '.join(VOLUME_DRIVERS)}")
+    sc: dict[str, Any] = {"metadata": {"name": name}, "provisioner": provisioner, "reclaimPolicy": "Delete",
                           "volumeBindingMode": mode, "parameters": {"type": "gp3"}}
     if default:
         sc["metadata"]["annotations"] = {"storageclass.kubernetes.io/is-default-class": "true"}
@@ -119,11 +136,13 @@ def pod_facts(sb: Sandbox, ns: str, pod: str) -> dict[str, Any]:
     node = p["spec"]["nodeName"]
     pvc = sb.get("PersistentVolumeClaim", ns, f"data-{pod}")
     pv = sb.get("PersistentVolume", None, pvc["spec"]["volumeName"])
-    vid = pv["spec"]["csi"]["volumeHandle"]
+    src = ebs_source(pv)
+    assert src is not None, pv
+    driver, vid = src
     return {"namespace": ns, "pod": pod, "node": node, "instance_id": instance_id(sb.get("Node", None, node)),
             "pvc": pvc["metadata"]["name"], "pv": pv["metadata"]["name"], "volume_id": vid,
             "zone": sb.get("Node", None, node)["metadata"]["labels"][ZONE],
-            "volume_attachment": va_name(vid, node)}
+            "volume_attachment": va_name(vid, node, driver)}
 
 
 def es_cluster(sb: Sandbox, *, per_zone: int = 2) -> dict[str, Any]:
@@ -164,14 +183,19 @@ def build_node_hung(sb: Sandbox) -> dict[str, Any]:
 
 
 def build_stuck_detach(sb: Sandbox) -> dict[str, Any]:
-    facts = _lose_node(sb, es_cluster(sb), hung=False)
-    # Someone cleared the VolumeAttachment's finalizers; EC2 still holds the volume, stuck busy.
+    """The real stuck detach: Kubernetes gave up the volume, EC2 would not let go.
+
+    The node died with the EBS attachment stuck ``busy``. Six minutes after the pod was
+    force-deleted the attach/detach controller deleted the VolumeAttachment (the timeout detach, on
+    in EKS); the attacher's DetachVolume does not complete, so the VolumeAttachment stays, deleting,
+    ``attached: true`` with a ``detachError``, its finalizer kept; the new pod gets Multi-Attach.
+    """
+    facts = es_cluster(sb)
     sb.ec2.mark_stuck(facts["volume_id"], "busy")
+    facts = _lose_node(sb, facts, hung=False)
+    sb.advance(MAX_WAIT_FOR_UNMOUNT)
     va = sb.get("VolumeAttachment", None, facts["volume_attachment"])
-    sb.store.mutate("VolumeAttachment", None, va["metadata"]["name"],
-                    lambda v: v["metadata"].update(finalizers=[]))
-    sb.store.remove(sb.res("VolumeAttachment"), None, va["metadata"]["name"])
-    sb.advance(5)
+    assert va["metadata"].get("deletionTimestamp") and va["status"].get("detachError"), va
     return facts
 
 
@@ -192,23 +216,30 @@ def build_az_capacity(sb: Sandbox) -> dict[str, Any]:
     pvc = sb.get("PersistentVolumeClaim", NAMESPACE, "data-es-data-0")
     pv = sb.get("PersistentVolume", None, pvc["spec"]["volumeName"])
     return {"namespace": NAMESPACE, "pod": "es-data-0", "pvc": pvc["metadata"]["name"],
-            "pv": pv["metadata"]["name"], "volume_id": pv["spec"]["csi"]["volumeHandle"],
+            "pv": pv["metadata"]["name"], "volume_id": (ebs_source(pv) or ("", ""))[1],
             "zone": ZONES[2], "storage_class": "gp2-immediate", "full_node": node_c}
 
 
 def build_stuck_terminating(sb: Sandbox) -> dict[str, Any]:
+    """The EBS CSI driver was uninstalled before its volumes were deleted.
+
+    The StatefulSet was deleted and its pods force-deleted (their volumes detached), then the EBS
+    CSI controller was removed, then both PVCs and PVs deleted. The claims went (no pod used them);
+    the PVs stay Terminating behind the provisioner's and the attacher's finalizers, which only
+    the missing controller would lift. One EBS volume still exists; the other was deleted by hand.
+    """
     namespace(sb, NAMESPACE)
     add_nodes(sb, ZONES[0], 2)
     storage_class(sb, "gp3", "WaitForFirstConsumer", default=True)
     statefulset(sb, "es-data", 2, "gp3", anti_affinity=True)
     sb.advance(10)
     f0, f1 = pod_facts(sb, NAMESPACE, "es-data-0"), pod_facts(sb, NAMESPACE, "es-data-1")
-    # Someone deleted the StatefulSet, force-deleted pods, then deleted PVCs and PVs.
     sb.store.remove(sb.res("StatefulSet"), NAMESPACE, "es-data")
     for f in (f0, f1):
         sb.store.remove(sb.res("Pod"), NAMESPACE, f["pod"])
-    sb.advance(5)
-    # One volume is already gone from EC2 (deleted out of band): the other still exists.
+    sb.advance(10)  # the kubelets unmount, the volumes detach
+    assert sb.ctx is not None
+    sb.ctx.state["csi_controller_down"] = True
     sb.seed_ec2.delete_volume(VolumeId=f1["volume_id"])
     for f in (f0, f1):
         sb.store.delete(sb.res("PersistentVolumeClaim"), NAMESPACE, f["pvc"])
@@ -280,19 +311,27 @@ def build_az_outage(sb: Sandbox) -> dict[str, Any]:
 
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("node-dead", "seed 001: a node in ap-southeast-1a died (instance stopped); its "
-             "Elasticsearch pod, rescheduled, sticks on Multi-Attach", 1, build_node_dead,
-             {"disable_force_detach_on_timeout": True}),
+             "Elasticsearch pod, rescheduled, sticks on Multi-Attach", 1, build_node_dead, {}),
     Scenario("node-hung", "like node-dead, but the instance still runs (hung): fence it first",
-             1, build_node_hung, {"disable_force_detach_on_timeout": True}),
-    Scenario("stuck-detach", "the VolumeAttachment is gone but the EBS attachment is stuck busy; "
-             "only DetachVolume Force=true clears it", 1, build_stuck_detach,
-             {"disable_force_detach_on_timeout": True}),
+             1, build_node_hung, {}),
+    Scenario("stuck-detach", "the timeout detach started but the EBS attachment is stuck busy: the "
+             "VolumeAttachment stays deleting, attached, with a detach error; only DetachVolume "
+             "Force=true clears it", 1, build_stuck_detach, {}),
     Scenario("az-capacity-deadlock", "seed 000: an Immediate StorageClass put the volume in a full "
              "zone; the pod is Pending with a volume node affinity conflict", 0, build_az_capacity, {}),
-    Scenario("stuck-terminating", "PV/PVC Terminating behind finalizers; one EBS volume live, one "
-             "already gone", 1, build_stuck_terminating, {}),
+    Scenario("stuck-terminating", "the EBS CSI driver was uninstalled first: PVs Terminating behind "
+             "its finalizers; one EBS volume live, one already gone", 1, build_stuck_terminating, {}),
     Scenario("zombie-attachments", "VolumeAttachments attached: true with no consumer or on a node "
-             "that no longer exists", 1, build_zombies, {"disable_force_detach_on_timeout": True}),
+             "that no longer exists", 1, build_zombies, {}),
     Scenario("az-outage", "N nodes of ap-southeast-1a die at once (options nodes=N up to 100, "
-             "volumes_per_node=5)", 1, build_az_outage, {"disable_force_detach_on_timeout": True}),
+             "volumes_per_node=5)", 1, build_az_outage, {}),
 )}
+
+
+def _register_more() -> None:
+    from bot.sim.incidents import MORE
+
+    SCENARIOS.update({s.name: s for s in MORE})
+
+
+_register_more()

@@ -19,14 +19,30 @@ from __future__ import annotations
 import hashlib
 import threading
 import uuid
+from collections import deque
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from bot.sim.admission import admit_create
 from bot.sim.errors import ApiError, already_exists, conflict, invalid, not_found
 from bot.sim.resources import BY_KIND, Resource
 
 Key = tuple[str, str]  # (namespace or "", name)
+
+# How long the change history is kept, in sandbox seconds: etcd compacts every 5 minutes, after which
+# a watch from an older resourceVersion, or an older ``continue`` token, gets 410 Gone.
+COMPACTION_SECONDS = 300.0
+HISTORY_LIMIT = 20000
+
+
+class Change:
+    """One write as a watch sees it: ADDED, MODIFIED or DELETED, with the object after the write."""
+
+    __slots__ = ("kind", "obj", "plural", "rv", "time", "type")
+
+    def __init__(self, rv: int, plural: str, type: str, obj: dict[str, Any], time: datetime) -> None:
+        self.rv, self.plural, self.type, self.obj, self.time = rv, plural, type, obj, time
 
 
 def ts(when: datetime) -> str:
@@ -43,6 +59,9 @@ def clone(obj: Any) -> Any:
     return obj
 
 
+Changes = list[Change]
+
+
 class Store:
     def __init__(self, *, now: Callable[[], datetime], seed: int = 0) -> None:
         self._now = now
@@ -52,6 +71,9 @@ class Store:
         self._uids = 0
         self._objects: dict[str, dict[Key, dict[str, Any]]] = {}
         self._order: dict[str, list[Key]] = {}  # sorted keys per table, dropped when keys change
+        self.history: deque[Change] = deque()
+        self.compacted_rv = self._rv  # watches and continue tokens older than this get 410
+        self.changed = threading.Condition(self.lock)  # notified on every write, for watches
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -117,13 +139,34 @@ class Store:
 
     def _put(self, res: Resource, key: Key, obj: dict[str, Any]) -> None:
         table = self._table(res)
-        if key not in table:
+        added = key not in table
+        if added:
             self._order.pop(res.plural, None)
         table[key] = obj
+        self._record(res, "ADDED" if added else "MODIFIED", obj)
 
-    def _drop(self, res: Resource, key: Key) -> None:
-        del self._table(res)[key]
+    def _drop(self, res: Resource, key: Key) -> dict[str, Any]:
+        """Remove an object for good; the DELETED change carries a new resourceVersion."""
+        obj = clone(self._table(res).pop(key))
         self._order.pop(res.plural, None)
+        obj["metadata"]["resourceVersion"] = self._bump()
+        self._record(res, "DELETED", obj)
+        return obj
+
+    def _record(self, res: Resource, type: str, obj: dict[str, Any]) -> None:
+        now = self._now()
+        self.history.append(Change(int(obj["metadata"]["resourceVersion"]), res.plural, type, obj, now))
+        while self.history and (len(self.history) > HISTORY_LIMIT or (
+                now - self.history[0].time).total_seconds() > COMPACTION_SECONDS):
+            self.compacted_rv = self.history.popleft().rv
+        self.changed.notify_all()
+
+    def changes_since(self, rv: int) -> Changes | None:
+        """Changes after ``rv``, oldest first; None when ``rv`` is older than the kept history."""
+        with self.lock:
+            if rv < self.compacted_rv:
+                return None
+            return [c for c in self.history if c.rv > rv]
 
     # -- writes -------------------------------------------------------------------------------
     # Each write builds a new object and puts it in place of the old one (see the docstring).
@@ -150,6 +193,7 @@ class Store:
             key = self._key(res, meta.get("namespace"), name)
             if key in self._table(res):
                 raise already_exists(res.plural, res.group, name)
+            admit_create(res, obj)
             obj["apiVersion"], obj["kind"] = res.api_version, res.kind
             meta["uid"] = self._uid()
             meta["creationTimestamp"] = ts(self._now())
@@ -267,9 +311,7 @@ class Store:
                     meta["resourceVersion"] = self._bump()
                     self._put(res, key, obj)
                 return clone(obj)
-            self._drop(res, key)
-            meta["resourceVersion"] = self._bump()
-            return obj
+            return self._drop(res, key)
 
     def _maybe_finalize(self, res: Resource, key: Key) -> None:
         obj = self._table(res).get(key)
@@ -280,7 +322,6 @@ class Store:
             if res.kind == "Pod" and int(meta.get("deletionGracePeriodSeconds") or 0) > 0:
                 return  # the kubelet (or pod GC) still has to confirm
             self._drop(res, key)
-            self._bump()
 
     def remove(self, res: Resource, namespace: str | None, name: str) -> None:
         """Remove an object outright: a kubelet's final confirmation or a pod-GC force delete."""
@@ -297,7 +338,6 @@ class Store:
                 self._put(res, key, obj)
                 return
             self._drop(res, key)
-            self._bump()
 
     def mutate(self, kind: str, namespace: str | None, name: str,
                fn: Callable[[dict[str, Any]], None]) -> dict[str, Any] | None:

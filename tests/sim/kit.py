@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from http.client import HTTPConnection
+from http.client import HTTPSConnection
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from bot.engine.ports import ManualClock
+from bot.sim.authz import ADMIN_TOKEN
 from bot.sim.sandbox import Sandbox
 
 KUBECTL = shutil.which("kubectl")
@@ -59,14 +60,18 @@ class Pool:
 class Api:
     """Plain HTTP to the fake API server: for the exact status codes, bodies and content types."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, token: str | None = ADMIN_TOKEN, *, context: Any = None) -> None:
         parts = urlsplit(url)
-        self.conn = HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=10)
+        self.conn = HTTPSConnection(parts.hostname or "127.0.0.1", parts.port, timeout=10,
+                                    context=context)
+        self.token = token
 
     def __call__(self, method: str, path: str, body: Any = None, *,
                  content_type: str = "application/json") -> tuple[int, Any]:
         data = None if body is None else json.dumps(body).encode()
         headers = {"Content-Type": content_type, "Accept": "application/json"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
         self.conn.request(method, path, body=data, headers=headers)
         resp = self.conn.getresponse()
         raw = resp.read()
@@ -79,15 +84,15 @@ class Api:
         self.conn.close()
 
 
-def api_for(sb: Any) -> Api:
-    return Api(sb.k8s_url)
+def api_for(sb: Any, token: str | None = ADMIN_TOKEN) -> Api:
+    return Api(sb.k8s_url, token, context=sb.tls_context())
 
 
-def kube_for(sb: Any) -> Any:
+def kube_for(sb: Any, context: str | None = None) -> Any:
     """The kubernetes Python client's ApiClient, configured from the sandbox's kubeconfig."""
     from kubernetes import config
 
-    return config.new_client_from_config(config_file=str(sb.kubeconfig_path))
+    return config.new_client_from_config(config_file=str(sb.kubeconfig_path), context=context)
 
 
 def kubectl(sb: Any, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:

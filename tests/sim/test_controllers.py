@@ -10,6 +10,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+
 from tests.sim.kit import api_for, ec2_attachments, events, node_of, ready, taint_keys, vas_on
 
 NS = "search"
@@ -74,8 +76,8 @@ def test_a_hung_instance_that_ec2_still_calls_running_also_makes_its_node_notrea
 
 # -- attach/detach ---------------------------------------------------------------------------------
 
-def test_the_ad_controller_waits_for_the_unmount_and_never_detaches_from_a_dead_node_on_its_own(pool):
-    sb = pool.fresh("node-dead")
+def test_with_the_timeout_detach_disabled_the_ad_controller_never_detaches_from_a_dead_node(pool):
+    sb = pool.fresh("node-dead", disable_force_detach_on_timeout=True)
     f = sb.facts
     sb.advance(1800)
     [va] = vas_on(sb, f["dead_node"])
@@ -106,8 +108,9 @@ def test_the_out_of_service_taint_detaches_at_once_through_ec2_and_the_pod_start
     assert sb.violations == []
 
 
-def test_without_the_taint_the_ad_controller_force_detaches_after_six_minutes(pool):
-    sb = pool.fresh("node-dead", disable_force_detach_on_timeout=False)
+def test_without_the_taint_the_ad_controller_force_detaches_after_six_minutes_as_on_eks(pool):
+    sb = pool.fresh("node-dead")  # EKS: the timeout detach cannot be turned off
+    assert not sb.options.get("disable_force_detach_on_timeout")
     f = sb.facts
     since = sb.ctx.state["detach_requested"][f["volume_attachment"]]
     waited = (sb.clock.now() - _parse(since)).total_seconds()
@@ -119,7 +122,7 @@ def test_without_the_taint_the_ad_controller_force_detaches_after_six_minutes(po
 
 
 def test_the_timeout_force_detach_cannot_free_a_volume_from_a_hung_instance(pool):
-    sb = pool.fresh("node-hung", disable_force_detach_on_timeout=False)
+    sb = pool.fresh("node-hung")
     f = sb.facts
     sb.advance(400)
     va = sb.get("VolumeAttachment", None, f["volume_attachment"])
@@ -129,9 +132,16 @@ def test_the_timeout_force_detach_cannot_free_a_volume_from_a_hung_instance(pool
     assert sb.get("Pod", NS, f["pod"])["status"]["phase"] == "Pending"
 
 
+@pytest.mark.parametrize("scenario", ["node-dead", "node-hung", "stuck-detach", "zombie-attachments",
+                                      "az-outage", "stuck-terminating", "az-capacity-deadlock"])
+def test_no_scenario_turns_the_timeout_detach_off_by_default(scenario):
+    from bot.sim.scenarios import SCENARIOS
+
+    assert "disable_force_detach_on_timeout" not in SCENARIOS[scenario].defaults
+
+
 def test_disabling_force_detach_on_timeout_keeps_the_attachment_for_good(pool):
-    sb = pool.get("node-dead")  # its default, like --disable-force-detach-on-timeout
-    assert sb.options["disable_force_detach_on_timeout"] is True
+    sb = pool.fresh("node-dead", disable_force_detach_on_timeout=True)  # named, never implied
     sb.advance(3600, step=30)
     assert [v["metadata"]["name"] for v in vas_on(sb, sb.facts["dead_node"])] == [
         sb.facts["volume_attachment"]]

@@ -48,7 +48,9 @@ def attached_volume(ec2: Any, iid: str) -> str:
 def test_a_busy_attachment_survives_a_normal_detach_and_only_force_clears_it(pool):
     sb = pool.get("stuck-detach")
     f, ec2 = sb.facts, client(sb)
-    assert sb.find("VolumeAttachment", None, f["volume_attachment"]) is None  # Kubernetes forgot it
+    va = sb.get("VolumeAttachment", None, f["volume_attachment"])  # Kubernetes let go, EC2 did not
+    assert va["metadata"]["deletionTimestamp"] and va["status"]["attached"] is True
+    assert "Could not detach volume" in va["status"]["detachError"]["message"]
     for _ in range(2):
         resp = ec2.detach_volume(VolumeId=f["volume_id"], InstanceId=f["instance_id"])
         assert resp["State"] == "detaching"

@@ -19,7 +19,7 @@ SCENARIOS = ["node-dead", "node-hung", "stuck-detach", "az-capacity-deadlock", "
 EXPECT: dict[str, dict[str, Any]] = {
     "node-dead": {"not_ready": 1, "explained_by": "Multi-Attach error for volume"},
     "node-hung": {"not_ready": 1, "explained_by": "Multi-Attach error for volume"},
-    "stuck-detach": {"not_ready": 1, "explained_by": "VolumeInUse"},
+    "stuck-detach": {"not_ready": 1, "explained_by": "Multi-Attach error for volume"},
     "az-capacity-deadlock": {"not_ready": 0, "explained_by": "had volume node affinity conflict"},
     "stuck-terminating": {"not_ready": 0, "explained_by": None},
     "zombie-attachments": {"not_ready": 0, "explained_by": None},
@@ -116,8 +116,13 @@ def test_kubectl_shows_what_each_scenario_is_about(sb):
     elif name == "stuck-terminating":
         pvs = kubectl(sb, "get", "pv", "--no-headers").stdout.splitlines()
         assert sorted(line.split()[0] for line in pvs if line.split()[4] == "Terminating") == sorted(f["pvs"])
-        pvcs = kubectl(sb, "get", "pvc", "-n", f["namespace"], "--no-headers").stdout.splitlines()
-        assert sorted(line.split()[0] for line in pvcs if line.split()[1] == "Terminating") == f["pvcs"]
+        # the claims went (no pod used them); the PVs wait for the uninstalled driver's finalizers
+        pvcs = kubectl(sb, "get", "pvc", "-n", f["namespace"], "-o", "name").stdout.split()
+        assert not set(pvcs) & {f"persistentvolumeclaim/{c}" for c in f["pvcs"]}
+        for name in f["pvs"]:
+            fins = sb.get("PersistentVolume", None, name)["metadata"]["finalizers"]
+            assert fins == ["external-provisioner.volume.kubernetes.io/finalizer",
+                            "external-attacher/ebs-csi-aws-com"], fins
     elif name == "zombie-attachments":
         out = kubectl(sb, "get", "volumeattachments", "-o", "json").stdout
         by_name = {v["metadata"]["name"]: v for v in json.loads(out)["items"]}

@@ -9,8 +9,14 @@ from __future__ import annotations
 
 from bot.sim.controllers.attachdetach import reconcile_attach_detach, reconcile_attacher
 from bot.sim.controllers.context import Context
+from bot.sim.controllers.events import reconcile_event_ttl
 from bot.sim.controllers.gc import reconcile_pod_gc, reconcile_taint_eviction
 from bot.sim.controllers.nodes import reconcile_kubelets, reconcile_node_lifecycle
+from bot.sim.controllers.protection import (
+    reconcile_pv_controller,
+    reconcile_pv_protection,
+    reconcile_pvc_protection,
+)
 from bot.sim.controllers.workloads import reconcile_provisioner, reconcile_scheduler, reconcile_statefulsets
 
 ORDER = (
@@ -23,6 +29,10 @@ ORDER = (
     reconcile_scheduler,
     reconcile_attach_detach,
     reconcile_attacher,
+    reconcile_pvc_protection,
+    reconcile_pv_controller,
+    reconcile_pv_protection,
+    reconcile_event_ttl,
 )
 
 

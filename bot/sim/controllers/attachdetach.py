@@ -5,12 +5,22 @@ attached, and creates or deletes VolumeAttachments. Its fencing rule (DOMAIN.md 
 is no longer wanted on a node is detached only if the node no longer reports it mounted
 (``status.volumesInUse``), or the node has the out-of-service taint, or the node is unhealthy and
 ``maxWaitForUnmountDuration`` (6 min) has passed, unless ``disable_force_detach_on_timeout``. An RWO
-volume attached to one node blocks attaching it to another: the new pod gets the Multi-Attach event.
+volume attached to one node blocks attaching it to another: the new pod gets the Multi-Attach event,
+once per volume and node (the real controller marks it reported and does not repeat it).
+
+The timeout detach is on by default, as on EKS, which does not expose
+``--disable-force-detach-on-timeout``; a scenario may turn it off only through that named option.
 
 The attacher turns VolumeAttachments into EC2 AttachVolume/DetachVolume calls through the boto3
 client, against the endpoint the product also uses, and reports errors in ``status.attachError`` /
-``detachError`` as the real one does. Only VolumeAttachments listed in their node's
-``status.volumesAttached`` are managed by the AD controller; others (zombies) are left alone.
+``detachError`` as the real one does: a failed detach keeps ``attached: true`` and the finalizer.
+It puts its finalizer on the PV before attaching and lifts it from a PV being deleted once no
+VolumeAttachment names the PV. A VolumeAttachment whose PV is gone cannot be detached: the
+attacher reports ``persistentvolume "..." not found`` and keeps its finalizer, pass after pass, as
+the real external-attacher does; one whose node is gone is taken as detached. Only
+VolumeAttachments listed in their node's ``status.volumesAttached`` are managed by the AD
+controller; others (zombies) are left alone. Nothing of the attacher runs while the EBS CSI
+controller is staged as uninstalled.
 """
 
 from __future__ import annotations
@@ -21,16 +31,20 @@ from bot.sim.controllers.context import (
     DRIVER,
     OOS_TAINT,
     Context,
+    attacher_finalizer,
+    ebs_source,
     has_taint,
+    in_use_name,
     instance_id,
     node_ready,
     pod_pvcs,
     va_name,
 )
+from bot.sim.controllers.protection import csi_controller_up
 from bot.sim.store import ts
 
 MAX_WAIT_FOR_UNMOUNT = 360.0
-FINALIZER = "external-attacher/ebs-csi-aws-com"
+FINALIZER = attacher_finalizer(DRIVER)
 
 
 def _pv_for_claim(ctx: Context, ns: str, claim: str) -> dict[str, Any] | None:
@@ -38,7 +52,13 @@ def _pv_for_claim(ctx: Context, ns: str, claim: str) -> dict[str, Any] | None:
     if pvc is None or not pvc["spec"].get("volumeName"):
         return None
     pv = ctx.find("PersistentVolume", None, pvc["spec"]["volumeName"])
-    return pv if pv is not None and "csi" in pv["spec"] else None
+    return pv if ebs_source(pv) is not None else None
+
+
+def _src(pv: dict[str, Any]) -> tuple[str, str]:
+    src = ebs_source(pv)
+    assert src is not None
+    return src
 
 
 def reconcile_attach_detach(ctx: Context) -> None:
@@ -52,8 +72,11 @@ def reconcile_attach_detach(ctx: Context) -> None:
         for claim in pod_pvcs(pod):
             pv = _pv_for_claim(ctx, pod["metadata"]["namespace"], claim)
             if pv is not None:
-                desired[va_name(pv["spec"]["csi"]["volumeHandle"], node)] = (node, pv, pod)
+                driver, handle = _src(pv)
+                desired[va_name(handle, node, driver)] = (node, pv, pod)
     # Attach what is wanted, unless an RWO volume is attached elsewhere.
+    reported: set[str] = ctx.state.setdefault("multi_attach_reported", set())
+    reported &= {n for n in desired if n not in vas}
     for name, (node, pv, pod) in sorted(desired.items()):
         if name in vas:
             continue
@@ -63,14 +86,16 @@ def reconcile_attach_detach(ctx: Context) -> None:
                      and v["spec"]["nodeName"] != node]
         rwo = "ReadWriteMany" not in (pv["spec"].get("accessModes") or [])
         if elsewhere and rwo:
-            ctx.event(pod, type="Warning", reason="FailedAttachVolume",
-                      message=f'Multi-Attach error for volume "{pv_name}" Volume is already exclusively '
-                              "attached to one node and can't be attached to another",
-                      source="attachdetach-controller")
+            if name not in reported:  # reported once per volume and node, as upstream does
+                reported.add(name)
+                ctx.event(pod, type="Warning", reason="FailedAttachVolume",
+                          message=f'Multi-Attach error for volume "{pv_name}" Volume is already '
+                                  "exclusively attached to one node and can't be attached to another",
+                          source="attachdetach-controller")
             continue
         ctx.store.create(ctx.store_res("VolumeAttachment"), {
             "metadata": {"name": name},
-            "spec": {"attacher": DRIVER, "nodeName": node,
+            "spec": {"attacher": _src(pv)[0], "nodeName": node,
                      "source": {"persistentVolumeName": pv_name}},
             "status": {"attached": False},
         })
@@ -86,9 +111,8 @@ def reconcile_attach_detach(ctx: Context) -> None:
         if node is None or pv_name not in _managed(node):
             continue  # not in the controller's actual state of the world: a zombie
         wait_since.setdefault(name, ts(ctx.now))
-        pv = ctx.find("PersistentVolume", None, pv_name)
-        handle = pv["spec"]["csi"]["volumeHandle"] if pv else ""
-        mounted = f"kubernetes.io/csi/ebs.csi.aws.com^{handle}" in (
+        src = ebs_source(ctx.find("PersistentVolume", None, pv_name))
+        mounted = src is not None and in_use_name(*src) in (
             node.get("status", {}).get("volumesInUse") or [])
         timed_out = ctx.seconds_since(wait_since[name]) >= MAX_WAIT_FOR_UNMOUNT
         allow_timeout = not ctx.options.get("disable_force_detach_on_timeout")
@@ -126,13 +150,13 @@ def _set_volumes_attached(ctx: Context, node_name: str, pv_name: str, device: st
     ctx.store.mutate("Node", None, node_name, apply)
 
 
-def _node_instance(ctx: Context, node_name: str) -> str | None:
+def _node_instance(ctx: Context, node_name: str, driver: str = DRIVER) -> str | None:
     iid = instance_id(ctx.find("Node", None, node_name))
     if iid:
         return iid
     csinode = ctx.find("CSINode", None, node_name)
     for d in (csinode or {}).get("spec", {}).get("drivers") or []:
-        if d.get("name") == DRIVER:
+        if d.get("name") == driver:
             return str(d.get("nodeID"))
     return None
 
@@ -144,24 +168,34 @@ def _err(e: Exception) -> str:
 
 
 def reconcile_attacher(ctx: Context) -> None:
-    res = ctx.store_res("VolumeAttachment")
+    if not csi_controller_up(ctx):
+        return
     for va in ctx.items("VolumeAttachment"):
         name, node_name = va["metadata"]["name"], va["spec"]["nodeName"]
+        driver = va["spec"].get("attacher", DRIVER)
+        fin = attacher_finalizer(driver)
         pv_name = va["spec"]["source"].get("persistentVolumeName", "")
         pv = ctx.find("PersistentVolume", None, pv_name)
-        handle = pv["spec"]["csi"]["volumeHandle"] if pv and "csi" in pv["spec"] else None
-        iid = _node_instance(ctx, node_name)
+        src = ebs_source(pv)
+        handle = src[1] if src else None
+        iid = _node_instance(ctx, node_name, driver)
         if va["metadata"].get("deletionTimestamp"):
-            if FINALIZER not in (va["metadata"].get("finalizers") or []):
+            if fin not in (va["metadata"].get("finalizers") or []):
                 continue
-            if handle and iid:
+            if pv is None and pv_name:
+                # no PV, no volume handle: the real attacher cannot detach, and says so each pass
+                _status(ctx, name, {**va.get("status", {}), "detachError": {
+                    "time": ts(ctx.now), "message": f'persistentvolume "{pv_name}" not found'}})
+            elif handle and iid:
                 _detach(ctx, va, handle, iid, node_name, pv_name)
             else:
-                ctx.store.mutate("VolumeAttachment", None, name, _drop_finalizer)
+                ctx.store.mutate("VolumeAttachment", None, name, _drop_finalizer(fin))
             continue
-        if va.get("status", {}).get("attached") or not handle or not iid:
+        if va.get("status", {}).get("attached") or not handle or not iid or pv is None:
             continue
-        ctx.store.mutate("VolumeAttachment", None, name, _add_finalizer)
+        ctx.store.mutate("VolumeAttachment", None, name, _add_finalizer(fin))
+        if not pv["metadata"].get("deletionTimestamp"):
+            ctx.store.mutate("PersistentVolume", None, pv_name, _add_finalizer(fin))
         device = _free_device(ctx, iid, preferred=int(name[4:6], 16))
         vol = ctx.ec2.volume(handle)
         if vol is not None and vol.attachment is not None and vol.attachment.instance.id == iid:
@@ -187,7 +221,19 @@ def reconcile_attacher(ctx: Context) -> None:
             ctx.event(pod, type="Normal", reason="SuccessfulAttachVolume",
                       message=f'AttachVolume.Attach succeeded for volume "{pv_name}" ',
                       source="attachdetach-controller")
-    _ = res
+    _release_pvs(ctx)
+
+
+def _release_pvs(ctx: Context) -> None:
+    """Lift the attacher's finalizer from PVs being deleted that no VolumeAttachment names."""
+    named = {v["spec"]["source"].get("persistentVolumeName") for v in ctx.items("VolumeAttachment")}
+    for pv in ctx.items("PersistentVolume"):
+        meta = pv["metadata"]
+        if not meta.get("deletionTimestamp") or meta["name"] in named:
+            continue
+        for fin in meta.get("finalizers") or []:
+            if fin.startswith("external-attacher/"):
+                ctx.store.mutate("PersistentVolume", None, meta["name"], _drop_finalizer(fin))
 
 
 def _detach(ctx: Context, va: dict[str, Any], handle: str, iid: str, node_name: str,
@@ -195,6 +241,13 @@ def _detach(ctx: Context, va: dict[str, Any], handle: str, iid: str, node_name: 
     name = va["metadata"]["name"]
     vol = ctx.ec2.volume(handle)
     if vol is not None and vol.attachment is not None and vol.attachment.instance.id == iid:
+        node = ctx.find("Node", None, node_name) or {}
+        mounted = any(u.endswith(f"^{handle}") for u in node.get("status", {}).get("volumesInUse") or [])
+        if mounted and ctx.ec2.instance_state(iid) == "running" and iid not in ctx.ec2.hung:
+            # the machine runs and, as far as anyone knows, still has the file system mounted
+            ctx.state.setdefault("live_detaches", []).append(
+                (ts(ctx.now), f"{handle} detached from running {iid} while node {node_name} "
+                              "last reported it mounted"))
         try:
             resp = ctx.ec2_client.detach_volume(VolumeId=handle, InstanceId=iid)
             state = resp.get("State", "detached")
@@ -210,7 +263,8 @@ def _detach(ctx: Context, va: dict[str, Any], handle: str, iid: str, node_name: 
                                                                           "message": msg}})
             return
     _set_volumes_attached(ctx, node_name, pv_name, "", add=False)
-    ctx.store.mutate("VolumeAttachment", None, name, _drop_finalizer)
+    ctx.store.mutate("VolumeAttachment", None, name,
+                     _drop_finalizer(attacher_finalizer(va["spec"].get("attacher", DRIVER))))
 
 
 def _status(ctx: Context, name: str, status: dict[str, Any]) -> None:
@@ -219,14 +273,18 @@ def _status(ctx: Context, name: str, status: dict[str, Any]) -> None:
     ctx.store.mutate("VolumeAttachment", None, name, apply)
 
 
-def _add_finalizer(v: dict[str, Any]) -> None:
-    fins = v["metadata"].setdefault("finalizers", [])
-    if FINALIZER not in fins:
-        fins.append(FINALIZER)
+def _add_finalizer(fin: str) -> Any:
+    def apply(v: dict[str, Any]) -> None:
+        fins = v["metadata"].setdefault("finalizers", [])
+        if fin not in fins:
+            fins.append(fin)
+    return apply
 
 
-def _drop_finalizer(v: dict[str, Any]) -> None:
-    v["metadata"]["finalizers"] = [f for f in v["metadata"].get("finalizers") or [] if f != FINALIZER]
+def _drop_finalizer(fin: str) -> Any:
+    def apply(v: dict[str, Any]) -> None:
+        v["metadata"]["finalizers"] = [f for f in v["metadata"].get("finalizers") or [] if f != fin]
+    return apply
 
 
 def _consumer(ctx: Context, pv_name: str, node_name: str) -> dict[str, Any] | None:

@@ -17,6 +17,8 @@ NOT_READY = "node.kubernetes.io/not-ready"
 ZONE = "topology.kubernetes.io/zone"
 EBS_ZONE = "topology.ebs.csi.aws.com/zone"
 DRIVER = "ebs.csi.aws.com"
+AUTO_DRIVER = "ebs.csi.eks.amazonaws.com"  # EKS Auto Mode's EBS driver
+IN_TREE = "kubernetes.io/aws-ebs"  # the in-tree plugin, migrated to the EBS CSI driver
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,6 @@ class Context:
     options: dict[str, Any] = field(default_factory=dict)
     events: list[SimEvent] = field(default_factory=list)
     state: dict[str, Any] = field(default_factory=dict)  # controllers' private memory
-    _event_seq: int = 0
 
     @property
     def now(self) -> datetime:
@@ -65,42 +66,12 @@ class Context:
 
     def event(self, obj: dict[str, Any], *, type: str, reason: str, message: str,
               source: str, repeat_after: float = 60.0) -> None:
-        """Record an Event; a repeat of the same one bumps ``count`` (at most every repeat_after s)."""
-        meta = obj["metadata"]
-        ns = meta.get("namespace") or "default"
-        key = (obj["kind"], ns, meta["name"], reason, message)
-        seen = self.state.setdefault("events", {})
-        now = ts(self.now)
-        res = BY_KIND["Event"]
-        if key in seen:
-            name, last = seen[key]
-            if self.seconds_since(last) < repeat_after:
-                return
-            ev = self.store.find(res, ns, name)
-            if ev is not None:
-                ev["count"] = int(ev.get("count", 1)) + 1
-                ev["lastTimestamp"] = now
-                self.store.update(res, ev, namespace=ns, check_rv=False)
-                seen[key] = (name, now)
-                self.events.append(SimEvent(now, type, reason, _ref(obj),
-                                            message, source))
-                return
-        self._event_seq += 1
-        suffix = hashlib.sha256(f"{key}{self._event_seq}".encode()).hexdigest()[:16]
-        name = f"{meta['name']}.{suffix}"
-        self.store.create(res, {
-            "metadata": {"name": name, "namespace": ns},
-            "involvedObject": {"kind": obj["kind"], "namespace": meta.get("namespace", ""),
-                               "name": meta["name"], "uid": meta.get("uid", ""),
-                               "apiVersion": obj.get("apiVersion", "v1"),
-                               "resourceVersion": meta.get("resourceVersion", "")},
-            "reason": reason, "message": message, "type": type, "count": 1,
-            "source": {"component": source}, "reportingComponent": source,
-            "firstTimestamp": now, "lastTimestamp": now,
-        }, ns)
-        seen[key] = (name, now)
-        self.events.append(SimEvent(now, type, reason, _ref(obj),
-                                    message, source))
+        """Record an Event as its source's recorder would (see ``bot.sim.controllers.events``)."""
+        from bot.sim.controllers.events import record
+
+        if record(self, obj, type=type, reason=reason, message=message, source=source,
+                  repeat_after=repeat_after):
+            self.events.append(SimEvent(ts(self.now), type, reason, _ref(obj), message, source))
 
 
 def _ref(obj: dict[str, Any]) -> str:
@@ -133,8 +104,32 @@ def instance_id(node: dict[str, Any] | None) -> str | None:
     return tail if tail.startswith("i-") else None
 
 
-def va_name(volume_handle: str, node_name: str) -> str:
-    return "csi-" + hashlib.sha256(f"{volume_handle}{DRIVER}{node_name}".encode()).hexdigest()
+def va_name(volume_handle: str, node_name: str, driver: str = DRIVER) -> str:
+    return "csi-" + hashlib.sha256(f"{volume_handle}{driver}{node_name}".encode()).hexdigest()
+
+
+def ebs_source(pv: dict[str, Any] | None) -> tuple[str, str] | None:
+    """(CSI driver, EBS volume id) of a PV: a CSI volume of either EBS driver, or an in-tree
+    ``awsElasticBlockStore`` volume, which CSI migration hands to ``ebs.csi.aws.com``."""
+    if pv is None:
+        return None
+    spec = pv.get("spec") or {}
+    csi = spec.get("csi")
+    if csi and csi.get("driver") in (DRIVER, AUTO_DRIVER):
+        return str(csi["driver"]), str(csi.get("volumeHandle", ""))
+    aws = spec.get("awsElasticBlockStore")
+    if aws and aws.get("volumeID"):
+        return DRIVER, str(aws["volumeID"]).rsplit("/", 1)[-1]
+    return None
+
+
+def attacher_finalizer(driver: str) -> str:
+    return "external-attacher/" + driver.replace(".", "-")
+
+
+def in_use_name(driver: str, handle: str) -> str:
+    """How a kubelet reports a mounted CSI volume in ``status.volumesInUse``."""
+    return f"kubernetes.io/csi/{driver}^{handle}"
 
 
 def pod_pvcs(pod: dict[str, Any]) -> list[str]:

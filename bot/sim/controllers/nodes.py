@@ -1,6 +1,8 @@
 """Node lifecycle and the kubelets: how a machine's health becomes Node conditions and taints.
 
-A kubelet runs on every node whose instance is ``running`` and not hung: it posts a heartbeat,
+A kubelet runs on every node whose instance is ``running``, not hung and not cut off from the API
+server (``ctx.state["partitioned"]``, a network partition: the machine runs on and writes): it
+posts a heartbeat,
 starts pods whose volumes are attached (``volumesInUse``), and confirms graceful deletions. The
 node lifecycle controller marks a node ``Unknown`` (NotReady) with the ``unreachable`` taints once
 heartbeats stop for ``node-monitor-grace-period`` (40 s), and clears them when heartbeats resume.
@@ -17,6 +19,8 @@ from bot.sim.controllers.context import (
     UNREACHABLE,
     Context,
     condition,
+    ebs_source,
+    in_use_name,
     instance_id,
     pod_pvcs,
     va_name,
@@ -28,8 +32,10 @@ STATUS_UPDATE_FREQUENCY = 10.0  # the kubelet's nodeStatusUpdateFrequency
 
 
 def machine_up(ctx: Context, node: dict[str, Any]) -> bool:
+    """The kubelet reaches the API server: the instance runs, is not hung, and not partitioned."""
     iid = instance_id(node)
-    return iid is not None and ctx.ec2.instance_state(iid) == "running" and iid not in ctx.ec2.hung
+    return iid is not None and ctx.ec2.instance_state(iid) == "running" and \
+        iid not in ctx.ec2.hung and iid not in ctx.state.get("partitioned", ())
 
 
 def _attached(ctx: Context, pod: dict[str, Any], node: str) -> list[str] | None:
@@ -39,13 +45,14 @@ def _attached(ctx: Context, pod: dict[str, Any], node: str) -> list[str] | None:
     for claim in pod_pvcs(pod):
         pvc = ctx.find("PersistentVolumeClaim", ns, claim)
         pv = ctx.find("PersistentVolume", None, pvc["spec"].get("volumeName", "")) if pvc else None
-        if pv is None or "csi" not in pv["spec"]:
+        src = ebs_source(pv)
+        if src is None:
             return None
-        handle = pv["spec"]["csi"]["volumeHandle"]
-        va = ctx.find("VolumeAttachment", None, va_name(handle, node))
+        driver, handle = src
+        va = ctx.find("VolumeAttachment", None, va_name(handle, node, driver))
         if va is None or not va.get("status", {}).get("attached"):
             return None
-        names.append(f"kubernetes.io/csi/ebs.csi.aws.com^{handle}")
+        names.append(in_use_name(driver, handle))
     return names
 
 
@@ -71,9 +78,13 @@ def reconcile_kubelets(ctx: Context) -> None:
             in_use += mounted
             _set_pod(ctx, pod, running=True)
 
-        def beat(n: dict[str, Any], in_use: list[str] = in_use) -> None:
+        boot = _boot_id(ctx, node)
+
+        def beat(n: dict[str, Any], in_use: list[str] = in_use, boot: str | None = boot) -> None:
             ready = condition(n, "Ready")
             st = n.setdefault("status", {})
+            if boot:
+                st.setdefault("nodeInfo", {})["bootID"] = boot
             if ready is None:
                 st.setdefault("conditions", []).append({"type": "Ready"})
                 ready = condition(n, "Ready")
@@ -88,12 +99,22 @@ def reconcile_kubelets(ctx: Context) -> None:
         was_ready = bool(before and before.get("status") == "True")
         if was_ready and before is not None and \
                 ctx.seconds_since(before.get("lastHeartbeatTime")) < STATUS_UPDATE_FREQUENCY and \
-                node.get("status", {}).get("volumesInUse") == sorted(set(in_use)):
+                node.get("status", {}).get("volumesInUse") == sorted(set(in_use)) and \
+                (not boot or node.get("status", {}).get("nodeInfo", {}).get("bootID") == boot):
             continue  # nothing new to report, and the last heartbeat is recent
         ctx.store.mutate("Node", None, name, beat)
         if not was_ready:
             ctx.event(node, type="Normal", reason="NodeReady",
                       message=f"Node {name} status is now: NodeReady", source="kubelet")
+
+
+def _boot_id(ctx: Context, node: dict[str, Any]) -> str | None:
+    """The instance's current boot id, when the EC2 model tracks one (it changes on stop/start):
+    the kubelet reports it in ``status.nodeInfo.bootID``."""
+    lookup = getattr(ctx.ec2, "boot_id", None)
+    iid = instance_id(node)
+    value = lookup(iid) if callable(lookup) and iid else None
+    return str(value) if value else None
 
 
 def _set_pod(ctx: Context, pod: dict[str, Any], *, running: bool) -> None:

@@ -14,8 +14,18 @@ import copy
 from collections import Counter
 from typing import Any
 
-from bot.sim.controllers.context import DRIVER, EBS_ZONE, ZONE, Context, node_ready, pod_pvcs
+from bot.sim.controllers.context import (
+    AUTO_DRIVER,
+    DRIVER,
+    EBS_ZONE,
+    IN_TREE,
+    ZONE,
+    Context,
+    node_ready,
+    pod_pvcs,
+)
 from bot.sim.controllers.gc import _tolerates
+from bot.sim.controllers.protection import PROVISIONER_FINALIZER
 from bot.sim.selectors import label_selector
 from bot.sim.store import ts
 
@@ -89,12 +99,15 @@ def _zones(ctx: Context) -> list[str]:
 
 
 def reconcile_provisioner(ctx: Context) -> None:
+    if ctx.state.get("csi_controller_down"):
+        return
     for pvc in ctx.items("PersistentVolumeClaim"):
         if pvc["spec"].get("volumeName") or pvc["metadata"].get("deletionTimestamp"):
             continue
         sc = ctx.find("StorageClass", None, pvc["spec"].get("storageClassName", ""))
-        if sc is None or sc.get("provisioner") != DRIVER:
+        if sc is None or sc.get("provisioner") not in (DRIVER, AUTO_DRIVER, IN_TREE):
             continue
+        driver = sc["provisioner"]
         ns, name = pvc["metadata"]["namespace"], pvc["metadata"]["name"]
         if sc.get("volumeBindingMode", "Immediate") == "WaitForFirstConsumer":
             node = ctx.find("Node", None, pvc["metadata"].get("annotations", {}).get(SELECTED_NODE, ""))
@@ -117,16 +130,17 @@ def reconcile_provisioner(ctx: Context) -> None:
             ctx.event(pvc, type="Warning", reason="ProvisioningFailed",
                       message=f'failed to provision volume with StorageClass "{sc["metadata"]["name"]}": '
                               f"rpc error: code = Internal desc = {_err(e)}",
-                      source=f"{DRIVER}_ebs-csi-controller")
+                      source=f"{driver}_ebs-csi-controller")
             continue
         pv_name = f"pvc-{pvc['metadata']['uid']}"
         ctx.store.create(ctx.store_res("PersistentVolume"), make_pv(
             pv_name, vol["VolumeId"], zone, size, ns, name, pvc["metadata"]["uid"],
-            sc["metadata"]["name"], pvc["spec"].get("accessModes") or ["ReadWriteOnce"]))
+            sc["metadata"]["name"], pvc["spec"].get("accessModes") or ["ReadWriteOnce"],
+            driver=driver, reclaim=sc.get("reclaimPolicy", "Delete")))
         bind_pvc(ctx, ns, name, pv_name, size, pvc["spec"].get("accessModes") or ["ReadWriteOnce"])
         ctx.event(pvc, type="Normal", reason="ProvisioningSucceeded",
                   message=f"Successfully provisioned volume {pv_name}",
-                  source=f"{DRIVER}_ebs-csi-controller")
+                  source=f"{driver}_ebs-csi-controller")
 
 
 def _err(e: Exception) -> str:
@@ -135,16 +149,31 @@ def _err(e: Exception) -> str:
 
 
 def make_pv(pv_name: str, volume_id: str, zone: str, size: str, ns: str, claim: str, claim_uid: str,
-            sc: str, modes: list[str]) -> dict[str, Any]:
+            sc: str, modes: list[str], *, driver: str = DRIVER, reclaim: str = "Delete") -> dict[str, Any]:
+    """A PV as the external-provisioner writes it (admission adds ``pv-protection``).
+
+    For the in-tree ``kubernetes.io/aws-ebs`` provisioner (migrated to the EBS CSI driver) the PV
+    keeps the in-tree ``awsElasticBlockStore`` source and the zone label, as migration writes it.
+    """
+    if driver == IN_TREE:
+        pv = make_pv(pv_name, volume_id, zone, size, ns, claim, claim_uid, sc, modes, reclaim=reclaim)
+        del pv["spec"]["csi"]
+        pv["spec"]["awsElasticBlockStore"] = {"volumeID": f"aws://{zone}/{volume_id}", "fsType": "ext4"}
+        pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0]["key"] = ZONE
+        pv["metadata"]["annotations"].update({"pv.kubernetes.io/provisioned-by": IN_TREE,
+                                              "pv.kubernetes.io/migrated-to": DRIVER})
+        return pv
     return {
-        "metadata": {"name": pv_name, "finalizers": ["kubernetes.io/pv-protection",
-                                                      "external-attacher/ebs-csi-aws-com"],
-                     "annotations": {"pv.kubernetes.io/provisioned-by": DRIVER}},
+        "metadata": {"name": pv_name,
+                     "finalizers": [PROVISIONER_FINALIZER] if reclaim == "Delete" else [],
+                     "annotations": {"pv.kubernetes.io/provisioned-by": driver,
+                                     "volume.kubernetes.io/provisioner-deletion-secret-name": "",
+                                     "volume.kubernetes.io/provisioner-deletion-secret-namespace": ""}},
         "spec": {"capacity": {"storage": size}, "accessModes": modes,
-                 "persistentVolumeReclaimPolicy": "Delete", "storageClassName": sc,
+                 "persistentVolumeReclaimPolicy": reclaim, "storageClassName": sc,
                  "claimRef": {"kind": "PersistentVolumeClaim", "namespace": ns, "name": claim,
                               "uid": claim_uid},
-                 "csi": {"driver": DRIVER, "volumeHandle": volume_id, "fsType": "ext4"},
+                 "csi": {"driver": driver, "volumeHandle": volume_id, "fsType": "ext4"},
                  "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
                      {"key": EBS_ZONE, "operator": "In", "values": [zone]}]}]}}},
         "status": {"phase": "Bound"},

@@ -1,0 +1,183 @@
+"""Who is calling the fake API server, and may they: bearer tokens and RBAC from ``deploy/rbac.yaml``.
+
+The bot's permissions in production are exactly what ``deploy/rbac.yaml`` grants its
+ServiceAccount. The sandbox authorizes the bot's identity against that same file, so a rehearsal
+fails with 403 where production would refuse, instead of passing on an admin token. People (the
+kubeconfig's default context) are cluster admins, as an on-call engineer on EKS usually is.
+
+Authentication is by bearer token: the admin token, the bot's ServiceAccount token, or none
+(``system:anonymous``, which may read only ``/version`` and the health endpoints, as with the
+``system:public-info-viewer`` role). Any other token is 401. Every authenticated identity may read
+discovery and OpenAPI (``system:discovery``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+
+from bot.sim.errors import ApiError
+
+ADMIN_TOKEN = "sandbox-token"
+BOT_TOKEN = "runbook-bot-token"
+RBAC_FILE = Path(__file__).resolve().parents[2] / "deploy" / "rbac.yaml"
+
+PUBLIC_PATHS = ("/version", "/healthz", "/livez", "/readyz")
+DISCOVERY_PREFIXES = ("/api", "/apis", "/openapi", "/version", "/healthz", "/livez", "/readyz")
+
+
+@dataclass(frozen=True)
+class Identity:
+    user: str
+    groups: tuple[str, ...] = ()
+
+    @property
+    def admin(self) -> bool:
+        return "system:masters" in self.groups
+
+    @property
+    def authenticated(self) -> bool:
+        return "system:authenticated" in self.groups
+
+
+ANONYMOUS = Identity("system:anonymous", ("system:unauthenticated",))
+ADMIN = Identity("kubernetes-admin", ("system:masters", "system:authenticated"))
+
+
+@dataclass(frozen=True)
+class Rule:
+    api_groups: frozenset[str]
+    resources: frozenset[str]
+    verbs: frozenset[str]
+    names: frozenset[str] = frozenset()
+
+    def allows(self, *, verb: str, group: str, resource: str, name: str | None) -> bool:
+        def has(values: frozenset[str], value: str) -> bool:
+            return "*" in values or value in values
+        if not (has(self.verbs, verb) and has(self.api_groups, group) and has(self.resources, resource)):
+            return False
+        return not self.names or (name is not None and name in self.names)
+
+
+@dataclass
+class Grants:
+    """The rules bound to each subject: cluster-wide, and per namespace (RoleBindings)."""
+
+    cluster: dict[str, list[Rule]] = field(default_factory=dict)  # subject -> rules
+    namespaced: dict[tuple[str, str], list[Rule]] = field(default_factory=dict)  # (subject, ns)
+
+    def allows(self, who: Identity, *, verb: str, group: str, resource: str, namespace: str | None,
+               name: str | None) -> bool:
+        subjects = (f"User:{who.user}", *(f"Group:{g}" for g in who.groups))
+        for s in subjects:
+            rules = list(self.cluster.get(s, ()))
+            if namespace:
+                rules += self.namespaced.get((s, namespace), ())
+            if any(r.allows(verb=verb, group=group, resource=resource, name=name) for r in rules):
+                return True
+        return False
+
+
+def _subject(s: dict[str, Any], default_ns: str | None) -> str:
+    kind = s.get("kind", "")
+    if kind == "ServiceAccount":
+        return f"User:system:serviceaccount:{s.get('namespace') or default_ns}:{s['name']}"
+    return f"{kind}:{s['name']}"
+
+
+def _rules(role: dict[str, Any], *, where: str) -> list[Rule]:
+    out = []
+    for i, r in enumerate(role.get("rules") or []):
+        if not isinstance(r, dict) or "verbs" not in r:
+            raise ValueError(f"{where}: rules[{i}] has no verbs")
+        if r.get("nonResourceURLs"):
+            continue
+        out.append(Rule(frozenset(r.get("apiGroups") or [""]), frozenset(r.get("resources") or []),
+                        frozenset(r["verbs"]), frozenset(r.get("resourceNames") or [])))
+    return out
+
+
+def load_grants(path: Path = RBAC_FILE) -> Grants:
+    """Roles and bindings from a multi-document RBAC manifest; a binding to a missing role is an error."""
+    if not path.is_file():
+        raise FileNotFoundError(f"RBAC manifest {path} not found: the sandbox authorizes the bot's "
+                                "identity against it (option rbac=PATH names another)")
+    docs = [d for d in YAML(typ="safe").load_all(path.read_text()) if isinstance(d, dict)]
+    roles: dict[tuple[str, str | None], list[Rule]] = {}
+    for d in docs:
+        if d.get("kind") in ("ClusterRole", "Role"):
+            ns = d["metadata"].get("namespace") if d["kind"] == "Role" else None
+            roles[(d["metadata"]["name"], ns)] = _rules(
+                d, where=f"{path}: {d['kind']} {d['metadata']['name']}")
+    grants = Grants()
+    for d in docs:
+        kind = d.get("kind")
+        if kind not in ("ClusterRoleBinding", "RoleBinding"):
+            continue
+        ns = d["metadata"].get("namespace") if kind == "RoleBinding" else None
+        ref = d["roleRef"]
+        key = (ref["name"], None if ref["kind"] == "ClusterRole" else ns)
+        if key not in roles:
+            raise ValueError(f"{path}: {kind} {d['metadata']['name']} refers to {ref['kind']} "
+                             f"{ref['name']!r}, which the file does not define")
+        for s in d.get("subjects") or []:
+            subject = _subject(s, ns)
+            if ns is None:
+                grants.cluster.setdefault(subject, []).extend(roles[key])
+            else:
+                grants.namespaced.setdefault((subject, ns), []).extend(roles[key])
+    return grants
+
+
+class Authorizer:
+    """Maps a request's bearer token to an identity and decides, as RBAC would, whether it may act."""
+
+    def __init__(self, grants: Grants, *, bot_namespace: str = "runbook-bot",
+                 bot_name: str = "runbook-bot") -> None:
+        self.grants = grants
+        self.bot = Identity(f"system:serviceaccount:{bot_namespace}:{bot_name}",
+                            ("system:serviceaccounts", f"system:serviceaccounts:{bot_namespace}",
+                             "system:authenticated"))
+        self.tokens = {ADMIN_TOKEN: ADMIN, BOT_TOKEN: self.bot}
+
+    def identify(self, authorization: str) -> Identity:
+        if not authorization:
+            return ANONYMOUS
+        scheme, _, token = authorization.partition(" ")
+        who = self.tokens.get(token.strip()) if scheme.lower() == "bearer" else None
+        if who is None:
+            raise ApiError(401, "Unauthorized", "Unauthorized")
+        return who
+
+    def check_path(self, who: Identity, path: str) -> None:
+        """Non-resource URLs: health and version for everyone, discovery for the authenticated."""
+        p = path.rstrip("/") or "/"
+        if p in PUBLIC_PATHS or who.admin:
+            return
+        if who.authenticated and p.startswith(DISCOVERY_PREFIXES):
+            return
+        raise ApiError(403, "Forbidden", f'forbidden: User "{who.user}" cannot get path "{path}"')
+
+    def check(self, who: Identity, *, verb: str, group: str, resource: str, namespace: str | None,
+              name: str | None) -> None:
+        if who.admin or self.grants.allows(who, verb=verb, group=group, resource=resource,
+                                           namespace=namespace, name=name):
+            return
+        base = resource.split("/", 1)[0]
+        subject = f'{base}.{group} "{name}"' if group and name else (
+            f'{base} "{name}"' if name else (f"{base}.{group}" if group else base))
+        scope = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
+        raise ApiError(403, "Forbidden",
+                       f'{subject} is forbidden: User "{who.user}" cannot {verb} resource '
+                       f'"{resource}" in API group "{group}" {scope}',
+                       details={"name": name or "", "group": group, "kind": base})
+
+
+def verb_of(method: str, *, named: bool, watch: bool) -> str:
+    if method == "GET":
+        return "watch" if watch else ("get" if named else "list")
+    return {"POST": "create", "PUT": "update", "PATCH": "patch",
+            "DELETE": "delete" if named else "deletecollection"}.get(method, method.lower())

@@ -1,0 +1,115 @@
+"""Rehearsals of the runbook that applies to each newer incident. Where the runbook is wrong, the
+rehearsal says what it should do and is marked as failing for that named defect; a second test
+shows the run at least broke nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.rehearsals.conftest import assert_clean, types
+
+pytestmark = pytest.mark.slow
+
+BOUND_PV_DEFECT = (
+    "stuck-terminating-volume defect: it does not check that the PV is still Bound to a claim a "
+    "running pod uses; it goes on to delete the EBS volume, stops only because EC2 refuses an "
+    "in-use volume, and advises to detach it")
+TOLERATING_DEFECT = (
+    "node-dead-ngns defect: it does not look for pods that tolerate the out-of-service taint; such a "
+    "pod is neither evicted nor force-deleted, keeps its volume, and the run only times out")
+AUTO_MODE_DEFECT = (
+    "k8s.pv.get reads the EBS volume id only from ebs.csi.aws.com PVs: stuck-terminating-volume "
+    "takes an EKS Auto Mode (ebs.csi.eks.amazonaws.com) PV for one without a volume, removes its "
+    "finalizers and leaks the EBS volume")
+OLD_EVENTS_DEFECT = (
+    "multi-attach-triage decides from the pod's events, which the API server deletes after the "
+    "1 h event TTL: an older Multi-Attach incident is declared not applicable")
+
+
+def _unchanged_bound_pv(r):
+    f = r.facts
+    sb = r.sandbox
+    assert sb.find("PersistentVolume", None, f["pv"]) is not None
+    assert sb.get("PersistentVolumeClaim", f["namespace"], f["pvc"])["status"]["phase"] == "Bound"
+    assert sb.ec2.attachments()[f["volume_id"]] == [(f["instance_id"], "attached")]
+    assert sb.get("Pod", f["namespace"], f["pod"])["status"]["phase"] == "Running"
+
+
+def test_stuck_terminating_on_a_bound_pv_changes_nothing(rehearse):
+    r = rehearse("bound-pv-deleted")
+    st = r.run("stuck-terminating-volume", pv=r.facts["pv"])
+    assert st.status != "succeeded"
+    _unchanged_bound_pv(r)
+    writes = ("delete_volume", "pv_finalizers", "claim_finalizers", "clear_leftovers")
+    assert not [k for t, k in types(r, st.run_id) if t == "step.succeeded" and k.startswith(writes)]
+    assert_clean(r, st.run_id)
+
+
+@pytest.mark.xfail(strict=True, reason=BOUND_PV_DEFECT)
+def test_stuck_terminating_on_a_bound_pv_says_the_claim_is_in_use_before_touching_the_disk(rehearse):
+    r = rehearse("bound-pv-deleted")
+    f = r.facts
+    st = r.run("stuck-terminating-volume", pv=f["pv"])
+    why = " ".join(str(s.error or s.message or "") for s in st.steps.values())
+    assert f["pvc"] in why and "Bound" in why and "detach it first" not in why
+    assert "delete_volume" not in st.steps or st.steps["delete_volume"].status in ("pending", "skipped")
+
+
+def test_a_pod_tolerating_every_taint_is_never_forced_off_its_volume(rehearse):
+    r = rehearse("tolerating-pod")
+    f = r.facts
+    st = r.run("node-dead-ngns", node=f["dead_node"])
+    assert st.status != "succeeded"
+    assert not [k for t, k in types(r, st.run_id) if t == "step.applying" and k.startswith("force_detach")]
+    assert r.sandbox.get("Pod", f["namespace"], f["pod"])["spec"]["nodeName"] == f["dead_node"]
+    assert_clean(r, st.run_id)
+
+
+@pytest.mark.xfail(strict=True, reason=TOLERATING_DEFECT)
+def test_node_dead_names_the_pod_that_tolerates_the_out_of_service_taint(rehearse):
+    r = rehearse("tolerating-pod")
+    f = r.facts
+    st = r.run("node-dead-ngns", node=f["dead_node"])
+    why = " ".join(str(s.error or s.message or "") for s in st.steps.values())
+    assert f["pod"] in why and "tolerat" in why
+
+
+def test_a_partitioned_node_is_fenced_before_the_taint_and_before_the_timeout_detach(rehearse):
+    r = rehearse("pod-force-deleted")
+    f = r.facts
+    st = r.run("node-dead-ngns", node=f["dead_node"])
+    assert st.status == "succeeded", st.outcome
+    seq = types(r, st.run_id)
+    assert seq.index(("step.succeeded", "fence")) < seq.index(("step.applying", "taint"))
+    pod = r.sandbox.get("Pod", f["namespace"], f["pod"])
+    assert pod["spec"]["nodeName"] == f["new_node"] and pod["status"]["phase"] == "Running"
+    assert_clean(r, st.run_id)  # includes: no volume pulled from the running machine
+
+
+@pytest.mark.xfail(strict=True, reason=AUTO_MODE_DEFECT)
+def test_auto_mode_pv_finalizers_are_never_removed_while_its_ebs_volume_exists(rehearse):
+    r = rehearse("auto-mode-leak")
+    f = r.facts
+    r.run("stuck-terminating-volume", pv=f["pv"])
+    pv_gone = r.sandbox.find("PersistentVolume", None, f["pv"]) is None
+    assert not (pv_gone and r.sandbox.ec2.volume(f["volume_id"]) is not None), "EBS volume leaked"
+
+
+def test_node_dead_recovers_an_incident_older_than_the_event_ttl(rehearse):
+    r = rehearse("old-incident")
+    f = r.facts
+    assert [e for e in r.sandbox.list("Event", f["namespace"])
+            if e["involvedObject"]["name"] == f["pod"]] == []
+    st = r.run("node-dead-ngns", node=f["dead_node"])
+    assert st.status == "succeeded", st.outcome
+    assert r.sandbox.get("Pod", f["namespace"], f["pod"])["status"]["phase"] == "Running"
+    assert_clean(r, st.run_id)
+
+
+@pytest.mark.xfail(strict=True, reason=OLD_EVENTS_DEFECT)
+def test_multi_attach_triage_finds_the_holder_of_an_incident_older_than_the_event_ttl(rehearse):
+    r = rehearse("old-incident")
+    f = r.facts
+    st = r.run("multi-attach-triage", pod=f["pod"], namespace=f["namespace"])
+    assert st.status == "succeeded", st.outcome
+    assert st.steps["holder"].outputs["node"] == f["dead_node"]
