@@ -143,3 +143,14 @@ def test_node_dead_checks_that_an_auto_mode_volume_moved(rehearse):
     st = r.run("node-dead-ngns", node=f["node"])
     assert f["volume_id"] in st.steps["volumes"].outputs["ebs"]
     assert st.steps["volumes_moved"].status == "succeeded"
+
+
+@pytest.mark.parametrize("scenario", ["node-dead", "node-hung"])
+def test_node_dead_recovers_with_controllers_lagging_behind_the_api(rehearse, scenario):
+    r = rehearse(scenario, informer_lag=5)
+    f = r.facts
+    st = r.run("node-dead-ngns", node=f["node"])
+    assert st.status == "succeeded", st.outcome
+    pod = r.sandbox.get("Pod", f["namespace"], f["pod"])
+    assert pod["spec"]["nodeName"] != f["node"] and pod["status"]["phase"] == "Running"
+    assert_clean(r, st.run_id)
