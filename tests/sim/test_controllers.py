@@ -10,7 +10,6 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-import pytest
 from sim_kit import api_for, ec2_attachments, events, node_of, ready, taint_keys, vas_on
 
 NS = "search"
