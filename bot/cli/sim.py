@@ -113,6 +113,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"env file: {sb.env_path}")
         facts = ", ".join(f"{k}={v}" for k, v in sb.facts.items() if isinstance(v, str))
         print(f"scenario {args.scenario} (seed {sb.seed}): {facts}", file=sys.stderr)
+        print("kubeconfig contexts: sandbox (cluster admin, the default), runbook-bot (the bot's "
+              "ServiceAccount, allowed what deploy/rbac.yaml grants)", file=sys.stderr)
         print("ready", flush=True)
         while not stop.wait(0.5):
             pass

@@ -22,7 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from bot.sim import discovery, openapi, watch
+from bot.sim import discovery, eventsview, openapi, watch
 from bot.sim.admission import validate
 from bot.sim.authz import ADMIN, Authorizer, Identity, verb_of
 from bot.sim.errors import ApiError, conflict, not_found
@@ -80,6 +80,13 @@ def _decode_continue(token: str) -> tuple[str, int]:
         return str(doc["after"]), int(doc.get("rv", 0))
     except (ValueError, KeyError, TypeError) as e:
         raise ApiError(400, "BadRequest", "invalid continue token") from e
+
+
+def _view(res: Resource) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """How a stored object is shown through ``res``: as is, or converted for another group."""
+    if res.view and res.group == eventsview.GROUP:
+        return eventsview.to_events_v1
+    return lambda o: o
 
 
 class WatchStream:
@@ -176,14 +183,18 @@ class ApiServer:
                         return o
                     return self._table(res, [o], {"resourceVersion": o["metadata"]["resourceVersion"]})
                 return 200, WatchStream(watch.events(self.store, r.res, r.namespace, query,
-                                                     stopped=self.stopping.is_set, render=render))
+                                                     stopped=self.stopping.is_set, render=render,
+                                                     convert=_view(r.res)))
             if r.name is None:
                 return 200, self._list(r, query, accept)
             # Stored objects are never changed in place, so the snapshot can be serialised as is.
             obj = self.store.peek(r.res, r.namespace, r.name)
             if obj is None:
                 raise not_found(r.res.plural, r.res.group, r.name)
-            return 200, (self._table(r.res, [obj]) if "as=Table" in accept else obj)
+            return 200, (self._table(r.res, [obj]) if "as=Table" in accept else _view(r.res)(obj))
+        if r.res.view:
+            raise ApiError(405, "MethodNotAllowed", f"the sandbox serves {r.res.api_version} "
+                           f"{r.res.plural} read-only: write them through the core API")
         result = self._write(method, r, query, body, content_type)
         self.on_write(f"{method} {path} by {who.user}")
         return result
@@ -218,7 +229,12 @@ class ApiServer:
             rv = self.store.resource_version
         by_label = label_selector(query.get("labelSelector"))
         by_field = field_selector(query.get("fieldSelector"), r.res)
-        items = [o for o in items if by_label(o) and by_field(o)]
+        convert = _view(r.res)
+        if "as=Table" not in accept:
+            items = [convert(o) for o in items]
+            items = [o for o in items if by_label(o) and by_field(o)]
+        else:  # tables print from the stored shape; selectors still apply to the requested one
+            items = [o for o in items if by_label(convert(o)) and by_field(convert(o))]
         meta: dict[str, Any] = {"resourceVersion": rv}
         if query.get("continue"):
             after, token_rv = _decode_continue(query["continue"])

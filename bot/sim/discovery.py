@@ -44,7 +44,8 @@ def resource_list(group: str, version: str) -> dict[str, Any] | None:
         if r.group != group or r.version != version:
             continue
         rows.append({"name": r.plural, "singularName": r.singular, "namespaced": r.namespaced,
-                     "kind": r.kind, "verbs": VERBS, "shortNames": list(r.short_names)})
+                     "kind": r.kind, "verbs": ["get", "list", "watch"] if r.view else VERBS,
+                     "shortNames": list(r.short_names)})
         if r.status:
             rows.append({"name": f"{r.plural}/status", "singularName": "", "namespaced": r.namespaced,
                          "kind": r.kind, "verbs": ["get", "patch", "update"]})

@@ -22,6 +22,7 @@ class Resource:
     singular: str = ""
     status: bool = True  # has a /status subresource
     fields: tuple[str, ...] = ()  # field-selector labels beyond metadata.name/namespace
+    view: bool = False  # another group's view of a stored kind: read-only, converted on the way out
 
     @property
     def api_version(self) -> str:
@@ -55,10 +56,14 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("volumeattachments", "VolumeAttachment", "storage.k8s.io", "v1", False, (),
              "volumeattachment"),
     Resource("csinodes", "CSINode", "storage.k8s.io", "v1", False, (), "csinode", status=False),
+    # The same Event objects in their events.k8s.io shape (bot.sim.eventsview), read-only.
+    Resource("events", "Event", "events.k8s.io", "v1", True, ("ev",), "event", status=False,
+             fields=("regarding.kind", "regarding.namespace", "regarding.name", "regarding.uid",
+                     "reason", "reportingController", "type"), view=True),
 )
 
 BY_PATH: dict[tuple[str, str], Resource] = {(r.group_version, r.plural): r for r in RESOURCES}
-BY_KIND: dict[str, Resource] = {r.kind: r for r in RESOURCES}
+BY_KIND: dict[str, Resource] = {r.kind: r for r in RESOURCES if not r.view}
 
 
 def group_versions() -> list[tuple[str, str]]:

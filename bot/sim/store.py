@@ -39,7 +39,7 @@ HISTORY_LIMIT = 20000
 class Change:
     """One write as a watch sees it: ADDED, MODIFIED or DELETED, with the object after the write."""
 
-    __slots__ = ("kind", "obj", "plural", "rv", "time", "type")
+    __slots__ = ("obj", "plural", "rv", "time", "type")
 
     def __init__(self, rv: int, plural: str, type: str, obj: dict[str, Any], time: datetime) -> None:
         self.rv, self.plural, self.type, self.obj, self.time = rv, plural, type, obj, time

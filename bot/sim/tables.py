@@ -118,9 +118,10 @@ def _row(res: Resource, o: dict[str, Any], now: datetime) -> list[Any]:
         return [name, o.get("provisioner", ""), o.get("reclaimPolicy", "Delete"),
                 o.get("volumeBindingMode", "Immediate"), age(o, now)]
     if res.plural == "events":
-        inv = o.get("involvedObject", {})
+        inv = o.get("involvedObject") or o.get("regarding") or {}  # core/v1 or events.k8s.io
         return [age(o, now), o.get("type", ""), o.get("reason", ""),
-                f"{str(inv.get('kind', '')).lower()}/{inv.get('name', '')}", o.get("message", "")]
+                f"{str(inv.get('kind', '')).lower()}/{inv.get('name', '')}",
+                o.get("message") or o.get("note") or ""]
     return [name, age(o, now)]
 
 

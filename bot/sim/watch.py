@@ -35,10 +35,12 @@ def _matches(res: Resource, namespace: str | None,
 
 def events(store: Store, res: Resource, namespace: str | None, query: dict[str, str], *,
            stopped: Callable[[], bool],
-           render: Callable[[dict[str, Any]], dict[str, Any]] = lambda o: o) -> Iterator[dict[str, Any]]:
+           render: Callable[[dict[str, Any]], dict[str, Any]] = lambda o: o,
+           convert: Callable[[dict[str, Any]], dict[str, Any]] = lambda o: o) -> Iterator[dict[str, Any]]:
     """The watch events for a request, until its timeout, the server's stop, or a 410.
 
-    ``render`` turns each object into what the client asked for (a one-row Table for kubectl).
+    ``convert`` gives the stored object the requested group's shape (selectors apply to it);
+    ``render`` turns it into what the client asked for (a one-row Table for kubectl).
     """
     ok = _matches(res, namespace, label_selector(query.get("labelSelector")),
                   field_selector(query.get("fieldSelector"), res))
@@ -49,7 +51,8 @@ def events(store: Store, res: Resource, namespace: str | None, query: dict[str, 
     with store.lock:
         if raw_rv in ("", "0") or initial:
             rv = int(store.resource_version)
-            start = [{"type": "ADDED", "object": render(o)} for o in store.scan(res, namespace) if ok(o)]
+            start = [{"type": "ADDED", "object": render(o)}
+                     for o in map(convert, store.scan(res, namespace)) if ok(o)]
         else:
             try:
                 rv = int(raw_rv)
@@ -77,7 +80,7 @@ def events(store: Store, res: Resource, namespace: str | None, query: dict[str, 
                 continue
         for c in changes:
             rv = c.rv
-            if c.plural == res.plural and ok(c.obj):
-                yield {"type": c.type, "object": render(c.obj)}
+            if c.plural == res.plural and ok(obj := convert(c.obj)):
+                yield {"type": c.type, "object": render(obj)}
         if time.monotonic() >= deadline:
             return

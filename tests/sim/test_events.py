@@ -59,3 +59,27 @@ def test_scheduler_events_carry_series_and_no_count_or_last_timestamp(pool):
     assert ev.event_time is not None and ev.reporting_component == "default-scheduler"
     assert ev.last_timestamp is None and ev.first_timestamp is None and not ev.count
     assert ev.series.count >= 2 and ev.series.last_observed_time > ev.event_time
+
+
+def test_the_events_k8s_io_view_shows_series_regarding_and_note_and_is_read_only(pool):
+    from sim_kit import api_for
+
+    sb = pool.get("az-capacity-deadlock")
+    sb.advance(120, step=30)
+    pod = sb.facts["pod"]
+    http = api_for(sb)
+    try:
+        code, body = http("GET", f"/apis/events.k8s.io/v1/namespaces/{NS}/events"
+                                 f"?fieldSelector=regarding.name%3D{pod},reason%3DFailedScheduling")
+        [ev] = body["items"]
+        assert code == 200 and body["kind"] == "EventList" and ev["apiVersion"] == "events.k8s.io/v1"
+        assert ev["regarding"]["name"] == pod and ev["note"].startswith("0/15 nodes are available")
+        assert ev["reportingController"] == "default-scheduler" and ev["series"]["count"] >= 2
+        assert "deprecatedLastTimestamp" not in ev
+        code, one = http("GET", f"/apis/events.k8s.io/v1/namespaces/{NS}/events/{ev['metadata']['name']}")
+        assert code == 200 and one["note"] == ev["note"]
+        code, refused = http("DELETE", f"/apis/events.k8s.io/v1/namespaces/{NS}/events/"
+                                       f"{ev['metadata']['name']}")
+        assert code == 405 and "read-only" in refused["message"]
+    finally:
+        http.close()
