@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from bot.sim.controllers.context import DRIVER, EBS_ZONE, ZONE, instance_id, va_name
+from bot.sim.nodegroups import adopt
 
 if TYPE_CHECKING:
     from bot.sim.sandbox import Sandbox
@@ -64,6 +65,7 @@ def add_nodes(sb: Sandbox, zone: str, count: int, *, pods: int = 29, cpu: str = 
             {"name": DRIVER, "nodeID": iid, "topologyKeys": [EBS_ZONE],
              "allocatable": {"count": 25}}]}})
         names.append(name)
+    adopt(sb, names)
     return names
 
 

@@ -8,14 +8,19 @@ event sequence.
 from __future__ import annotations
 
 from bot.sim.controllers.attachdetach import reconcile_attach_detach, reconcile_attacher
+from bot.sim.controllers.cloud import reconcile_boot_ids, reconcile_cloud_nodes, reconcile_ec2_clock
 from bot.sim.controllers.context import Context
 from bot.sim.controllers.gc import reconcile_pod_gc, reconcile_taint_eviction
 from bot.sim.controllers.nodes import reconcile_kubelets, reconcile_node_lifecycle
+from bot.sim.controllers.replacement import reconcile_replacement
 from bot.sim.controllers.workloads import reconcile_provisioner, reconcile_scheduler, reconcile_statefulsets
 
 ORDER = (
+    reconcile_ec2_clock,
     reconcile_kubelets,
     reconcile_node_lifecycle,
+    reconcile_cloud_nodes,
+    reconcile_boot_ids,
     reconcile_taint_eviction,
     reconcile_pod_gc,
     reconcile_statefulsets,
@@ -23,6 +28,7 @@ ORDER = (
     reconcile_scheduler,
     reconcile_attach_detach,
     reconcile_attacher,
+    reconcile_replacement,
 )
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from bot.sim.controllers.context import DRIVER, EBS_ZONE, ZONE, Context, node_ready, pod_pvcs
 from bot.sim.controllers.gc import _tolerates
+from bot.sim.nodegroups import volume_tags
 from bot.sim.selectors import label_selector
 from bot.sim.store import ts
 
@@ -112,7 +113,10 @@ def reconcile_provisioner(ctx: Context) -> None:
         size = pvc["spec"].get("resources", {}).get("requests", {}).get("storage", "10Gi")
         gib = int(str(size).rstrip("Gi") or 10)
         try:
-            vol = ctx.ec2_client.create_volume(AvailabilityZone=zone, Size=gib, VolumeType="gp3")
+            tags = volume_tags(ctx.options, pv=f"pvc-{pvc['metadata']['uid']}", pvc=name, namespace=ns)
+            vol = ctx.ec2_client.create_volume(
+                AvailabilityZone=zone, Size=gib, VolumeType="gp3", TagSpecifications=[
+                    {"ResourceType": "volume", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}])
         except Exception as e:  # throttling, mostly: report it and try again on the next pass
             ctx.event(pvc, type="Warning", reason="ProvisioningFailed",
                       message=f'failed to provision volume with StorageClass "{sc["metadata"]["name"]}": '
