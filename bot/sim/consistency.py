@@ -1,14 +1,17 @@
 """Eventually consistent Describe calls: for a short while after a change, EC2 shows the old state.
 
-The EC2 API is eventually consistent ("Eventual consistency in the Amazon EC2 API"): a
-DescribeInstances right after StopInstances may still say ``running``, a DescribeVolumes right after
-DetachVolume may still show the attachment. Code that acts on one read right after a write is wrong
-on EC2 and right on moto, whose reads are immediate.
+The EC2 API is eventually consistent ("Eventual consistency in the Amazon EC2 API"): the result of
+a command may not be visible at once to the commands that follow. A DescribeInstances right after
+StopInstances may still say ``running``, a DescribeVolumes right after DetachVolume may still show
+the attachment. Code that acts on one read right after a write is wrong on EC2 and right on moto,
+whose reads are immediate.
 
-Before the sandbox changes an instance or a volume it keeps that object's Describe item as moto
-serves it then; for ``describe_lag`` simulated seconds after the change, Describe answers carry the
-kept item in place of the fresh one. Only objects the caller's own filters still return are
-affected (moto filters on the fresh state), and DescribeInstanceStatus is not delayed.
+Before a request (StopInstances, StartInstances, TerminateInstances, AttachVolume, DetachVolume)
+changes an instance or a volume, the sandbox keeps that object's Describe item as moto serves it
+then; for ``describe_lag`` simulated seconds after the change, Describe answers carry the kept item
+in place of the fresh one. A transition completing on its own later (``stopping`` to ``stopped``)
+is visible at once: there is no command whose result lags. Only objects the caller's own filters
+still return are affected (moto filters on the fresh state); DescribeInstanceStatus is not delayed.
 """
 
 from __future__ import annotations
@@ -19,8 +22,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from xml.etree import ElementTree
 
-NS = "http://ec2.amazonaws.com/doc/2016-11-15/"
-ElementTree.register_namespace("", NS)
+ElementTree.register_namespace("", "http://ec2.amazonaws.com/doc/2016-11-15")  # moto's spelling
 
 # action -> (path to the items, the id element, the kind of object)
 ITEMS = {
@@ -62,9 +64,9 @@ class StaleReads:
         path, key, _ = ITEMS[action]
         root = ElementTree.fromstring(body)
         changed = False
-        for parent in root.findall(path.format(ns=f"{{{NS}}}").rsplit("/", 1)[0]):
+        for parent in root.findall(path.format(ns="{*}").rsplit("/", 1)[0]):
             for i, child in enumerate(list(parent)):
-                found = child.findtext(f"{{{NS}}}{key}")
+                found = child.findtext(f"{{*}}{key}")
                 if found is not None and found in self.kept:
                     ident = found
                     parent[i] = copy.deepcopy(self.kept[ident][1])
@@ -76,8 +78,8 @@ class StaleReads:
     def _item(self, action: str, body: bytes, ident: str) -> ElementTree.Element | None:
         path, key, _ = ITEMS[action]
         root = ElementTree.fromstring(body)
-        for item in root.findall(path.format(ns=f"{{{NS}}}")):
-            if item.findtext(f"{{{NS}}}{key}") == ident:
+        for item in root.findall(path.format(ns="{*}")):
+            if item.findtext(f"{{*}}{key}") == ident:
                 return item
         return None
 

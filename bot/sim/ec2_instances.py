@@ -142,7 +142,6 @@ class InstanceLifecycle:
         due = sorted(i for i, t in self.transitions.items() if t.due is not None and t.due <= now)
         for iid in due:
             t = self.transitions.pop(iid)
-            self._stale_before("instance", iid)
             if t.to == "stopped":
                 self.set_state(iid, "stopped", reason_code=USER_SHUTDOWN[0],
                                reason_message=USER_SHUTDOWN[1])

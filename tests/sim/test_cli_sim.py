@@ -83,9 +83,13 @@ def _drive(proc: subprocess.Popen[str], kubeconfig: Path, env_file: Path, tmp_pa
 def test_sim_scenarios_lists_each_scenario_on_one_line(capsys: pytest.CaptureFixture[str]):
     assert main(["sim", "scenarios"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert [line.split()[0] for line in lines] == [
-        "node-dead", "node-hung", "stuck-detach", "az-capacity-deadlock", "stuck-terminating",
-        "zombie-attachments", "az-outage"]
+    from bot.sim.scenarios import SCENARIOS
+
+    names = [line.split()[0] for line in lines]
+    assert names == list(SCENARIOS)
+    assert {"node-dead", "node-hung", "stuck-detach", "az-capacity-deadlock", "stuck-terminating",
+            "zombie-attachments", "az-outage", "node-recovers-during-approval", "spot-node-dead",
+            "node-replaced"} <= set(names)
     assert all(len(line.split(None, 1)[1]) > 20 for line in lines)
 
 

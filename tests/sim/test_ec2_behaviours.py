@@ -56,6 +56,7 @@ def test_a_busy_attachment_survives_a_normal_detach_and_only_force_clears_it(poo
     ec2.detach_volume(VolumeId=f["volume_id"], InstanceId=f["instance_id"], Force=True)
     # Freed, the volume goes where its pod waits: the attacher's retry now succeeds.
     new_iid = sb.get("Node", None, f["new_node"])["spec"]["providerID"].rsplit("/", 1)[-1]
+    sb.advance(2)  # Describe shows a change a moment later
     vol = ec2.describe_volumes(VolumeIds=[f["volume_id"]])["Volumes"][0]
     assert [(a["InstanceId"], a["State"]) for a in vol["Attachments"]] == [(new_iid, "attached")]
     sb.advance(5)
