@@ -57,7 +57,17 @@ class Timing:
     @classmethod
     def from_options(cls, options: dict[str, Any]) -> Timing:
         known = cls.__dataclass_fields__
-        return cls(**{k: float(v) for k, v in options.items() if k in known})
+        values = {}
+        for key, value in options.items():
+            if key not in known:
+                continue
+            try:
+                values[key] = float(value)
+            except (TypeError, ValueError):
+                raise ValueError(f"option {key}={value!r}: expected a number of seconds") from None
+            if values[key] < 0:
+                raise ValueError(f"option {key}={value!r}: expected a number of seconds >= 0")
+        return cls(**values)
 
 
 @dataclass

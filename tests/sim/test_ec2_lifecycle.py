@@ -177,3 +177,11 @@ def test_the_node_s_boot_id_changes_when_its_instance_stops_and_starts_not_when_
     sb.advance(40)
     assert boot() != first
     assert any(e.reason == "Rebooted" and e.object == f"Node/{node}" for e in sb.events)
+
+
+@pytest.mark.parametrize("value", ["soon", "-5"])
+def test_a_bad_timing_option_is_refused_naming_it(value):
+    from bot.sim.ec2_instances import Timing
+
+    with pytest.raises(ValueError, match=f"option stop_seconds={value!r}: expected a number of seconds"):
+        Timing.from_options({"stop_seconds": value})
