@@ -142,6 +142,13 @@ class InstanceLifecycle:
 
     # -- the clock ---------------------------------------------------------------------------
 
+    def rebase(self, delta: timedelta) -> None:
+        """Shift pending transitions with the sandbox clock (``Sandbox.rebase``)."""
+        for t in self.transitions.values():
+            t.started += delta
+            if t.due is not None:
+                t.due += delta
+
     def tick(self) -> bool:
         """Complete the transitions that are due; True when one did."""
         with self._lock:

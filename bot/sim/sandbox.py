@@ -151,6 +151,7 @@ class Sandbox:
         with self._lock, self.store.lock:
             self.store.rebase(shift)
             self.ctx.state = shift(self.ctx.state)
+            self.ec2.rebase(delta)
             self.ctx.events[:] = [dataclasses.replace(e, time=shift(e.time)) for e in self.ctx.events]
             self.invariants.violations[:] = [dataclasses.replace(v, time=shift(v.time))
                                              for v in self.invariants.violations]

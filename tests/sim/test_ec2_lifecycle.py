@@ -185,3 +185,17 @@ def test_a_bad_timing_option_is_refused_naming_it(value):
 
     with pytest.raises(ValueError, match=f"option stop_seconds={value!r}: expected a number of seconds"):
         Timing.from_options({"stop_seconds": value})
+
+
+def test_a_stop_under_way_keeps_its_remaining_time_when_the_clock_is_rebased(pool):
+    from datetime import timedelta
+
+    sb = pool.fresh("stuck-terminating")
+    iid = launch(sb)
+    admin(sb).stop_instances(InstanceIds=[iid])
+    sb.advance(30)
+    sb.rebase(sb.clock.now() + timedelta(days=400))
+    sb.advance(25)
+    assert sb.ec2.instance_state(iid) == "stopping"
+    sb.advance(5)
+    assert sb.ec2.instance_state(iid) == "stopped"
