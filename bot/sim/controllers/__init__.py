@@ -8,7 +8,7 @@ event sequence.
 from __future__ import annotations
 
 from bot.sim.controllers.attachdetach import reconcile_attach_detach, reconcile_attacher
-from bot.sim.controllers.cloud import reconcile_boot_ids, reconcile_cloud_nodes, reconcile_ec2_clock
+from bot.sim.controllers.cloud import reconcile_cloud_nodes, reconcile_ec2_clock
 from bot.sim.controllers.context import Context
 from bot.sim.controllers.events import reconcile_event_ttl
 from bot.sim.controllers.gc import reconcile_pod_gc, reconcile_taint_eviction
@@ -26,7 +26,6 @@ ORDER = (
     reconcile_kubelets,
     reconcile_node_lifecycle,
     reconcile_cloud_nodes,
-    reconcile_boot_ids,
     reconcile_taint_eviction,
     reconcile_pod_gc,
     reconcile_statefulsets,

@@ -1,4 +1,4 @@
-"""The cloud side of a node: EC2's clock, the cloud node lifecycle controller, and the guest's boot.
+"""The cloud side of a node: EC2's clock and the cloud node lifecycle controller.
 
 - **EC2's clock.** Instance transitions (stopping, pending, shutting-down) complete when due on
   the sandbox clock, and actions a test scheduled (``Sandbox.at``) run when their time comes.
@@ -8,9 +8,9 @@
   ``stopped`` one gets the ``node.cloudprovider.kubernetes.io/shutdown:NoSchedule`` taint; the taint
   goes when the node is Ready again. A deleted node is remembered in ``ctx.state['deleted_nodes']``
   so the attach/detach controller can still detach what it had attached there.
-- **Boot id.** A kubelet reports its machine's ``nodeInfo.bootID``; it changes when the instance
-  stops and starts again (or is repaired), which is how a person tells a rebooted node from one
-  that never went away.
+
+The guest's boot id (``nodeInfo.bootID``, changed by a stop and start or a repair, with a
+``Rebooted`` event) is the kubelet's to report: ``controllers/nodes.py``.
 """
 
 from __future__ import annotations
@@ -58,22 +58,6 @@ def reconcile_cloud_nodes(ctx: Context) -> None:
             _delete_node(ctx, node)
         elif state == "stopped" and not tainted:
             ctx.store.mutate("Node", None, name, _taint)
-
-
-def reconcile_boot_ids(ctx: Context) -> None:
-    for node in ctx.items("Node"):
-        iid = instance_id(node)
-        if iid is None or ctx.ec2.instance_state(iid) != "running" or iid in ctx.ec2.hung:
-            continue
-        info = node.get("status", {}).get("nodeInfo") or {}
-        boot = ctx.ec2.boot_id(iid)
-        if info and info.get("bootID") != boot and ctx.ec2.boots.get(iid, 0) > 0:
-            def apply(n: dict[str, Any], boot: str = boot) -> None:
-                n["status"]["nodeInfo"]["bootID"] = boot
-            ctx.store.mutate("Node", None, node["metadata"]["name"], apply)
-            ctx.event(node, type="Warning", reason="Rebooted",
-                      message=f"Node {node['metadata']['name']} has been rebooted, boot id: {boot}",
-                      source="kubelet")
 
 
 def _taint(n: dict[str, Any]) -> None:
