@@ -52,6 +52,7 @@ from bot.errors import LeaseHeld, RunbookBotError, RunIdTaken
 from bot.runbook.model import Runbook
 from bot.runbook.params import coerce_params
 from bot.runtime.leases import Leases
+from bot.runtime.liveness import Heartbeat
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +75,7 @@ class Runner:
         # by default with the store's patterns (the config's redact_patterns)
         store_redact = getattr(store, "redact", None)
         self.redact = redact or (store_redact if isinstance(store_redact, Redactor) else Redactor())
+        self.heartbeat = Heartbeat(clock)  # the worker loop's, for readiness checks
         self._stop = threading.Event()
 
     # -- starting -------------------------------------------------------------------------------
@@ -171,7 +173,8 @@ class Runner:
             try:
                 self.drive(run_id)
             except Exception:  # one broken run must not stop the others
-                log.exception("driving run %s failed", run_id)
+                log.exception("driving run %s failed", run_id, extra={"run_id": run_id})
+            self.heartbeat.beat()
             count += 1
         return count
 
@@ -179,6 +182,7 @@ class Runner:
         """Drive due runs until stopped: the worker loop of ``slack serve`` and ``worker``."""
         stop = stop or self._stop
         while not stop.is_set():
+            self.heartbeat.beat()
             self.run_due()
             stop.wait(interval)
 
@@ -234,4 +238,5 @@ class Runner:
             try:
                 n.run_changed(state, events=events, messages=messages)
             except Exception:  # a front-end that cannot post never breaks the run
-                log.exception("notifier %s failed for run %s", type(n).__name__, state.run_id)
+                log.exception("notifier %s failed for run %s", type(n).__name__, state.run_id,
+                              extra={"run_id": state.run_id})
