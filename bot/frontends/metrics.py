@@ -53,9 +53,9 @@ class Metrics:
         r = self.registry
         self.runs = Counter("runbook_bot_runs", "Runs started and finished, by runbook and status "
                             "(started, succeeded, failed, aborted)", ["runbook", "status"], registry=r)
-        self.steps = Counter("runbook_bot_steps", "Step outcomes: applied (an apply went through), "
-                             "refused (an interlock blocked it), failed", ["runbook", "action", "outcome"],
-                             registry=r)
+        self.steps = Counter("runbook_bot_steps", "Step outcomes: applied (its apply went "
+                             "through to the end), refused (an interlock blocked it), failed",
+                             ["runbook", "action", "outcome"], registry=r)
         self.refusals = Counter("runbook_bot_commands_refused", "People's commands refused by policy",
                                 ["command"], registry=r)
         self.interlocks = Counter("runbook_bot_interlocks_blocked", "Interlock refusals, by rule",
@@ -103,7 +103,7 @@ class Metrics:
             self.runs.labels(rb, "started").inc()
         elif t == T.RUN_FINISHED:
             self.runs.labels(rb, str(p.get("status", "unknown"))).inc()
-        elif t == T.STEP_APPLIED:
+        elif t == T.STEP_SUCCEEDED:
             self.steps.labels(rb, action, "applied").inc()
         elif t == T.INTERLOCK_BLOCKED:
             self.steps.labels(rb, action, "refused").inc()

@@ -3,14 +3,15 @@
 ``RunLog`` is a notifier (``bot.engine.ports.Notifier``) on the logger ``bot.runs``. Each event
 is one record whose message is the sentence the timeline shows (``bot.present.events``) and whose
 fields ``run_id``, ``step``, ``actor``, ``event`` and ``runbook`` the JSON log format carries as keys.
-Run transitions, approvals and applies are INFO; refusals, interlocks, retries, failures, expiries
-and aborts are WARNING; planning, passing guards and polls are DEBUG.
+Run transitions, approvals and applies are INFO; refusals, interlocks, retries, failures, expiries,
+aborts and runs that end other than succeeded are WARNING; planning, passing guards and polls are DEBUG.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from bot.engine.events import EventType as T
 from bot.engine.runstate import AuditDraft, RunState
@@ -24,8 +25,8 @@ _WARNING = frozenset({T.COMMAND_REFUSED, T.INTERLOCK_BLOCKED, T.STEP_RETRYING, T
 _DEBUG = frozenset({T.STEP_PLANNED, T.GUARD_PASSED, T.STEP_POLLED})
 
 
-def _level(type_: str) -> int:
-    if type_ in _WARNING:
+def _level(type_: str, payload: Mapping[str, Any]) -> int:
+    if type_ in _WARNING or (type_ == T.RUN_FINISHED and payload.get("status") != "succeeded"):
         return logging.WARNING
     if type_ in _DEBUG:
         return logging.DEBUG
@@ -46,7 +47,7 @@ class RunLog:
     def run_changed(self, state: RunState, *, events: Sequence[AuditDraft],
                     messages: Sequence[str]) -> None:
         for e in events:
-            level = _level(e.type)
+            level = _level(e.type, e.payload)
             if not log.isEnabledFor(level):
                 continue
             step = e.payload.get("step") if isinstance(e.payload, Mapping) else None

@@ -169,6 +169,7 @@ class Runner:
     def run_due(self, *, limit: int = 100) -> int:
         """Drive every run that is due (waits over, expiries, runs left by a dead worker)."""
         count = 0
+        self.heartbeat.beat()  # each pass and each run driven: the loop is alive
         for run_id in self.store.due(now=self.clock.now(), limit=limit):
             try:
                 self.drive(run_id)
@@ -182,7 +183,6 @@ class Runner:
         """Drive due runs until stopped: the worker loop of ``slack serve`` and ``worker``."""
         stop = stop or self._stop
         while not stop.is_set():
-            self.heartbeat.beat()
             self.run_due()
             stop.wait(interval)
 
