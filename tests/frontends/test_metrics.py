@@ -108,3 +108,24 @@ def test_the_endpoints_take_no_body_and_only_get(make_engine) -> None:
             assert status == 413 and "at most 0 bytes" in body, (path, status, body)
         assert get(base + "/nothing")[0] == 404
         assert get(base + "/healthz")[:3:2] == (200, "ok\n")
+
+
+def test_every_metric_is_documented_and_the_alerts_name_only_metrics_that_exist() -> None:
+    import re
+    from pathlib import Path
+
+    from ruamel.yaml import YAML
+
+    from bot.frontends.metrics import Metrics
+
+    root = Path(__file__).resolve().parents[2]
+    names = set()
+    for family in Metrics().registry.collect():
+        names.add(family.name + ("_total" if family.type == "counter" else ""))
+    doc = (root / "docs" / "observability.md").read_text()
+    assert {n for n in names if f"`{n}`" not in doc} == set()
+    rules = YAML(typ="safe").load((root / "deploy" / "prometheus-rules.yaml").read_text())
+    exprs = [r["expr"] for g in rules["spec"]["groups"] for r in g["rules"]]
+    used = {m for e in exprs for m in re.findall(r"runbook_bot_[a-z_]+", e)}
+    known = names | {f"{n}_bucket" for n in names}
+    assert used and used <= known, used - known
