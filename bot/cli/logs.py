@@ -6,7 +6,8 @@ object per line with ``ts`` (ISO-8601 UTC), ``level``, ``logger``, ``message`` a
 record has them, ``run_id``, ``step``, ``actor``, ``event`` and ``runbook`` (``bot.frontends.runlog``
 sets them on every run's events), plus ``exc`` with the traceback. ``--log-level`` (or
 ``RUNBOOK_BOT_LOG_LEVEL``) sets the level; without either, the long-running commands (``worker``,
-``slack serve``) log at INFO and the others at WARNING, where what they print says enough.
+``slack serve``) log at INFO and the others at WARNING, without the log of runs' events (what
+they print shows the run already).
 
 Each record is written and flushed as it comes, and standard output is made line-buffered, so
 nothing waits in a buffer when the process runs under a container runtime without a terminal.
@@ -21,6 +22,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
+RUNS_LOGGER = "bot.runs"  # bot.frontends.runlog's
 FIELDS = ("run_id", "step", "actor", "event", "runbook")
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
            "error": logging.ERROR}
@@ -89,9 +91,11 @@ def configure_from(args: argparse.Namespace) -> None:
 
     env_fmt, env_level = log_defaults()
     fmt = getattr(args, "log_format", None) or env_fmt or "text"
-    level = (getattr(args, "log_level", None) or env_level
-             or getattr(args, "default_log_level", None) or "warning")
-    configure(fmt=fmt, level=level)
+    asked = getattr(args, "log_level", None) or env_level
+    serving = getattr(args, "default_log_level", None)
+    configure(fmt=fmt, level=asked or serving or "warning")
+    # a terminal command prints its run as it goes: the log of runs' events would say it twice
+    logging.getLogger(RUNS_LOGGER).setLevel(logging.NOTSET if asked or serving else logging.ERROR)
 
 
 def configure(*, fmt: str, level: str, stream: TextIO | None = None) -> logging.Handler:
@@ -109,6 +113,7 @@ def configure(*, fmt: str, level: str, stream: TextIO | None = None) -> logging.
     handler.setFormatter(JsonLines() if fmt == "json" else Text())
     root.addHandler(handler)
     root.setLevel(_LEVELS[level])
+    logging.getLogger(RUNS_LOGGER).setLevel(logging.NOTSET)
     # libraries' chatter stays at WARNING unless asked for with debug
     quiet = logging.DEBUG if level == "debug" else logging.WARNING
     for name in ("waitress", "urllib3", "botocore", "kubernetes", "slack_sdk", "slack_bolt"):

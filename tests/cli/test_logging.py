@@ -126,3 +126,22 @@ def test_the_worker_logs_json_lines_and_serves_metrics_and_readiness_on_its_side
         reader.join(timeout=5)
         proc.stderr.close()
     assert code == 0
+
+
+def test_a_terminal_command_logs_its_runs_events_only_when_asked(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from bot.cli import build_parser
+    from bot.cli.logs import configure_from
+
+    monkeypatch.delenv("RUNBOOK_BOT_LOG_LEVEL", raising=False)
+    runs = logging.getLogger("bot.runs")
+    try:
+        configure_from(build_parser().parse_args(["status", "rb-x"]))
+        assert not runs.isEnabledFor(logging.WARNING)  # the terminal prints the run itself
+        configure_from(build_parser().parse_args(["--log-level", "info", "status", "rb-x"]))
+        assert runs.isEnabledFor(logging.INFO)
+        configure_from(build_parser().parse_args(["worker", "--log-format", "json"]))
+        assert runs.isEnabledFor(logging.INFO) and not runs.isEnabledFor(logging.DEBUG)
+    finally:
+        runs.setLevel(logging.NOTSET)
+        logging.getLogger().setLevel(logging.WARNING)
