@@ -29,6 +29,8 @@ Environment variables override the file:
     RUNBOOK_BOT_RUNBOOKS_DIR    where runbooks are loaded from (default: ./runbooks)
     SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET, SLACK_APP_TOKEN, RUNBOOK_BOT_SLACK_API_URL,
     RUNBOOK_BOT_SLACK_CHANNELS (comma-separated channel ids)
+    RUNBOOK_BOT_LOG_FORMAT      text (default) or json: what --log-format is when not given
+    RUNBOOK_BOT_LOG_LEVEL       debug, info, warning or error: what --log-level is when not given
 
 Default database: ``$XDG_STATE_HOME/runbook-bot/state.db`` (``~/.local/state/runbook-bot/state.db``).
 """
@@ -348,3 +350,23 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     else:
         data, source = {}, ""
     return settings_from_mapping(data, env, source=source)
+
+
+LOG_FORMATS = ("text", "json")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+def log_defaults(env: Mapping[str, str] | None = None) -> tuple[str | None, str | None]:
+    """The log format and level the environment asks for (None: not set), checked.
+
+    Read apart from ``load_settings`` because logging is set up before the config file is read,
+    so that a bad config file is itself reported through the configured log.
+    """
+    env = os.environ if env is None else env
+    fmt = (env.get("RUNBOOK_BOT_LOG_FORMAT") or "").strip().lower() or None
+    level = (env.get("RUNBOOK_BOT_LOG_LEVEL") or "").strip().lower() or None
+    if fmt is not None and fmt not in LOG_FORMATS:
+        raise ConfigError(f"RUNBOOK_BOT_LOG_FORMAT is {fmt!r}: expected one of {', '.join(LOG_FORMATS)}")
+    if level is not None and level not in LOG_LEVELS:
+        raise ConfigError(f"RUNBOOK_BOT_LOG_LEVEL is {level!r}: expected one of {', '.join(LOG_LEVELS)}")
+    return fmt, level

@@ -26,6 +26,7 @@ import sys
 from collections.abc import Sequence
 
 from bot import __version__
+from bot.cli import logs
 from bot.errors import ConfigError, RunbookBotError
 
 EXIT_REFUSED = 1
@@ -62,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"runbook-bot {__version__}")
+    logs.add_arguments(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         try:
@@ -82,6 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     try:
+        logs.configure_from(args)
         return int(handler(args) or 0)
     except RunbookBotError as e:
         for line in str(e).splitlines() or [type(e).__name__]:

@@ -16,6 +16,9 @@ import threading
 from datetime import datetime
 from typing import Any
 
+from bot.cli import logs
+from bot.cli.ops import add_side_port_arguments
+
 ACTOR_HELP = "act as USER (only where policy.allow_impersonation is set: demos and tests)"
 
 
@@ -73,7 +76,9 @@ def register(sub: Any) -> None:
                        "end and approvals arrive, until interrupted.")
     p.add_argument("--once", action="store_true", help="drive what is due once, then exit")
     p.add_argument("--interval", type=float, default=1.0, help="seconds between polls")
-    p.set_defaults(handler=cmd_worker)
+    add_side_port_arguments(p, what="")
+    logs.add_arguments(p, here=True)
+    p.set_defaults(handler=cmd_worker, default_log_level="info")
 
 
 def _settings() -> Any:
@@ -227,16 +232,26 @@ def _titles(state: Any) -> list[tuple[str, str]] | None:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from bot.cli.wiring import build_runner
+    """Drive runs until interrupted, answering /metrics, /readyz and /healthz on the side port."""
+    from bot.cli.ops import start_side_server
+    from bot.cli.wiring import build_runner, open_store, ops_endpoints
+    from bot.frontends.http import stop_server
+    from bot.frontends.metrics import Metrics
     from bot.frontends.term.printer import TerminalPrinter
 
-    runner = build_runner(_settings(), notifiers=[TerminalPrinter()])
+    settings = _settings()
+    store = open_store(settings)
+    metrics = Metrics()
+    runner = build_runner(settings, store=store, notifiers=[TerminalPrinter()], metrics=metrics)
     if args.once:
         print(f"drove {runner.run_due()} run(s)")
         return 0
-    print("worker: resuming unfinished runs; Ctrl-C stops")
+    side = start_side_server(ops_endpoints(runner, store, metrics, interval=args.interval), args)
+    print("worker: resuming unfinished runs; Ctrl-C stops", flush=True)
     try:
         runner.serve(interval=args.interval)
     except KeyboardInterrupt:
         runner.stop()
+    finally:
+        stop_server(side)
     return 0

@@ -1,7 +1,8 @@
 """``slack serve``: the Slack front-end and the worker loop, in one process.
 
-HTTP mode serves ``/slack/events`` and ``/healthz`` from waitress (a production WSGI server);
-``--socket-mode`` connects out to Slack with the app-level token instead. Either way the runner's
+HTTP mode serves ``/slack/events``, ``/healthz``, ``/readyz`` and ``/metrics`` from waitress (a
+production WSGI server); ``--socket-mode`` connects out to Slack with the app-level token instead,
+and serves the last three on a side port (``--metrics-port``). Either way the runner's
 worker loop runs in a thread beside it, so waits end and approvals expire without anyone typing,
 and the Slack outbox draws runs on a thread of its own (including runs changed from the terminal or
 left half-drawn by a restart).
@@ -13,6 +14,9 @@ from __future__ import annotations
 import argparse
 import threading
 from typing import Any
+
+from bot.cli import logs
+from bot.cli.ops import add_side_port_arguments, start_side_server
 
 
 def register(sub: Any) -> None:
@@ -31,7 +35,9 @@ def register(sub: Any) -> None:
     serve.add_argument("--threads", type=int, default=8, help="HTTP request threads (default 8)")
     serve.add_argument("--interval", type=float, default=1.0,
                        help="seconds between checks for due runs (default 1)")
-    serve.set_defaults(handler=cmd_serve)
+    add_side_port_arguments(serve, what="in Socket Mode, ")
+    logs.add_arguments(serve, here=True)
+    serve.set_defaults(handler=cmd_serve, default_log_level="info")
     p.set_defaults(handler=lambda args: p.print_help() or 2)
 
 
@@ -49,8 +55,9 @@ def _verify_token(parts: Any, api_url: str | None) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from bot.cli.wiring import build_runner, open_store
+    from bot.cli.wiring import build_runner, open_store, ops_endpoints
     from bot.config import load_settings
+    from bot.frontends.metrics import Metrics
     from bot.frontends.slack.app import (
         SlackParts,
         background_thread,
@@ -65,11 +72,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings = load_settings()
     check_config(settings.slack, socket_mode=args.socket_mode)
     store = open_store(settings)
-    parts = SlackParts(settings, store=store)
+    metrics = Metrics()
+    parts = SlackParts(settings, store=store, metrics=metrics)
     _verify_token(parts, settings.slack.api_url)
     runner = build_runner(settings, store=store, notifiers=[parts.outbox],
-                          membership=parts.membership(settings.policy))
+                          membership=parts.membership(settings.policy), metrics=metrics)
     app, _, _ = build_app(settings, runner, parts=parts)
+    ops = ops_endpoints(runner, store, metrics, interval=args.interval)
     def work() -> None:
         background_thread()  # the worker loop yields the CPU to the threads answering Slack
         runner.serve(interval=args.interval)
@@ -78,21 +87,24 @@ def cmd_serve(args: argparse.Namespace) -> int:
     worker.start()
     parts.start()
     collect_garbage_for_latency()
-    server = None
+    server = side = None
     try:
         if args.socket_mode:
+            side = start_side_server(ops, args)
             print("runbook-bot: connected to Slack over Socket Mode; Ctrl-C stops", flush=True)
             socket_mode_handler(app, settings.slack).start()
         else:
-            server = http_server(app, host=args.host, port=args.port, threads=args.threads)
+            server = http_server(app, host=args.host, port=args.port, threads=args.threads, ops=ops)
             print(f"runbook-bot: serving Slack on http://{args.host}:{server.effective_port}"
-                  "/slack/events (health: /healthz); Ctrl-C stops", flush=True)
+                  "/slack/events (health: /healthz, readiness: /readyz, metrics: /metrics); "
+                  "Ctrl-C stops", flush=True)
             server.run()
     except KeyboardInterrupt:
         pass
     finally:
-        if server is not None:
-            stop_http_server(server)
+        for s in (server, side):
+            if s is not None:
+                stop_http_server(s)
         runner.stop()
         worker.join(timeout=10)
         parts.close()

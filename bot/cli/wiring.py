@@ -17,6 +17,8 @@ if TYPE_CHECKING:  # the parts are imported when built, so a command loads only 
     from bot.actions.catalog import ClientsFactory
     from bot.engine.approvals import Membership
     from bot.engine.ports import Clock, Notifier, RunStore
+    from bot.frontends.metrics import Metrics
+    from bot.frontends.ops import OpsEndpoints
     from bot.runtime.runner import Runner
     from bot.store.db import Database
 
@@ -31,17 +33,41 @@ def open_store(settings: Settings) -> Database:
 def build_runner(settings: Settings, *, store: RunStore | None = None,
                  notifiers: Sequence[Notifier] = (), clock: Clock | None = None,
                  clients_factory: ClientsFactory | None = None,
-                 membership: Membership | None = None) -> Runner:
+                 membership: Membership | None = None, metrics: Metrics | None = None) -> Runner:
+    """The runner; every run's events are logged (``RunLog``), and counted where ``metrics``."""
     from bot.actions.catalog import build_catalog
-    from bot.engine.ports import SystemClock
+    from bot.engine.ports import ActionCatalog, SystemClock
+    from bot.frontends.runlog import RunLog
     from bot.runbook.source import DirectorySource
     from bot.runtime.runner import Runner
 
     catalog = build_catalog(settings, clients_factory=clients_factory)
-    return Runner(store=store or open_store(settings), catalog=catalog,
-                  runbooks=DirectorySource(settings.runbooks_dir, catalog=catalog.actions),
-                  policy=settings.policy, clock=clock or SystemClock(), membership=membership,
-                  notifiers=notifiers, lease_seconds=settings.lease_seconds)
+    observed: ActionCatalog = catalog
+    every: list[Notifier] = [RunLog(), *notifiers]
+    if metrics is not None:
+        from bot.frontends.observed import ObservedCatalog
+
+        observed = ObservedCatalog(catalog, metrics)
+        every.append(metrics)
+    runner = Runner(store=store or open_store(settings), catalog=observed,
+                    runbooks=DirectorySource(settings.runbooks_dir, catalog=catalog.actions),
+                    policy=settings.policy, clock=clock or SystemClock(), membership=membership,
+                    notifiers=every, lease_seconds=settings.lease_seconds)
+    if metrics is not None:
+        runner.leases.takeover_listeners.append(metrics.lease_taken_over)
+        runner.heartbeat.listeners.append(metrics.worker_looped)
+    return runner
+
+
+def ops_endpoints(runner: Runner, store: Database, metrics: Metrics, *,
+                  interval: float = 1.0) -> OpsEndpoints:
+    """``/healthz``, ``/readyz`` (the database answers, the worker loop goes round) and ``/metrics``."""
+    from bot.frontends.ops import DEFAULT_STALL_AFTER, OpsEndpoints, database_check, worker_check
+
+    stall_after = max(DEFAULT_STALL_AFTER, 20 * interval)
+    return OpsEndpoints(metrics=metrics, checks={
+        "database": database_check(store.engine),
+        "worker": worker_check(runner.heartbeat, stall_after=stall_after)})
 
 
 def identity(settings: Settings, as_user: str | None) -> str:

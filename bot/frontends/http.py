@@ -62,3 +62,9 @@ def limit_bodies(app: WSGIApp, *, limits: Mapping[str, int],
         return app(environ, start_response)
 
     return guarded
+
+
+def stop_server(server: Any) -> None:
+    """Stop a running waitress server from another thread: its loop closes its own sockets."""
+    server.task_dispatcher.shutdown()  # first: a request thread still running pulls the trigger
+    server.trigger.pull_trigger(lambda: server.asyncore.close_all(server._map))

@@ -13,17 +13,19 @@ long-lived worker that has driven a million runs keeps none of their locks.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from bot.engine.ports import Clock, RunStore
 from bot.errors import LeaseHeld
 
 HOST = socket.gethostname()
+log = logging.getLogger(__name__)
 
 
 def owner_alive(owner: str) -> bool:
@@ -82,6 +84,8 @@ class Leases:
         self.seconds = seconds
         self.wait = wait
         self.locks = RunLocks()
+        # told (run, previous owner) of each lease taken over from a dead worker: the metrics
+        self.takeover_listeners: list[Callable[[str, str], None]] = []
 
     @contextmanager
     def claimed(self, run_id: str, *, wait: bool = True) -> Iterator[str]:
@@ -110,6 +114,11 @@ class Leases:
             return True
         holder, _until = self.store.lease_of(run_id)
         if holder and not owner_alive(holder):
-            return self.store.claim(run_id, owner=owner, now=now, ttl=self.seconds,
-                                    replace=holder)
+            taken = self.store.claim(run_id, owner=owner, now=now, ttl=self.seconds, replace=holder)
+            if taken:
+                log.warning("took over run %s from %s, a worker that no longer exists", run_id,
+                            holder, extra={"run_id": run_id})
+                for listen in self.takeover_listeners:
+                    listen(run_id, holder)
+            return taken
         return False

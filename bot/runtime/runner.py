@@ -52,6 +52,7 @@ from bot.errors import LeaseHeld, RunbookBotError, RunIdTaken
 from bot.runbook.model import Runbook
 from bot.runbook.params import coerce_params
 from bot.runtime.leases import Leases
+from bot.runtime.liveness import Heartbeat
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +75,7 @@ class Runner:
         # by default with the store's patterns (the config's redact_patterns)
         store_redact = getattr(store, "redact", None)
         self.redact = redact or (store_redact if isinstance(store_redact, Redactor) else Redactor())
+        self.heartbeat = Heartbeat(clock)  # the worker loop's, for readiness checks
         self._stop = threading.Event()
 
     # -- starting -------------------------------------------------------------------------------
@@ -167,11 +169,13 @@ class Runner:
     def run_due(self, *, limit: int = 100) -> int:
         """Drive every run that is due (waits over, expiries, runs left by a dead worker)."""
         count = 0
+        self.heartbeat.beat()  # each pass and each run driven: the loop is alive
         for run_id in self.store.due(now=self.clock.now(), limit=limit):
             try:
                 self.drive(run_id)
             except Exception:  # one broken run must not stop the others
-                log.exception("driving run %s failed", run_id)
+                log.exception("driving run %s failed", run_id, extra={"run_id": run_id})
+            self.heartbeat.beat()
             count += 1
         return count
 
@@ -234,4 +238,5 @@ class Runner:
             try:
                 n.run_changed(state, events=events, messages=messages)
             except Exception:  # a front-end that cannot post never breaks the run
-                log.exception("notifier %s failed for run %s", type(n).__name__, state.run_id)
+                log.exception("notifier %s failed for run %s", type(n).__name__, state.run_id,
+                              extra={"run_id": state.run_id})

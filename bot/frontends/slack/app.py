@@ -27,6 +27,7 @@ import json
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -45,7 +46,10 @@ from bot.engine.approvals import Membership, membership_from
 from bot.engine.facts import RunbookFacts
 from bot.engine.ports import Clock, SystemClock
 from bot.errors import ConfigError, ExternalError
-from bot.frontends.http import limit_bodies, server_cap
+from bot.frontends.http import limit_bodies, server_cap, stop_server
+from bot.frontends.metrics import Metrics
+from bot.frontends.ops import BODY_LIMITS as OPS_LIMITS
+from bot.frontends.ops import OpsEndpoints
 from bot.frontends.slack.dedupe import Deliveries
 from bot.frontends.slack.drawing import RunDrawer, RunFacts
 from bot.frontends.slack.identity import UserGroups
@@ -58,8 +62,9 @@ log = logging.getLogger(__name__)
 DEFAULT_API_URL = "https://slack.com/api/"
 EVENTS_PATH = "/slack/events"
 HEALTH_PATH = "/healthz"
-# bytes per endpoint (docs/slack.md): Slack's requests are a few KB, a large modal's some 100 KB
-BODY_LIMITS = {EVENTS_PATH: 1024 * 1024, HEALTH_PATH: 0}
+# bytes per endpoint (docs/slack.md): Slack's requests are a few KB, a large modal's some 100 KB;
+# health, readiness and metrics take none
+BODY_LIMITS = {EVENTS_PATH: 1024 * 1024, **OPS_LIMITS}
 
 
 def background_thread() -> None:
@@ -184,8 +189,9 @@ class SlackParts:
 
     def __init__(self, settings: Settings, *, store: Any, clock: Clock | None = None,
                  client: WebClient | None = None, workers: int = 4,
-                 card_interval: float = 1.0) -> None:
+                 card_interval: float = 1.0, metrics: Metrics | None = None) -> None:
         self.settings = settings
+        self.metrics = metrics or Metrics()
         self.clock = clock or SystemClock()
         self.client = client or make_client(settings.slack)
         self.slack_store = SlackStore(store.engine)
@@ -196,8 +202,11 @@ class SlackParts:
         drawing_client = client or make_client(settings.slack, wait_out_rate_limits=False)
         self.drawer = RunDrawer(client=drawing_client, slack_store=self.slack_store, clock=self.clock,
                                 card_interval=card_interval)
+        self.drawer.on_failure = lambda what, transient: self.metrics.slack_failed(
+            what, transient=transient)
         self.outbox = Outbox(drawer=self.drawer, slack_store=self.slack_store, store=store, clock=self.clock,
                              on_thread_start=background_thread)
+        self.metrics.track_backlog(lambda: len(self.outbox.pending()))
         self.work = Work(workers)
 
     def start(self) -> None:
@@ -251,10 +260,37 @@ def build_app(settings: Settings, runner: Runner, *, parts: SlackParts | None = 
               logger=logging.getLogger("bot.frontends.slack.bolt"),
               listener_executor=ThreadPoolExecutor(max_workers=16,
                                                    thread_name_prefix="slack-listener"))
+    app.middleware(_timed(parts.metrics))
     app.middleware(_once(parts))
     register(app, service=service, work=parts.work, deliveries=parts.deliveries,
              config=settings.slack)
     return app, service, parts
+
+
+def _kind(body: Any) -> str:
+    """What a Slack request is, for the ack-latency histogram's label (a small fixed set)."""
+    if not isinstance(body, dict):
+        return "other"
+    if "command" in body:
+        return "slash_command"
+    kind = body.get("type")
+    return kind if kind in _KINDS else "other"
+
+
+_KINDS = frozenset({"block_actions", "view_submission", "view_closed", "shortcut",
+                    "message_action", "block_suggestion", "event_callback"})
+
+
+def _timed(metrics: Metrics) -> Callable[..., Any]:
+    """Global middleware: how long the listeners took to acknowledge, into the ack histogram."""
+    def timed(req: Any, resp: Any, next: Callable[[], None]) -> Any:
+        start = time.perf_counter()
+        try:
+            return next()
+        finally:
+            metrics.acked(_kind(getattr(req, "body", None)), time.perf_counter() - start)
+
+    return timed
 
 
 def _once(parts: SlackParts) -> Callable[..., Any]:
@@ -279,12 +315,16 @@ def _once(parts: SlackParts) -> Callable[..., Any]:
     return once
 
 
-def wsgi_app(app: App) -> Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]:
-    """``/slack/events`` to bolt, ``/healthz`` for load balancers, 404 for anything else; every
-    body over its endpoint's limit is refused unread."""
+def wsgi_app(app: App, ops: OpsEndpoints | None = None,
+             ) -> Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]:
+    """``/slack/events`` to bolt, ``/healthz``, ``/readyz`` and ``/metrics`` to ``ops`` (without
+    it, only ``/healthz``), 404 for anything else; every body over its endpoint's limit is refused
+    unread."""
     handler = SlackRequestHandler(app, path=EVENTS_PATH)
 
     def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if ops is not None and ops.handles(str(environ.get("PATH_INFO") or "")):
+            return ops(environ, start_response)
         if environ.get("PATH_INFO") == HEALTH_PATH:
             start_response("200 OK", [("Content-Type", "text/plain; charset=utf-8")])
             return [b"ok\n"]
@@ -325,11 +365,12 @@ def _unparsable(body: bytes, content_type: str | None) -> str | None:
 _OBJECTS = ("user", "team", "channel", "view", "container", "enterprise", "message", "event")
 
 
-def http_server(app: App, *, host: str = "0.0.0.0", port: int = 3000, threads: int = 8) -> Any:
+def http_server(app: App, *, host: str = "0.0.0.0", port: int = 3000, threads: int = 8,
+                ops: OpsEndpoints | None = None) -> Any:
     """A waitress server for the app (not yet running: call ``.run()``)."""
     from waitress.server import create_server
 
-    return create_server(wsgi_app(app), host=host, port=port, threads=threads,
+    return create_server(wsgi_app(app, ops), host=host, port=port, threads=threads,
                          asyncore_loop_timeout=0.2, ident="runbook-bot",
                          # waitress refuses a longer Content-Length right after the headers
                          max_request_body_size=server_cap(BODY_LIMITS) + 1)
@@ -337,8 +378,7 @@ def http_server(app: App, *, host: str = "0.0.0.0", port: int = 3000, threads: i
 
 def stop_http_server(server: Any) -> None:
     """Stop a running waitress server from another thread: its loop closes its own sockets."""
-    server.task_dispatcher.shutdown()  # first: a request thread still running pulls the trigger
-    server.trigger.pull_trigger(lambda: server.asyncore.close_all(server._map))
+    stop_server(server)
 
 
 def socket_mode_handler(app: App, config: SlackConfig) -> Any:

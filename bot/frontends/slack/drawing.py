@@ -104,6 +104,7 @@ class Drawing:
     finished: bool = False  # the thread reached the run's end: its summary is posted (or refused)
     more: bool = False  # stopped early with events left: draw again at once
     posted: dict[str, Posted] = field(default_factory=dict)  # the run's messages, by key
+    on_failure: Callable[[str, bool], None] | None = None  # told (call, transient) of each failure
 
     def posted_under(self, prefix: str) -> dict[str, Posted]:
         return {k: v for k, v in self.posted.items() if k.startswith(prefix)}
@@ -126,9 +127,12 @@ class Drawing:
                 if wait is not None:
                     self.retry_after = max(self.retry_after or 0.0, wait)
                 log.warning("Slack %s for run %s failed (%s); it is tried again later",
-                            what, self.run_id, code)
+                            what, self.run_id, code, extra={"run_id": self.run_id})
             else:
-                log.warning("Slack %s for run %s failed: %s", what, self.run_id, code)
+                log.warning("Slack %s for run %s failed: %s", what, self.run_id, code,
+                            extra={"run_id": self.run_id})
+            if self.on_failure is not None:
+                self.on_failure(what, is_transient(e))
         return None
 
 
@@ -161,6 +165,7 @@ class RunDrawer:
         self.clock = clock
         self.facts = facts
         self.card_interval = card_interval
+        self.on_failure: Callable[[str, bool], None] | None = None  # the metrics, when wired
         self._sent: dict[tuple[str, str], str] = {}  # (run, message key) -> digest of last sent
         self._card_at: dict[str, float] = {}  # run -> when its card was last edited (clock time)
 
@@ -173,7 +178,7 @@ class RunDrawer:
         Anything that goes wrong on our side (the database, a bug) is caught here and counted
         like a transient Slack failure, keeping how far the thread got.
         """
-        d = Drawing(state.run_id, replied_seq, more=more)
+        d = Drawing(state.run_id, replied_seq, more=more, on_failure=self.on_failure)
         try:
             self._draw(state, events, d)
         except Exception as e:

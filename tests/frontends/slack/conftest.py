@@ -20,6 +20,9 @@ from pydantic import BaseModel, ConfigDict
 from bot.config import PolicyConfig, Settings, SlackConfig
 from bot.engine.plan import Change, Plan, Result
 from bot.engine.ports import ManualClock
+from bot.frontends.metrics import Metrics
+from bot.frontends.observed import ObservedCatalog
+from bot.frontends.ops import OpsEndpoints, database_check, worker_check
 from bot.frontends.slack.app import SlackParts, build_app, http_server, stop_http_server
 from bot.runbook.source import TextSource
 from bot.runtime.runner import Runner
@@ -192,16 +195,22 @@ class Bot:
         self.settings = Settings(database_url=self.db.url, policy=policy, slack=SlackConfig(
             bot_token=BOT_TOKEN, signing_secret=SIGNING_SECRET, api_url=fake.base_url,
             allowed_channels=allowed))
+        self.metrics = Metrics()
         self.parts = SlackParts(self.settings, store=self.db, clock=self.clock, workers=workers,
-                                card_interval=card_interval)
-        self.runner = Runner(store=self.db, catalog=catalog, runbooks=runbooks, policy=policy,
-                             clock=self.clock, membership=self.parts.membership(policy),
-                             notifiers=[self.parts.outbox])
+                                card_interval=card_interval, metrics=self.metrics)
+        self.runner = Runner(store=self.db, catalog=ObservedCatalog(catalog, self.metrics),
+                             runbooks=runbooks, policy=policy, clock=self.clock,
+                             membership=self.parts.membership(policy),
+                             notifiers=[self.parts.outbox, self.metrics])
+        self.ops = OpsEndpoints(metrics=self.metrics, checks={
+            "database": database_check(self.db.engine),
+            "worker": worker_check(self.runner.heartbeat)})
         self.app, self.service, _ = build_app(self.settings, self.runner, parts=self.parts)
         self.parts.start()
         self._closed = False
-        self.server = http_server(self.app, host="127.0.0.1", port=0, threads=threads)
-        self.url = f"http://127.0.0.1:{self.server.effective_port}/slack/events"
+        self.server = http_server(self.app, host="127.0.0.1", port=0, threads=threads, ops=self.ops)
+        self.base = f"http://127.0.0.1:{self.server.effective_port}"
+        self.url = f"{self.base}/slack/events"
         self._thread = threading.Thread(target=self.server.run, daemon=True, name="waitress")
         self._thread.start()
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.slack_api import CHANNEL, FakeSlack
+from tests.frontends.observe import scrape, value
 from tests.frontends.slack.conftest import BOB, DAVE, Bot, texts
 
 pytest.importorskip("moto", reason="the sandbox needs runbook-bot[sim]")
@@ -52,6 +53,15 @@ def test_node_dead_ngns_recovers_from_slack_and_the_summary_names_the_taint(
         assert "node-recovered" in thread and "Still in place" in thread
         assert f"Approved by <@{BOB}>" in thread
         assert len(bot.fake.messages(CHANNEL)) == 1
+        # the clients' call records, counted: every API call of every apply is in the audit too
+        m = scrape(bot.base)
+        applied = [c for ev in bot.events(run) for c in ev.payload.get("calls") or ()]
+        for service in ("kubernetes", "ec2"):
+            counted = sum(v for (name, labels), v in m.items()
+                          if name == "runbook_bot_api_calls_total" and ("service", service) in labels)
+            audited = sum(c["service"] == service for c in applied)
+            assert counted >= audited > 0, (service, counted, audited)
+        assert value(m, "runbook_bot_runs_total", runbook="node-dead-ngns", status="succeeded") == 1
     finally:
         bot.close()
         r.stop()

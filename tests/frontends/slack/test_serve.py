@@ -56,25 +56,40 @@ def test_a_malformed_api_url_or_a_refused_token_is_explained(env: pytest.MonkeyP
     assert "Slack refused SLACK_BOT_TOKEN: invalid_auth" in capsys.readouterr().err
 
 
-def test_serve_answers_healthz_over_waitress_until_interrupted(tmp_path: Path) -> None:
+@pytest.mark.parametrize("socket_mode", [False, True], ids=["http", "socket-mode"])
+def test_serve_answers_health_readiness_and_metrics_until_interrupted(tmp_path: Path,
+                                                                      socket_mode: bool) -> None:
+    """HTTP mode on its own port beside /slack/events; Socket Mode on the side port."""
     with FakeSlack() as fake:
         env = {**os.environ, "SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_SIGNING_SECRET": "s3cret",
                "RUNBOOK_BOT_SLACK_API_URL": fake.base_url,
                "RUNBOOK_BOT_RUNBOOKS_DIR": str(ROOT / "runbooks"),
                "RUNBOOK_BOT_DATABASE_URL": f"sqlite:///{tmp_path / 'state.db'}"}
         env.pop("RUNBOOK_BOT_CONFIG", None)
-        proc = subprocess.Popen([sys.executable, "-m", "bot", "slack", "serve", "--host",
-                                 "127.0.0.1", "--port", "0"], cwd=tmp_path, env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        args = ["--host", "127.0.0.1", "--port", "0"]
+        if socket_mode:
+            fake.start_socket_mode()
+            env["SLACK_APP_TOKEN"] = APP_TOKEN
+            args = ["--socket-mode", "--metrics-host", "127.0.0.1", "--metrics-port", "0"]
+        proc = subprocess.Popen([sys.executable, "-m", "bot", "slack", "serve", *args], cwd=tmp_path,
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             line = [""]
             reader = threading.Thread(target=lambda: line.__setitem__(0, proc.stdout.readline()))
             reader.start()
             reader.join(timeout=20)
-            assert "serving Slack on http://127.0.0.1:" in line[0], proc.stderr.read()
-            url = line[0].split(" on ", 1)[1].split(" ", 1)[0].replace("/slack/events", "/healthz")
-            with urllib.request.urlopen(url, timeout=5) as r:
+            if socket_mode:
+                assert "metrics on http://127.0.0.1:" in line[0], proc.stderr.read()
+                base = line[0].split(" on ", 1)[1].split("/metrics", 1)[0]
+            else:
+                assert "serving Slack on http://127.0.0.1:" in line[0], proc.stderr.read()
+                base = line[0].split(" on ", 1)[1].split("/slack/events", 1)[0]
+            with urllib.request.urlopen(base + "/healthz", timeout=5) as r:
                 assert r.status == 200
+            with urllib.request.urlopen(base + "/readyz", timeout=5) as r:
+                assert r.status == 200 and r.read() == b"ready\n"
+            with urllib.request.urlopen(base + "/metrics", timeout=5) as r:
+                assert r.status == 200 and b"runbook_bot_slack_outbox_backlog 0.0" in r.read()
         finally:
             proc.send_signal(signal.SIGINT)
             try:

@@ -1,0 +1,154 @@
+"""Prometheus metrics: what the bot did, counted from what already passes through it.
+
+This is the one module that imports ``prometheus_client`` (an import-linter contract says so); the
+engine and the runner know nothing of it. The counters are fed from three seams that exist anyway:
+
+- the runner's notifiers (``run_changed``): every audit event of every saved tick passes here once,
+  so runs, steps, refusals and approval times are counted from the events and the run's state;
+- the action catalog (``ObservedCatalog`` in ``bot.frontends.observed``): after each plan and
+  apply, the API calls the clients recorded for the audit are counted by service and operation;
+- the front-ends and the runtime's hooks: Slack failures, the outbox backlog, lease takeovers and
+  the time each Slack request took to acknowledge.
+
+Each ``Metrics`` has its own registry, so tests (and two bots in one process) never share counts.
+Counters are per process: sum them across replicas (``sum by (...)``) in queries and alerts.
+``docs/observability.md`` lists every metric and the alerts worth setting.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+from bot.engine.events import EventType as T
+from bot.engine.plan import ApiCall
+from bot.engine.runstate import AuditDraft, RunState
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+# people answer in minutes to hours; applies follow approvals within seconds
+APPROVAL_BUCKETS = (10, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400, 43200, 86400)
+APPLY_BUCKETS = (0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 900, 3600)
+# Slack gives up on an ack after 3 s
+ACK_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0)
+
+
+def _seconds(start: str | None, end: str) -> float | None:
+    if not start:
+        return None
+    try:
+        return max(0.0, (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds())
+    except ValueError:
+        return None
+
+
+class Metrics:
+    """The bot's metrics in a registry of their own; ``exposition()`` is what ``/metrics`` serves."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.runs = Counter("runbook_bot_runs", "Runs started and finished, by runbook and status "
+                            "(started, succeeded, failed, aborted)", ["runbook", "status"], registry=r)
+        self.steps = Counter("runbook_bot_steps", "Step outcomes: applied (its apply went "
+                             "through to the end), refused (an interlock blocked it), failed",
+                             ["runbook", "action", "outcome"], registry=r)
+        self.refusals = Counter("runbook_bot_commands_refused", "People's commands refused by policy",
+                                ["command"], registry=r)
+        self.interlocks = Counter("runbook_bot_interlocks_blocked", "Interlock refusals, by rule",
+                                  ["rule"], registry=r)
+        self.retries = Counter("runbook_bot_step_retries", "Steps tried again after a transient error",
+                               ["runbook", "action"], registry=r)
+        self.approval_wait = Histogram("runbook_bot_approval_wait_seconds", "From a plan's approval "
+                                       "request to its last needed approval", ["runbook"],
+                                       buckets=APPROVAL_BUCKETS, registry=r)
+        self.approval_to_apply = Histogram("runbook_bot_approval_to_apply_seconds", "From a step's "
+                                           "last approval to the start of its apply", ["runbook"],
+                                           buckets=APPLY_BUCKETS, registry=r)
+        self.api_calls = Counter("runbook_bot_api_calls", "Calls to Kubernetes and AWS APIs, each "
+                                 "attempt counted", ["service", "operation"], registry=r)
+        self.api_errors = Counter("runbook_bot_api_errors", "API calls that failed, by error code",
+                                  ["service", "operation", "code"], registry=r)
+        self.slack_failures = Counter("runbook_bot_slack_failures", "Slack Web API calls that failed "
+                                      "(transient ones are tried again)", ["method", "transient"],
+                                      registry=r)
+        self.slack_backlog = Gauge("runbook_bot_slack_outbox_backlog", "Runs waiting to be drawn "
+                                   "in Slack by this process", registry=r)
+        self.lease_takeovers = Counter("runbook_bot_lease_takeovers", "Run leases taken over from "
+                                       "a worker that died", registry=r)
+        self.ack_seconds = Histogram("runbook_bot_slack_ack_seconds", "Time to acknowledge a Slack "
+                                     "request", ["kind"], buckets=ACK_BUCKETS, registry=r)
+        self.worker_last_loop = Gauge("runbook_bot_worker_last_loop_timestamp_seconds", "When the "
+                                      "worker loop last went round (Unix time)", registry=r)
+        self._lock = threading.Lock()
+
+    # -- the Notifier port ----------------------------------------------------------------------
+
+    def run_changed(self, state: RunState, *, events: Sequence[AuditDraft],
+                    messages: Sequence[str]) -> None:
+        """Count what the tick's audit events say happened."""
+        for e in events:
+            self._event(state, e)
+
+    def _event(self, state: RunState, e: AuditDraft) -> None:
+        p = e.payload
+        rb = state.runbook
+        step = state.steps.get(str(p.get("step", "")))
+        action = (step.action if step else None) or "manual"
+        t = e.type
+        if t == T.RUN_CREATED:
+            self.runs.labels(rb, "started").inc()
+        elif t == T.RUN_FINISHED:
+            self.runs.labels(rb, str(p.get("status", "unknown"))).inc()
+        elif t == T.STEP_SUCCEEDED:
+            self.steps.labels(rb, action, "applied").inc()
+        elif t == T.INTERLOCK_BLOCKED:
+            self.steps.labels(rb, action, "refused").inc()
+            self.interlocks.labels(str(p.get("rule", ""))).inc()
+        elif t == T.STEP_FAILED:
+            self.steps.labels(rb, action, "failed").inc()
+        elif t == T.STEP_RETRYING:
+            self.retries.labels(rb, action).inc()
+        elif t == T.COMMAND_REFUSED:
+            self.refusals.labels(str(p.get("command", ""))).inc()
+        elif t == T.APPROVAL_GRANTED and step is not None and p.get("count", 0) >= p.get("needed", 1):
+            waited = _seconds(step.requested_at, e.ts)
+            if waited is not None:
+                self.approval_wait.labels(rb).observe(waited)
+        elif t == T.STEP_APPLYING and step is not None and p.get("approvers") and p.get("attempt") == 1:
+            last = max((v.at for v in step.approvals() if v.plan_hash == p.get("plan_hash")),
+                       default=None)
+            took = _seconds(last, e.ts)
+            if took is not None:
+                self.approval_to_apply.labels(rb).observe(took)
+
+    # -- the other seams ------------------------------------------------------------------------
+
+    def calls_made(self, calls: Iterable[ApiCall]) -> None:
+        for c in calls:
+            self.api_calls.labels(c.service, c.operation).inc()
+            if c.outcome != "ok":
+                self.api_errors.labels(c.service, c.operation, c.outcome).inc()
+
+    def slack_failed(self, method: str, *, transient: bool) -> None:
+        self.slack_failures.labels(method, "true" if transient else "false").inc()
+
+    def lease_taken_over(self, run_id: str, previous: str) -> None:
+        self.lease_takeovers.inc()
+
+    def acked(self, kind: str, seconds: float) -> None:
+        self.ack_seconds.labels(kind).observe(seconds)
+
+    def track_backlog(self, count: Callable[[], float]) -> None:
+        self.slack_backlog.set_function(count)
+
+    def worker_looped(self, at: datetime) -> None:
+        self.worker_last_loop.set(at.timestamp())
+
+    def exposition(self) -> bytes:
+        """The registry in Prometheus's text format."""
+        with self._lock:
+            return generate_latest(self.registry)
