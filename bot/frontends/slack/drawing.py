@@ -201,14 +201,15 @@ class RunDrawer:
             return
         started = time.monotonic()
         for ev in events:  # the thread in the order things happened
-            failures = len(d.failed)
+            if d.failed:  # the card's edit failed: no more calls now (``Drawing.call``), so
+                break  # this reply and the ones after it come later, in order
             if ev.type in _ASKING_EVENTS:
                 self._ask(state, view, card, d, str(ev.payload.get("step", "")))
             elif ev.type in _REPLY_EVENTS:
                 self._step_reply(state, ev, card, d)
             elif ev.type == EventType.RUN_FINISHED:
                 self._summary(state, view, card, d)
-            if len(d.failed) > failures:
+            if d.failed:
                 break  # keep the thread in order: this reply and the ones after it come later
             d.replied_seq = ev.seq
             d.finished = d.finished or ev.type == EventType.RUN_FINISHED

@@ -262,8 +262,11 @@ class Bot:
             self.settle()
         return out
 
-    def settle(self, timeout: float = 10.0) -> None:
-        """Wait for the work after acks and for the outbox, until neither has anything left."""
+    def settle(self, timeout: float = 60.0) -> None:
+        """Wait for the work after acks and for the outbox, until neither has anything left.
+
+        ``timeout`` only bounds a hang: on a loaded machine a few requests and drawings can take
+        seconds of wall-clock time, and what is awaited is decided on the injected clock."""
         for _ in range(100):
             assert self.parts.work.idle(timeout=timeout), "Slack work did not finish"
             assert self.parts.outbox.idle(timeout=timeout), "the Slack outbox did not finish"

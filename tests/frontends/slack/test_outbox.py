@@ -275,3 +275,24 @@ def test_a_finished_run_no_replica_drew_is_found_by_the_thorough_scan(bot: Bot) 
     bot.settle()
     [card] = bot.fake.messages(CHANNEL)
     assert state.run_id in texts([card])[0] and _summaries(bot, state.run_id) == 1
+
+
+def test_a_thread_behind_a_rate_limited_card_is_posted_after_the_wait(bot: Bot) -> None:
+    # the run finishes before the outbox gets to it, so one drawing has the card edit, the step's
+    # result and the summary to show, and Slack refuses the card edit first
+    run = _to_last_approval(bot)
+    terminal = Runner(store=bot.db, catalog=bot.runner.catalog, runbooks=bot.runner.runbooks,
+                      policy=POLICY, clock=bot.clock)  # another process: no Slack notifier
+    assert terminal.submit(Approve(run_id=run, actor="slack:" + DAVE, step="taint")).ok
+    terminal.drive(run)
+    assert bot.db.load(run).status == "succeeded"
+    bot.fake.fail_next("chat.update", status=429, retry_after=30)
+    bot.parts.outbox.mark(run)
+    bot.settle()
+    assert [c.status for c in bot.fake.calls("chat.update")].count(429) == 1
+    assert _summaries(bot, run) == 0 and "tainted web-1" not in _thread(bot)
+    bot.clock.advance(30)
+    bot.settle()
+    assert "✓ *taint*" in texts([bot.card()])[0]
+    thread = _thread(bot)
+    assert _summaries(bot, run) == 1 and thread.index("tainted web-1") < thread.index(SUMMARY)
