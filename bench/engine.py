@@ -109,9 +109,10 @@ def bench_verify(workdir: Path) -> float:
     t0 = time.perf_counter()
     events = db.events(st.run_id, payloads=False)
     read_s = time.perf_counter() - t0
-    seq, head = db.head(st.run_id)
+    seq, head, mac = db.signed_head(st.run_id)
     t1 = time.perf_counter()
-    verdict = verify_events(run_id=st.run_id, events=events, head_seq=seq, head_hash=head, key=db.key)
+    verdict = verify_events(run_id=st.run_id, events=events, head_seq=seq, head_hash=head, key=db.key,
+                            head_mac_=mac)
     verify_s = time.perf_counter() - t1
     assert verdict.ok and verdict.count == EVENTS, verdict
     total = read_s + verify_s

@@ -1,8 +1,14 @@
-"""``audit verify`` and ``audit show``: check and read a run's hash-chained audit log.
+"""``audit verify``, ``audit head`` and ``audit show``: check and read a run's audit log.
 
-``verify RUN_ID`` reads the chain from the store; ``verify --file export.json`` checks an exported
-transcript offline, with no database. Both exit 0 on an intact chain and 1 naming the first bad
-seq after any edit, deletion, insertion, reordering or truncation.
+``verify RUN_ID`` reads the chain from the store (and checks the header the run shows against it);
+``verify --file export.json`` checks an exported transcript offline, with no database, seal
+included. Both exit 0 on an intact chain, 1 naming the first bad seq after any edit, deletion,
+insertion, reordering or truncation (or a keyed chain rewritten without its key), and 2 when the
+chain was written with a key that was not given ("written with key K, you gave none / another"),
+which says nothing about tampering. ``--head SEQ:HASH`` compares with a head published earlier.
+
+``head RUN_ID`` prints the run's head, to paste where the database's writers cannot reach (the
+incident ticket) for a run that had no Slack thread.
 """
 
 from __future__ import annotations
@@ -22,7 +28,16 @@ def register(sub: Any) -> None:
                         "exported JSON transcript with --file.")
     p.add_argument("run_id", nargs="?", metavar="RUN_ID")
     p.add_argument("--file", metavar="EXPORT.json", help="an exported JSON transcript")
+    p.add_argument("--head", metavar="SEQ:HASH", type=_published,
+                   help="a head published earlier (`audit head`, the Slack summary, the "
+                   "transcript): the chain must contain it")
     p.set_defaults(handler=cmd_verify)
+    p = asub.add_parser("head", help="print a run's audit head, to publish out of the database",
+                        description="Print the audit head of RUN_ID (last seq, hash and its "
+                        "signature) as one line to paste into the incident ticket; `audit verify "
+                        "RUN_ID --head SEQ:HASH` checks the chain against it later.")
+    p.add_argument("run_id", metavar="RUN_ID")
+    p.set_defaults(handler=cmd_head)
     p = asub.add_parser("show", help="print a run's audit events",
                         description="Print every audit event of RUN_ID, one per line.")
     p.add_argument("run_id", metavar="RUN_ID")
@@ -30,42 +45,75 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=cmd_show)
 
 
+def _published(text: str) -> tuple[int, str]:
+    seq, _, hash_ = text.partition(":")
+    if not seq.isdigit() or int(seq) < 1 or len(hash_) < 12 or not all(
+            c in "0123456789abcdef" for c in hash_.lower()):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a head: expected SEQ:HASH as `audit head` prints it, e.g. "
+            "25:3f2a9c0d1e4b (at least 12 hex digits of the hash)")
+    return int(seq), hash_.lower()
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     from bot.config import load_settings
     from bot.errors import ConfigError
-    from bot.store.audit import Event, verify_events
+    from bot.store.integrity import verify_document, verify_run
 
     settings = load_settings()
     key = settings.audit_key.encode() if settings.audit_key else None
     if args.file:
         try:
             doc = json.loads(Path(args.file).read_text(encoding="utf-8"))
-            run_id = str(doc["run"]["run_id"] if "run_id" in doc["run"] else doc["run"]["id"])
-            events = [Event.from_dict(e) for e in doc["events"]]
-            head = doc.get("head") or {}
-        except (OSError, ValueError, KeyError, TypeError) as e:
+            verdict = verify_document(doc, key=key, published=args.head)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             raise ConfigError(f"{args.file} is not an exported JSON transcript: {e}") from e
-        head_seq, head_hash = head.get("seq"), head.get("hash")
+        head_hash = (doc.get("head") or {}).get("hash")
         where = args.file
     elif args.run_id:
         from bot.cli.wiring import open_store, run_id_arg
 
         store = open_store(settings)
-        run_id = run_id_arg(args.run_id)
-        head_seq, head_hash = store.head(run_id)
-        events = store.events(run_id, payloads=False)
+        try:
+            run_id = run_id_arg(args.run_id)
+            verdict = verify_run(store, run_id, key=key, published=args.head)
+            head_hash = store.head(run_id)[1]
+        finally:
+            store.close()
         where = run_id
     else:
         raise ConfigError("give a RUN_ID or --file EXPORT.json")
-    verdict = verify_events(run_id=run_id, events=events, head_seq=head_seq, head_hash=head_hash,
-                            key=key)
+    notes = "".join(f" ({n})" for n in verdict.notes)
     if verdict.ok:
-        print(f"{where}: audit chain intact: {verdict.count} events, head {head_hash or '-'}"
-              + ("" if key else " (no RUNBOOK_BOT_AUDIT_KEY: plain SHA-256, not HMAC)"))
+        how = (f"HMAC-SHA256, key {verdict.key_id}" if verdict.key_id
+               else "HMAC-SHA256" if key else
+               "plain SHA-256, not HMAC: no RUNBOOK_BOT_AUDIT_KEY")
+        print(f"{where}: audit chain intact: {verdict.count} events, head {head_hash or '-'} "
+              f"({how}){notes}")
         return 0
+    if verdict.kind == "key":
+        print(f"{where}: cannot verify: {verdict.reason}")
+        return 2
     print(f"{where}: audit chain BROKEN at seq {verdict.first_bad_seq}: {verdict.reason} "
-          f"({verdict.count} events before it verify)")
+          f"({verdict.count} events before it verify){notes}")
     return 1
+
+
+def cmd_head(args: argparse.Namespace) -> int:
+    from bot.cli.wiring import open_store, run_id_arg
+    from bot.config import load_settings
+    from bot.store.audit import recorded_mode
+
+    store = open_store(load_settings())
+    try:
+        run_id = run_id_arg(args.run_id)
+        seq, hash_, mac = store.signed_head(run_id)
+        mode = recorded_mode(store.events(run_id, limit=1))
+    finally:
+        store.close()
+    kid = f" key {mode['key_id']}" if mode and "key_id" in mode else ""
+    print(f"{run_id} audit head {seq}:{hash_ or '-'}{kid}" + (f" mac {mac}" if mac else ""))
+    return 0
 
 
 def cmd_show(args: argparse.Namespace) -> int:

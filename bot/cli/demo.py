@@ -96,11 +96,10 @@ def _aftermath(r: Any, state: Any) -> None:
 
 
 def _verify(r: Any, run_id: str) -> bool:
-    from bot.store.audit import verify_events
+    from bot.store.integrity import verify_run
 
-    seq, head = r.store.head(run_id)
-    verdict = verify_events(run_id=run_id, events=r.store.events(run_id, payloads=False),
-                            head_seq=seq, head_hash=head, key=r.store.key)
+    head = r.store.head(run_id)[1]
+    verdict = verify_run(r.store, run_id, key=r.store.key)
     if verdict.ok:
         _say(f"audit: {verdict.count} events, hash chain intact (head {str(head)[:16]}...)")
     else:

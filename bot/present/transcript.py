@@ -37,8 +37,9 @@ from bot.engine.runstate import RunState
 from bot.errors import ConfigError
 from bot.present.events import describe
 from bot.present.templates import environment, zone
-from bot.store.audit import Event, Verdict, verify_events
+from bot.store.audit import Event, Verdict
 from bot.store.db import Database
+from bot.store.integrity import document_seal, verify_run
 
 FORMAT = "runbook-bot/transcript"
 VERSION = 1
@@ -179,6 +180,14 @@ class Integrity:
     head_hash: str | None
     first_bad_seq: int | None
     reason: str
+    head_mac: str | None = None  # the head's signature under the audit key
+    key_id: str | None = None  # the key the chain records it was written with
+    notes: tuple[str, ...] = ()
+
+    @property
+    def published(self) -> str:
+        """The head as ``SEQ:HASH``, what ``audit verify --head`` takes."""
+        return f"{self.head_seq}:{self.head_hash or '-'}"
 
 
 @dataclass(frozen=True)
@@ -191,6 +200,7 @@ class Transcript:
     timeline: list[Entry]
     integrity: Integrity
     events: Sequence[Event] = field(repr=False)
+    seal_key: bytes | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document as plain data."""
@@ -208,7 +218,8 @@ class Transcript:
             "timezone": self.timezone, "run": self.run, "steps": self.steps,
             "compensations": self.compensations, "timeline": self.timeline,
             "integrity": self.integrity, "events": self.events,
-            "head": {"seq": self.integrity.head_seq, "hash": self.integrity.head_hash},
+            "head": {"seq": self.integrity.head_seq, "hash": self.integrity.head_hash,
+                     "mac": self.integrity.head_mac},
         }
         dumps = json.JSONEncoder(ensure_ascii=False, default=_default).encode
         members = []
@@ -221,6 +232,10 @@ class Transcript:
                 members.append(f"{dumps(key)}: [\n  {body}\n ]")
             else:
                 members.append(f"{dumps(key)}: {dumps(value)}")
+        # the seal covers every member: it is computed over the document as a reader parses it
+        unsealed = "{\n " + ",\n ".join(members) + "\n}\n"
+        seal = document_seal(json.loads(unsealed), self.seal_key)
+        members.append(f'"seal": {dumps(seal)}')
         return "{\n " + ",\n ".join(members) + "\n}\n"
 
 
@@ -346,7 +361,8 @@ def _gather(ev: Event, log: _StepLog, at: str, clock: _Clock) -> None:
 
 def build(*, state: RunState, events: Sequence[Event], head: tuple[int, str | None],
           verdict: Verdict, keyed: bool, thread: Sequence[Mapping[str, Any]] = (),
-          tz: str | None = None, exported_at: datetime | None = None) -> Transcript:
+          tz: str | None = None, exported_at: datetime | None = None,
+          head_mac: str | None = None, seal_key: bytes | None = None) -> Transcript:
     """The transcript of a run from what the store holds and what verify said about it."""
     clock = _Clock(zone(tz))
     logs: dict[str, _StepLog] = {}
@@ -396,11 +412,13 @@ def build(*, state: RunState, events: Sequence[Event], head: tuple[int, str | No
         origin=dict(state.origin))
     integrity = Integrity(verified=verdict.ok, algorithm="HMAC-SHA256" if keyed else "SHA-256",
                           events=len(events), head_seq=head[0], head_hash=head[1],
-                          first_bad_seq=verdict.first_bad_seq, reason=verdict.reason)
+                          first_bad_seq=verdict.first_bad_seq, reason=verdict.reason,
+                          head_mac=head_mac, key_id=verdict.key_id, notes=verdict.notes)
     exported = (exported_at or datetime.now(UTC)).astimezone(clock.tz).isoformat()
     return Transcript(exported_at=exported, timezone=str(tz or "UTC"), run=run, steps=steps,
                       compensations=list(state.compensations),
-                      timeline=[e for _, _, e in timeline], integrity=integrity, events=events)
+                      timeline=[e for _, _, e in timeline], integrity=integrity, events=events,
+                      seal_key=seal_key)
 
 
 @lru_cache(maxsize=4096)
@@ -473,10 +491,10 @@ def export(store: Database, run_id: str, *, fmt: str, tz: str | None = None,
     zone(tz)  # an unknown zone fails before any work
     with _no_gc():
         state = store.load(run_id)
-        head = store.head(run_id)
+        seq, hash_, mac = store.signed_head(run_id)
         events = store.events(run_id)
-        verdict = verify_events(run_id=run_id, events=events, head_seq=head[0],
-                                head_hash=head[1], key=store.key)
-        t = build(state=state, events=events, head=head, verdict=verdict, keyed=bool(store.key),
-                  thread=thread, tz=tz, exported_at=exported_at)
+        verdict = verify_run(store, run_id, key=store.key)
+        t = build(state=state, events=events, head=(seq, hash_), verdict=verdict,
+                  keyed=bool(store.key), thread=thread, tz=tz, exported_at=exported_at,
+                  head_mac=mac, seal_key=store.key)
         return render(t, fmt)

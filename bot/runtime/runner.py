@@ -35,7 +35,7 @@ from bot.engine.conductor import Conductor
 from bot.engine.decisions import ApplyStep, AwaitPeople, Finished, PlanStep, Sleep, Tick, iso
 from bot.engine.events import run_created
 from bot.engine.ids import new_run_id
-from bot.engine.plan import ApiCall
+from bot.engine.plan import ApiCall, Plan
 from bot.engine.ports import (
     ActionCatalog,
     ActionSpecLike,
@@ -146,9 +146,11 @@ class Runner:
                                           recheck=decision.recheck, calls=calls)
                         s = state.steps.get(decision.key)
                         if (s is not None and s.status == StepStatus.APPLYING
+                                and isinstance(outcome, Plan) and outcome.is_noop
                                 and not self.catalog.spec(decision.action).destructive):
                             # a read-only step needs no durable "applying" mark: re-reading after
-                            # a crash is harmless, so its plan is saved with its result
+                            # a crash is harmless, so its plan is saved with its result; a step that
+                            # writes (cordon too) has its attempt in the chain before the call
                             continue
                     elif isinstance(decision, ApplyStep):
                         outcome, overridden, calls = self._apply(state, decision)

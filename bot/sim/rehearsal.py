@@ -166,8 +166,6 @@ class Rehearsal:
         return self.store.events(run_id)
 
     def verified(self, run_id: str) -> bool:
-        from bot.store.audit import verify_events
+        from bot.store.integrity import verify_run
 
-        seq, head = self.store.head(run_id)
-        return verify_events(run_id=run_id, events=self.store.events(run_id), head_seq=seq,
-                             head_hash=head, key=self.store.key).ok
+        return verify_run(self.store, run_id, key=self.store.key).ok

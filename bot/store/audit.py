@@ -6,7 +6,19 @@ HMAC-SHA256, so someone with database access alone cannot recompute a forged cha
 redacted *before* hashing, so the chain never depends on (or preserves) a token.
 
 Truncation of the newest rows leaves a valid prefix, so verification also takes the run's stored
-head (last seq and hash): a chain shorter than its head is reported at the first missing seq.
+head (last seq and hash): a chain shorter than its head is reported at the first missing seq. With
+a key the head is signed (``head_mac``: an HMAC over run id, seq and hash, stored beside it), so a
+database writer who deletes the newest events cannot move the head onto the new last one; a
+finished run is sealed (its chain ends with ``run.finished``, followed at most by the refusals of
+late commands); and the head is published out of the database's reach (the Slack summary, the
+transcript, ``runbook-bot audit head``) so ``audit verify --head`` can compare against it.
+
+The first event of a chain records how the chain is written (``payload["chain"]``: the mode,
+``hmac-sha256`` or ``sha256``, and for a keyed chain the key id, a fingerprint of the key), so
+verification tells "written with key K, you gave none or another" apart from tampering, a chain
+rewritten as plain SHA-256 fails when verified with the key, and a chain written under an old key
+still verifies with that key. Chains written before the mode was recorded verify as before, with
+the note "legacy chain: mode not recorded".
 
 This module is pure (no database): ``verify_events`` works equally on rows read from the store and
 on the event list of an exported transcript (``audit verify --file``).
@@ -33,6 +45,10 @@ __all__ = ["BUILTIN_PATTERNS", "GENESIS", "REDACTED", "Event", "Redactor", "Verd
            "make_event", "verify_events"]
 
 GENESIS = "0" * 64
+CHAIN = "chain"  # the first event's payload member that records the chain's mode and key id
+HMAC_MODE = "hmac-sha256"
+PLAIN_MODE = "sha256"
+LEGACY_NOTE = "legacy chain: mode not recorded"
 
 
 @dataclass(frozen=True)
@@ -89,10 +105,30 @@ def event_hash(*, run_id: str, seq: int, ts: str, actor: str, type_: str, payloa
     return hashlib.sha256(data).hexdigest()
 
 
+def key_id(key: bytes) -> str:
+    """A short fingerprint of an audit key, safe to show: an HMAC of a fixed label under the key."""
+    return hmac.new(key, b"runbook-bot audit key id", hashlib.sha256).hexdigest()[:12]
+
+
+def chain_mode(key: bytes | None) -> dict[str, str]:
+    """What the first event of a new chain records about how the chain is written."""
+    return {"mode": HMAC_MODE, "key_id": key_id(key)} if key else {"mode": PLAIN_MODE}
+
+
+def head_mac(*, run_id: str, seq: int, hash_: str | None, key: bytes | None) -> str | None:
+    """The signature of a run's head (last seq and hash) under the audit key; none without a key."""
+    if not key:
+        return None
+    data = f"runbook-bot audit head\n{run_id}\n{seq}\n{hash_ or ''}".encode()
+    return hmac.new(key, data, hashlib.sha256).hexdigest()
+
+
 def make_event(*, run_id: str, prev: Event | None, ts: str, actor: str, type_: str,
                payload: Mapping[str, Any], key: bytes | None, redact: Redactor) -> Event:
-    """The next event of a chain, redacted and hashed."""
+    """The next event of a chain, redacted and hashed; the first one records the chain's mode."""
     clean = redact(dict(payload))
+    if prev is None:
+        clean[CHAIN] = chain_mode(key)
     text = canonical_json(clean)
     seq = prev.seq + 1 if prev else 1
     prev_hash = prev.hash if prev else GENESIS
@@ -107,26 +143,113 @@ class Verdict:
     first_bad_seq: int | None = None
     reason: str = ""
     count: int = 0
+    # "tampered" (an event, the head or the seal is wrong), "key" (written with another key or with
+    # one not given: nothing is known about tampering), "downgrade" (a plain chain verified with a key)
+    kind: str = ""
+    notes: tuple[str, ...] = ()
+    mode: str | None = None  # as recorded in the chain; None for a legacy chain
+    key_id: str | None = None
+
+
+def recorded_mode(events: Sequence[Event]) -> Mapping[str, Any] | None:
+    """The chain's recorded mode and key id (from its first event), or None for a legacy chain."""
+    if not events:
+        return None
+    mode = payload_of(events[0]).get(CHAIN)
+    return mode if isinstance(mode, Mapping) else None
+
+
+def payload_of(ev: Event) -> Mapping[str, Any]:
+    """An event's payload, parsed from its stored text if it was read without payloads."""
+    if ev.payload or not ev.payload_text:
+        return ev.payload
+    loaded = json.loads(ev.payload_text)
+    return loaded if isinstance(loaded, Mapping) else {}
+
+
+def _key_problem(mode: Mapping[str, Any], key: bytes | None) -> Verdict | None:
+    written = str(mode.get("mode"))
+    if written == HMAC_MODE:
+        kid = str(mode.get("key_id"))
+        if not key:
+            return Verdict(False, None, f"written with key {kid}; you gave none (set "
+                           "RUNBOOK_BOT_AUDIT_KEY to that key)", 0, "key", mode=written, key_id=kid)
+        if key_id(key) != kid:
+            return Verdict(False, None, f"written with key {kid}; you gave another (key "
+                           f"{key_id(key)}): verify with the key that wrote it", 0, "key",
+                           mode=written, key_id=kid)
+        return None
+    if written == PLAIN_MODE:
+        if key:
+            return Verdict(False, 1, f"written without a key (plain SHA-256) but you gave key "
+                           f"{key_id(key)}: either the run predates the key or the chain was "
+                           "rewritten without it", 0, "downgrade", mode=written)
+        return None
+    return Verdict(False, 1, f"unknown chain mode {written!r}", 0, "tampered")
 
 
 def verify_events(*, run_id: str, events: Sequence[Event], head_seq: int | None,
-                  head_hash: str | None, key: bytes | None) -> Verdict:
-    """Check a run's chain in stored order; name the first seq that is wrong or missing."""
+                  head_hash: str | None, key: bytes | None, head_mac_: str | None = None,
+                  finished: str | None = None) -> Verdict:
+    """Check a run's chain in stored order; name the first seq that is wrong or missing.
+
+    ``head_mac_`` is the stored signature of the head; ``finished`` the status of a run that
+    says it has finished (its chain must then end with ``run.finished`` of that status).
+    """
+    mode = recorded_mode(events)
+    notes: tuple[str, ...] = ()
+    if mode is None:
+        notes = (LEGACY_NOTE,)
+    else:
+        problem = _key_problem(mode, key)
+        if problem is not None:
+            return problem
+    written = str(mode["mode"]) if mode else None
+    kid = str(mode["key_id"]) if mode and "key_id" in mode else None
+
+    def bad(seq: int, reason: str, count: int) -> Verdict:
+        return Verdict(False, seq, reason, count, "tampered", notes, written, kid)
+
     prev_hash = GENESIS
     for expected, ev in enumerate(events, start=1):
         if ev.seq != expected:
-            return Verdict(False, expected, f"expected seq {expected}, found {ev.seq}", expected - 1)
+            return bad(expected, f"expected seq {expected}, found {ev.seq}", expected - 1)
         if ev.prev_hash != prev_hash:
-            return Verdict(False, expected, "prev_hash does not match the previous event", expected - 1)
+            return bad(expected, "prev_hash does not match the previous event", expected - 1)
         h = event_hash(run_id=run_id, seq=ev.seq, ts=ev.ts, actor=ev.actor, type_=ev.type,
                        payload_json=ev.canonical_payload(), prev_hash=ev.prev_hash, key=key)
         if not hmac.compare_digest(h, ev.hash):
-            return Verdict(False, expected, "hash does not match the event's contents", expected - 1)
+            return bad(expected, "hash does not match the event's contents", expected - 1)
         prev_hash = ev.hash
     n = len(events)
     if head_seq is not None:
         if n < head_seq:
-            return Verdict(False, n + 1, f"chain ends at seq {n} but its head is seq {head_seq}", n)
+            return bad(n + 1, f"chain ends at seq {n} but its head is seq {head_seq}", n)
         if n > head_seq or (head_hash is not None and n and events[-1].hash != head_hash):
-            return Verdict(False, head_seq if n >= head_seq else n, "chain does not end at its head", n)
-    return Verdict(True, None, "", n)
+            return bad(head_seq if n >= head_seq else n, "chain does not end at its head", n)
+    if key and head_seq is not None:
+        expect = head_mac(run_id=run_id, seq=head_seq, hash_=head_hash, key=key)
+        if head_mac_ is None and mode is None:
+            notes += ("head not signed (written before signed heads)",)
+        elif head_mac_ is None or not hmac.compare_digest(head_mac_, expect or ""):
+            return bad(n + 1, "the head is not signed by the key: events after seq "
+                       f"{n} may have been deleted and the head moved", n)
+    if finished is not None:
+        sealed = _sealed(events, finished)
+        if sealed:
+            return bad(n + 1, sealed, n)
+    return Verdict(True, None, "", n, "", notes, written, kid)
+
+
+def _sealed(events: Sequence[Event], status: str) -> str:
+    """Why a finished run's chain is not sealed by its ``run.finished`` event ("" if it is)."""
+    for ev in reversed(events):
+        if ev.type == "run.finished":
+            said = payload_of(ev).get("status")
+            if said != status:
+                return f"the run says {status} but its run.finished event says {said}"
+            return ""
+        if not ev.type.startswith("command."):  # a late command and its refusal may follow
+            break
+    return (f"the run has finished ({status}) but its chain does not end with its run.finished "
+            "event: the newest events may have been deleted")

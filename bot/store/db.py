@@ -5,7 +5,8 @@ code runs on the default SQLite file and on a shared PostgreSQL for several repl
 
 - ``runs``: one row per run: the header as JSON, the status, the lease (owner and expiry as epoch
   seconds), ``next_check_at`` (epoch seconds; what the workers poll for), and the audit head (last
-  seq and hash), which is what lets ``audit verify`` detect a truncated chain;
+  seq and hash, and with an audit key its signature ``audit_mac``), which is what lets ``audit
+  verify`` detect a truncated chain (a database from before signed heads gets the column added);
 - ``steps``: one row per step instance, so a tick writes only the rows it changed;
 - ``events``: the append-only audit chain, primary key (run_id, seq).
 
@@ -43,9 +44,13 @@ from sqlalchemy import (
     delete,
     event,
     insert,
+    inspect,
     or_,
     select,
     update,
+)
+from sqlalchemy import (
+    text as sql_text,
 )
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DatabaseError, IntegrityError, InternalError, OperationalError
@@ -55,7 +60,7 @@ from bot.engine.plan import canonical_json
 from bot.engine.runstate import AuditDraft, RunState, StepState
 from bot.engine.state import RUN_TERMINAL, RunStatus
 from bot.errors import ConfigError, LeaseHeld, NotFound, RunIdTaken
-from bot.store.audit import Event, Redactor, make_event
+from bot.store.audit import Event, Redactor, head_mac, make_event
 
 metadata = MetaData()
 
@@ -76,6 +81,7 @@ runs = Table(
     Column("lease_until", Float, nullable=True),
     Column("audit_seq", Integer, nullable=False, default=0),
     Column("audit_hash", String(64), nullable=True),
+    Column("audit_mac", String(64), nullable=True),
 )
 
 steps_t = Table(
@@ -103,7 +109,8 @@ _OWNED = and_(runs.c.id == bindparam("rid"), runs.c.lease_owner == bindparam("ow
 _SAVE = update(runs).where(_OWNED).values(
     status=bindparam("status"), header=bindparam("header"), version=runs.c.version + 1,
     next_check_at=bindparam("next_check_at"), lease_until=bindparam("lease_until"))
-_SAVE_WITH_HEAD = _SAVE.values(audit_seq=bindparam("audit_seq"), audit_hash=bindparam("audit_hash"))
+_SAVE_WITH_HEAD = _SAVE.values(audit_seq=bindparam("audit_seq"), audit_hash=bindparam("audit_hash"),
+                               audit_mac=bindparam("audit_mac"))
 _STEP = and_(steps_t.c.run_id == bindparam("rid"), steps_t.c.key == bindparam("k"))
 _UPDATE_STEP = update(steps_t).where(_STEP).values(position=bindparam("position"),
                                                   state=bindparam("state"))
@@ -199,9 +206,20 @@ class Database:
         self._shown = masked(url)
         try:
             metadata.create_all(self.engine)
+            self._add_missing_columns()
         except DatabaseError as e:  # unreachable, not a database (corrupt), or not writable
             raise ConfigError(f"cannot open the state database {self._shown}: "
                               f"{_without_password(str(e.orig), url)}") from None
+
+    def _add_missing_columns(self) -> None:
+        """Columns added since a database was created (nullable, so old rows stay valid)."""
+        have = {c["name"] for c in inspect(self.engine).get_columns("runs")}
+        if "audit_mac" not in have:
+            with self.engine.begin() as conn:
+                conn.execute(sql_text("ALTER TABLE runs ADD COLUMN audit_mac VARCHAR(64)"))
+
+    def _mac(self, run_id: str, seq: int, hash_: str) -> str | None:
+        return head_mac(run_id=run_id, seq=seq, hash_=hash_, key=self.key)
 
     @contextmanager
     def _tx(self) -> Iterator[Connection]:
@@ -278,6 +296,7 @@ class Database:
                               hash=head[1]) if head[0] else None)
                 rows = self._chain(rid, prev, events)
                 values["audit_seq"], values["audit_hash"] = rows[-1]["seq"], rows[-1]["hash"]
+                values["audit_mac"] = self._mac(rid, rows[-1]["seq"], rows[-1]["hash"])
                 res = conn.execute(_SAVE_WITH_HEAD, values)
             else:
                 res = conn.execute(_SAVE, values)
@@ -316,7 +335,8 @@ class Database:
         if rows:
             conn.execute(_INSERT_EVENT, rows)
             conn.execute(update(runs).where(runs.c.id == run_id)
-                         .values(audit_seq=rows[-1]["seq"], audit_hash=rows[-1]["hash"]))
+                         .values(audit_seq=rows[-1]["seq"], audit_hash=rows[-1]["hash"],
+                                 audit_mac=self._mac(run_id, rows[-1]["seq"], rows[-1]["hash"])))
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -387,6 +407,26 @@ class Database:
         if row is None:
             raise NotFound(f"no run {run_id}; `runbook-bot runs` lists the runs")
         return int(row[0]), row[1]
+
+    def signed_head(self, run_id: str) -> tuple[int, str | None, str | None]:
+        """The run's head with its signature (None without a key or before signed heads)."""
+        with self.engine.connect() as conn:
+            row = conn.execute(select(runs.c.audit_seq, runs.c.audit_hash, runs.c.audit_mac)
+                               .where(runs.c.id == run_id)).first()
+        if row is None:
+            raise NotFound(f"no run {run_id}; `runbook-bot runs` lists the runs")
+        return int(row[0]), row[1], row[2]
+
+    def header_row(self, run_id: str) -> dict[str, Any]:
+        """The stored run header as shown by ``status`` and ``runs``, with the indexed columns."""
+        with self.engine.connect() as conn:
+            row = conn.execute(select(runs.c.header, runs.c.requester, runs.c.runbook,
+                                      runs.c.status).where(runs.c.id == run_id)).first()
+        if row is None:
+            raise NotFound(f"no run {run_id}; `runbook-bot runs` lists the runs")
+        header: dict[str, Any] = json.loads(row[0])
+        header["_columns"] = {"requester": row[1], "runbook": row[2], "status": row[3]}
+        return header
 
     def close(self) -> None:
         self.engine.dispose()

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.store.audit import verify_events
 from bot.store.db import Database
+from bot.store.integrity import verify_run
 from tests.fakes.engine_world import World
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,9 +37,7 @@ def _assert_finished_once(workdir: Path) -> None:
     run_id = (workdir / "run-id").read_text()
     state = db.load(run_id)
     assert state.status == "succeeded", state.outcome
-    seq, head = db.head(run_id)
-    verdict = verify_events(run_id=run_id, events=db.events(run_id), head_seq=seq, head_hash=head,
-                            key=db.key)
+    verdict = verify_run(db, run_id, key=db.key)
     assert verdict.ok, verdict
     assert [e.type for e in db.events(run_id)].count("run.finished") == 1
     db.close()

@@ -20,8 +20,8 @@ from bot.engine.ports import ManualClock
 from bot.engine.runstate import AuditDraft, RunState
 from bot.runbook.source import TextSource
 from bot.runtime.runner import Runner
-from bot.store.audit import verify_events
 from bot.store.db import Database
+from bot.store.integrity import verify_run
 from tests.fakes.engine_world import POLICY, World, make_catalog, make_registry
 
 
@@ -106,9 +106,7 @@ class Engine:
         self.runner.run_due()
 
     def verified(self, run_id: str) -> bool:
-        seq, head = self.db.head(run_id)
-        return verify_events(run_id=run_id, events=self.db.events(run_id), head_seq=seq,
-                             head_hash=head, key=self.db.key).ok
+        return verify_run(self.db, run_id, key=self.db.key).ok
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from bot.engine.commands import StartRun
 from bot.engine.plan import ApiCall, Change, Fact, Plan, Result
 from bot.errors import RetryableError
 from bot.present.transcript import Transcript, build
-from bot.store.audit import verify_events
+from bot.store.integrity import verify_run
 from tests.fakes.engine_harness import Engine, make_engine, runbook
 
 RUN_ID = "rb-3k7qx"
@@ -149,10 +149,10 @@ def run_scenario(e: Engine, monkeypatch: pytest.MonkeyPatch, *, node: str = "ip-
 def transcript_of(e: Engine, run: str, *, tz: str | None = None,
                   messages: list[dict[str, str]] | None = None) -> Transcript:
     events = e.db.events(run)
-    head = e.db.head(run)
-    verdict = verify_events(run_id=run, events=events, head_seq=head[0], head_hash=head[1],
-                            key=e.db.key)
-    return build(state=e.state(run), events=events, head=head, verdict=verdict, keyed=True,
+    seq, hash_, mac = e.db.signed_head(run)
+    verdict = verify_run(e.db, run, key=e.db.key)
+    return build(state=e.state(run), events=events, head=(seq, hash_), verdict=verdict, keyed=True,
+                 head_mac=mac, seal_key=e.db.key,
                  thread=thread() if messages is None else messages, tz=tz,
                  exported_at=EXPORTED_AT)
 

@@ -2,7 +2,7 @@ import dataclasses
 
 import pytest
 
-from bot.store.audit import REDACTED, Event, Redactor, make_event, verify_events
+from bot.store.audit import REDACTED, Event, Redactor, head_mac, make_event, verify_events
 
 RUN = "rb-7k3q9"
 
@@ -17,7 +17,9 @@ def chain(n=6, key=None):
 
 
 def verify(events, head, key=None):
-    return verify_events(run_id=RUN, events=events, head_seq=head.seq, head_hash=head.hash, key=key)
+    mac = head_mac(run_id=RUN, seq=head.seq, hash_=head.hash, key=key)
+    return verify_events(run_id=RUN, events=events, head_seq=head.seq, head_hash=head.hash, key=key,
+                         head_mac_=mac)
 
 
 @pytest.mark.parametrize("key", [None, b"secret"])
@@ -61,9 +63,10 @@ def test_a_truncated_chain_is_detected_against_its_stored_head():
     assert not v.ok and v.first_bad_seq == 5
 
 
-def test_without_the_key_an_hmac_chain_does_not_verify():
+def test_without_the_key_an_hmac_chain_does_not_verify_and_says_which_key_it_needs():
     events = chain(key=b"secret")
-    assert verify(events, events[-1], None).first_bad_seq == 1
+    v = verify(events, events[-1], None)
+    assert not v.ok and v.kind == "key" and "you gave none" in v.reason
 
 
 def test_tokens_are_redacted_before_hashing():

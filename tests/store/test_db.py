@@ -10,8 +10,8 @@ import pytest
 from bot.engine.runstate import AuditDraft, RunState, StepState
 from bot.engine.state import RunStatus, StepStatus
 from bot.errors import LeaseHeld, NotFound, RunIdTaken
-from bot.store.audit import verify_events
 from bot.store.db import Database
+from bot.store.integrity import verify_run
 from tests.fakes.engine_harness import Engine, runbook
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -82,9 +82,14 @@ def test_a_worker_that_lost_its_lease_writes_nothing(db):
     assert db.events(st.run_id) == []
 
 
+def _created() -> AuditDraft:
+    return _draft("run.created", runbook="r", file="r.yaml", params={"node": "n1"}, dry_run=False,
+                  origin={"channel": "C1"}, title="R")
+
+
 def test_saves_chain_events_onto_the_stored_head_and_verify(db):
     st = _state()
-    db.create(st, [_draft("run.created")])
+    db.create(st, [_created()])
     db.claim(st.run_id, owner="w", now=T0, ttl=60)
     for i in range(3):
         db.save(st, owner="w", steps=[], events=[_draft("step.planned", i=i), _draft("guard.passed")],
@@ -93,9 +98,9 @@ def test_saves_chain_events_onto_the_stored_head_and_verify(db):
     assert [e.seq for e in evs] == list(range(1, 8))
     seq, head = db.head(st.run_id)
     assert seq == 7 and head == evs[-1].hash
-    assert verify_events(run_id=st.run_id, events=evs, head_seq=seq, head_hash=head, key=db.key).ok
-    assert not verify_events(run_id=st.run_id, events=evs, head_seq=seq, head_hash=head,
-                             key=b"other").ok
+    assert verify_run(db, st.run_id, key=db.key).ok
+    other = verify_run(db, st.run_id, key=b"other")
+    assert not other.ok and other.kind == "key" and "you gave another" in other.reason
 
 
 def test_due_lists_unleased_active_runs_whose_check_is_due(db):

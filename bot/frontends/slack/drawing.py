@@ -208,7 +208,7 @@ class RunDrawer:
             elif ev.type in _REPLY_EVENTS:
                 self._step_reply(state, ev, card, d)
             elif ev.type == EventType.RUN_FINISHED:
-                self._summary(state, view, card, d)
+                self._summary(state, view, card, d, head=f"{ev.seq}:{ev.hash}")
             if d.failed:
                 break  # keep the thread in order: this reply and the ones after it come later
             d.replied_seq = ev.seq
@@ -354,11 +354,17 @@ class RunDrawer:
             self._reply(d, card, bk.step_reply(s, now=self.clock.now()),
                         f"{state.run_id}: {key} {ev.type.removeprefix('step.')}")
 
-    def _summary(self, state: RunState, view: RunView, card: Posted, d: Drawing) -> None:
+    def _summary(self, state: RunState, view: RunView, card: Posted, d: Drawing, *,
+                 head: str) -> None:
         if "summary" in d.posted:
             return
-        blocks = bk.final_summary(view, who=who)
+        # the audit head published where the database's writers cannot reach: the chain must still
+        # hold this event (`runbook-bot audit verify RUN_ID --head SEQ:HASH`)
+        blocks = [*bk.final_summary(view, who=who),
+                  bk.context(f"Audit head `{head}`: `runbook-bot audit verify {state.run_id} "
+                             f"--head {head}` checks the record still holds it")]
         text = f"{state.run_id} {view.status}: {bk.esc(view.outcome)}"
         for c in view.compensations:
             text += f"\nstill in place: {bk.esc(c)}"
+        text += f"\naudit head {head}"
         self._post(d, "summary", card.channel, blocks, bk.truncate(text, 3000), thread_ts=card.ts)

@@ -143,3 +143,33 @@ def test_a_requester_is_told_when_the_bot_is_not_in_their_channel(bot: Bot) -> N
     bot.command(f"approve {run} change", user=DAVE, channel="C0NEWINC01")
     [card] = bot.fake.messages("C0NEWINC01")  # the run's next change brings its card
     assert run in texts([card])[0] and "✓ *change*" in texts([card])[0]
+
+
+def test_the_summary_publishes_the_audit_head_that_catches_a_later_truncation(bot: Bot) -> None:
+    import re
+
+    from sqlalchemy import delete, select, update
+
+    from bot.store.db import events_t, runs
+    from bot.store.integrity import verify_run
+
+    bot.command("run change-thing name=web-1")
+    bot.click(bot.approval("change"), "rb_approve", user=BOB)
+    bot.click(bot.approval("taint"), "rb_approve", user=DAVE)
+    run = bot.run_id()
+    events = bot.db.events(run)
+    finished = next(e for e in events if e.type == "run.finished")
+    [summary] = [t for t in texts(bot.replies()) if "Audit head" in t]
+    published = re.search(r"Audit head `(\d+):([0-9a-f]{64})`", summary)
+    assert published and published.groups() == (str(finished.seq), finished.hash)
+    head = (int(published.group(1)), published.group(2))
+    assert verify_run(bot.db, run, key=bot.db.key, published=head).ok
+    # a database writer drops the run's end and moves the head
+    keep = finished.seq - 2
+    with bot.db.engine.begin() as conn:
+        conn.execute(delete(events_t).where(events_t.c.run_id == run, events_t.c.seq > keep))
+        last = conn.execute(select(events_t.c.hash).where(events_t.c.run_id == run,
+                                                          events_t.c.seq == keep)).scalar_one()
+        conn.execute(update(runs).where(runs.c.id == run).values(audit_seq=keep, audit_hash=last))
+    verdict = verify_run(bot.db, run, key=bot.db.key, published=head)
+    assert not verdict.ok and verdict.first_bad_seq == keep + 1
