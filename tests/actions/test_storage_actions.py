@@ -140,10 +140,10 @@ def test_storageclass_audit_flags_immediate_binding_across_zones(world):
 
 def _leaked(world, *, delete_volume: bool):
     vid = world.volume()
-    world.pv("pv-1", volume_id=vid, terminating=True,
+    world.pv("pv-1", volume_id=vid, terminating=True, phase="Released",
              finalizers=["kubernetes.io/pv-protection", "external-attacher/ebs-csi-aws-com"])
     world.pvc("data-es-0", volume_name="pv-1", terminating=True)
-    world.va("csi-0", node="dead", pv="pv-1")
+    world.va("csi-0", node="dead", pv="pv-1", terminating=True)
     if delete_volume:
         world.ec2.delete_volume(VolumeId=vid)
     return vid
