@@ -331,10 +331,11 @@ class Ec2Client:
                         dry_run: bool = False) -> dict[str, Any]:
         """``CreateSnapshot`` of one volume, tagged at creation (``TagSpecifications``)."""
         self._write("CreateSnapshot", [volume_id], dry_run=dry_run)
-        spec = [{"ResourceType": "snapshot",
-                 "Tags": [{"Key": k, "Value": v} for k, v in sorted(tags.items())]}]
-        fn = lambda: self.client.create_snapshot(  # noqa: E731
-            VolumeId=volume_id, Description=description, TagSpecifications=spec, DryRun=dry_run)
+        kw: dict[str, Any] = {"VolumeId": volume_id, "Description": description, "DryRun": dry_run}
+        if tags:  # EC2 refuses an empty tag specification
+            kw["TagSpecifications"] = [{"ResourceType": "snapshot", "Tags": [
+                {"Key": k, "Value": v} for k, v in sorted(tags.items())]}]
+        fn = lambda: self.client.create_snapshot(**kw)  # noqa: E731
         if dry_run:
             return {"DryRun": self._dry_run_checked("CreateSnapshot", [volume_id], fn)}
         return dict(self._call("CreateSnapshot", [volume_id], fn))
