@@ -442,9 +442,14 @@ class SeedClient:
             raise SeedError(e.code, e.message) from e
 
     def create_volume(self, *, AvailabilityZone: str, Size: int, VolumeType: str = "gp3",
+                      TagSpecifications: list[dict[str, Any]] | None = None,
                       **_: Any) -> dict[str, Any]:
         vol = self.sim.backend.create_volume(size=Size, zone_name=AvailabilityZone,
                                              volume_type=VolumeType)
+        tags = {t["Key"]: t["Value"] for spec in TagSpecifications or ()
+                for t in spec.get("Tags") or ()}
+        if tags:
+            self.sim.backend.create_tags([vol.id], tags)
         return {"VolumeId": vol.id, "AvailabilityZone": AvailabilityZone, "Size": Size,
                 "State": "available"}
 

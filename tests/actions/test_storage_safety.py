@@ -174,7 +174,7 @@ def test_a_delete_answered_incorrect_state_reads_again_before_deciding(world):
     with pytest.raises(RetryableError) as e:
         world.apply(plan)
     assert e.value.code == "EventualConsistency" and world.volume_state(vid) == "available"
-    result, calls = world.apply(plan)  # the step's retry: EC2 has caught up
+    result, _ = world.apply(plan)  # the step's retry: EC2 has caught up
     assert result.data["deleted"] and world.volume_state(vid) is None
 
 
