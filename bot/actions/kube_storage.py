@@ -204,7 +204,13 @@ def apply_sc_audit(plan: Plan, p: StorageClassAuditParams, env: Env) -> Result:
                           for e in t.get("matchLabelExpressions") or () for v in e.get("values") or ()})
         risky = mode == "Immediate" and len(zones) > 1 and len(allowed) != 1
         items.append({"name": name, "binding_mode": mode, "provisioner": sc.get("provisioner"),
-                      "allowed_topologies": allowed, "risky": risky})
+                      "allowed_topologies": allowed, "risky": risky,
+                      # what a replacement class must keep (report.render storageclass-wffc)
+                      "parameters": dict(sc.get("parameters") or {}),
+                      "reclaim_policy": sc.get("reclaimPolicy") or "Delete",
+                      "mount_options": list(sc.get("mountOptions") or ()),
+                      "allow_volume_expansion": sc.get("allowVolumeExpansion"),
+                      "topology_terms": list(sc.get("allowedTopologies") or ())})
         if risky:
             problems.append(
                 f"StorageClass {name} binds Immediate across {len(zones)} zones ({', '.join(zones)}): "

@@ -158,3 +158,39 @@ def test_the_current_runbook_stops_on_a_bound_pv_before_any_snapshot_or_delete(r
                for k in ("snapshot", "delete_volume"))
     assert r.sandbox.ec2.volume(f["volume_id"]) is not None
     assert_clean(r, st.run_id)
+
+
+def test_the_replacement_class_keeps_what_the_old_class_asked_for(rehearse):
+    import yaml
+
+    r = rehearse("az-capacity-deadlock")
+    f = r.facts
+    keep = {"type": "io2", "iops": "4000", "throughput": "250", "encrypted": "true",
+            "kmsKeyId": "arn:aws:kms:ap-southeast-1:123456789012:key/0b1c"}
+
+    def harden(sc):
+        sc.update(parameters=keep, reclaimPolicy="Retain", mountOptions=["noatime"],
+                  allowVolumeExpansion=True)
+    r.sandbox.store.mutate("StorageClass", None, f["storage_class"], harden)
+    st = r.run("volume-affinity-conflict", pod=f["pod"], namespace=f["namespace"])
+    assert st.status == "succeeded", st.outcome
+    new = yaml.safe_load(st.steps["manifest"].result["text"])
+    assert new["volumeBindingMode"] == "WaitForFirstConsumer"
+    assert new["parameters"] == keep and new["reclaimPolicy"] == "Retain"
+    assert new["mountOptions"] == ["noatime"] and new["allowVolumeExpansion"] is True
+    old = r.sandbox.get("StorageClass", None, f["storage_class"])
+    assert new["allowedTopologies"] == old["allowedTopologies"]  # it had them: kept, nothing added
+    text = _message(st, "diagnosis")
+    assert "Cluster Autoscaler" in text and "Karpenter" in text and f["zone"] in text
+
+
+def test_the_replacement_class_adds_no_topology_the_old_class_did_not_have(rehearse):
+    import yaml
+
+    r = rehearse("az-capacity-deadlock")
+    f = r.facts
+    r.sandbox.store.mutate("StorageClass", None, f["storage_class"],
+                           lambda sc: sc.pop("allowedTopologies", None))
+    st = r.run("volume-affinity-conflict", pod=f["pod"], namespace=f["namespace"])
+    assert st.status == "succeeded", st.outcome
+    assert "allowedTopologies" not in yaml.safe_load(st.steps["manifest"].result["text"])
