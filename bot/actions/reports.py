@@ -6,8 +6,8 @@
   uses. Each finding names the runbook to run next with exactly the params that runbook takes
   (``next_params``), so a person is never left with a list and no idea what to do with it. Normal
   and transient states are not findings: a consumer still starting (Pending) on the node, a
-  finished Job's pod, a consumer not scheduled yet. The rules live here, in Python, where they are tested, rather than
-  in a runbook expression.
+  finished Job's pod, a consumer not scheduled yet. The rules live here, in Python, where they are
+  tested, rather than in a runbook expression.
 - ``report.render`` renders a shipped template from ``templates/`` (a replacement StorageClass
   manifest, say) with values from the run. Templates are part of the product, not of a runbook,
   so a runbook can only name one; rendering is sandboxed and StrictUndefined all the same.
