@@ -215,7 +215,13 @@ def apply_detach(plan: Plan, p: VolumeDetachParams, env: Env) -> Result:
         if p.force:
             il.check_force_detach(env, volume=vol, facts=[])
         # InstanceId always given: without it some endpoints fail instead of picking the only one
-        env.ec2.detach_volume(volume_id=p.volume_id, instance_id=att["InstanceId"], force=p.force)
+        try:
+            env.ec2.detach_volume(volume_id=p.volume_id, instance_id=att["InstanceId"],
+                                  force=p.force)
+        except PermanentError as e:
+            # EC2's view may lag a detach already made: read again, then decide (below)
+            if e.code not in {"IncorrectState", "InvalidAttachment.NotFound"}:
+                raise
         vol = _read_volume(env, p.volume_id)
         if vol.get("State") == "available":
             return Result(data={"volume_id": p.volume_id, "state": "available"},

@@ -200,3 +200,25 @@ def test_an_endpoint_that_ignores_dry_run_is_an_error_not_a_permission(world, ec
         client.delete_volume(volume_id=vid, dry_run=True)
     assert e.value.code == "DryRunIgnored"
     assert world.volume_state(vid) is None  # why: the "dry run" really deleted it
+
+
+def test_a_detach_answered_incorrect_state_reads_again_before_deciding(world):
+    iid = world.instance(state="stopped")
+    vid = world.volume(attach_to=iid)
+    plan, _ = world.plan("aws.ec2.volume.detach", volume_id=vid)
+    world.proxy.fail_actions["DetachVolume"] = [  # EC2's view of the volume lags a change
+        (400, "IncorrectState", f"Volume '{vid}' is in the 'available' state.")]
+    first, calls = world.apply(plan)
+    assert [c.operation for c in calls][-2:] == ["DetachVolume", "DescribeVolumes"]
+    assert not first.done  # read again: still attached, so it polls rather than fails
+    world.ec2.detach_volume(VolumeId=vid, InstanceId=iid)  # the detach lands
+    result, _ = world.apply(plan)
+    assert result.done and result.data["state"] == "available"
+
+
+def test_a_detach_refused_for_another_reason_still_fails(world):
+    vid = world.volume(attach_to=world.instance(state="stopped"))
+    plan, _ = world.plan("aws.ec2.volume.detach", volume_id=vid)
+    world.proxy.fail_actions["DetachVolume"] = [(403, "UnauthorizedOperation", "no")]
+    with pytest.raises(PermanentError):
+        world.apply(plan)
