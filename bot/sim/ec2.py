@@ -466,6 +466,17 @@ class SeedClient:
         self.sim.backend.detach_volume(VolumeId, params["InstanceId"], "")
         return {"VolumeId": VolumeId, "InstanceId": params["InstanceId"], "State": "detached"}
 
+    def delete_volume(self, *, VolumeId: str) -> dict[str, Any]:
+        """The EBS CSI controller's delete of a released volume: EC2 refuses an attached one."""
+        vol = self.sim.volume(VolumeId)
+        if vol is None:
+            raise SeedError("InvalidVolume.NotFound", f"The volume '{VolumeId}' does not exist.")
+        if vol.attachment is not None:
+            raise SeedError("VolumeInUse", f"Volume {VolumeId} is currently attached to "
+                                           f"{vol.attachment.instance.id}")
+        self.sim.backend.delete_volume(VolumeId)
+        return {}
+
 
 def _code(state: str) -> int:
     return {"pending": 0, "running": 16, "shutting-down": 32, "terminated": 48, "stopping": 64,

@@ -194,3 +194,17 @@ def test_the_replacement_class_adds_no_topology_the_old_class_did_not_have(rehea
     st = r.run("volume-affinity-conflict", pod=f["pod"], namespace=f["namespace"])
     assert st.status == "succeeded", st.outcome
     assert "allowedTopologies" not in yaml.safe_load(st.steps["manifest"].result["text"])
+
+
+def test_an_auto_mode_pv_whose_disk_is_still_attached_is_explained_and_left_alone(rehearse):
+    r = rehearse("auto-mode-leak")
+    f = r.facts
+    st = r.run("stuck-terminating-volume", pv=f["pv"])
+    assert st.status == "failed"
+    pv = st.steps["pv"].result
+    assert pv["driver"] == "ebs.csi.eks.amazonaws.com" and pv["volume_id"] == f["volume_id"]
+    assert pv["verdict"] == "csi-delete-failing" and "VolumeInUse" in pv["failed_delete"]
+    assert st.steps["delete_volume"].status == "failed" and "in-use" in st.steps["delete_volume"].error
+    assert r.sandbox.ec2.volume(f["volume_id"]) is not None
+    assert r.sandbox.find("PersistentVolume", None, f["pv"]) is not None
+    assert_clean(r, st.run_id)
