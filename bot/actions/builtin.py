@@ -10,14 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.actions import ec2, flow, kube, kube_storage, reports
+from bot.actions import ec2, ec2_snapshots, flow, kube, kube_storage, pv_blockers, reports
 from bot.actions.registry import ActionSpec, Registry
 
 BUILTIN: tuple[ActionSpec[Any], ...] = (
     *kube.ACTIONS,
     *kube_storage.ACTIONS,
+    *pv_blockers.ACTIONS,
     *reports.ACTIONS,
     *ec2.ACTIONS,
+    *ec2_snapshots.ACTIONS,
     *flow.ACTIONS,
 )
 

@@ -173,3 +173,15 @@ class NotifyParams(BaseModel):
 class WaitParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     duration: Duration
+
+
+class VolumeDeleteParams(ClusterParams):
+    volume_id: VolumeId
+    pv: ObjectName | None = Field(
+        default=None, description="The PersistentVolume the volume must belong to (its tags).")
+
+
+class VolumeSnapshotParams(ClusterParams):
+    volume_id: VolumeId
+    pv: ObjectName | None = Field(default=None, description="The PersistentVolume, for the tags.")
+    wait: bool = Field(default=True, description="Poll until the snapshot is completed.")

@@ -14,6 +14,7 @@ from bot.actions import interlocks as il
 from bot.actions.declarations import (
     InstanceParams,
     InstanceStopParams,
+    VolumeDeleteParams,
     VolumeDetachParams,
     VolumeParams,
     VolumesListParams,
@@ -22,7 +23,7 @@ from bot.actions.env import Env
 from bot.actions.objects import FENCED_STATES, Obj, instance_state
 from bot.actions.registry import ActionSpec, action
 from bot.engine.plan import Change, Fact, Plan, Result
-from bot.errors import PermanentError
+from bot.errors import PermanentError, RetryableError
 
 POLL_SECONDS = 5.0
 
@@ -214,7 +215,13 @@ def apply_detach(plan: Plan, p: VolumeDetachParams, env: Env) -> Result:
         if p.force:
             il.check_force_detach(env, volume=vol, facts=[])
         # InstanceId always given: without it some endpoints fail instead of picking the only one
-        env.ec2.detach_volume(volume_id=p.volume_id, instance_id=att["InstanceId"], force=p.force)
+        try:
+            env.ec2.detach_volume(volume_id=p.volume_id, instance_id=att["InstanceId"],
+                                  force=p.force)
+        except PermanentError as e:
+            # EC2's view may lag a detach already made: read again, then decide (below)
+            if e.code not in {"IncorrectState", "InvalidAttachment.NotFound"}:
+                raise
         vol = _read_volume(env, p.volume_id)
         if vol.get("State") == "available":
             return Result(data={"volume_id": p.volume_id, "state": "available"},
@@ -242,26 +249,48 @@ def _delete_change(vol: Obj | None, vid: str) -> Change | None:
                   after="deleted")
 
 
-def plan_delete(p: VolumeParams, env: Env) -> Plan:
+def plan_delete(p: VolumeDeleteParams, env: Env) -> Plan:
     vol = env.ec2.describe_volumes([p.volume_id]).get(p.volume_id)
     change = _delete_change(vol, p.volume_id)
+    facts = [env.fact(f"volume {p.volume_id}", "state", vol.get("State") if vol else "absent")]
+    if change is not None and vol is not None:
+        il.check_volume_delete(env, volume=vol, pv_name=p.pv, facts=facts)
     return Plan(action="aws.ec2.volume.delete", params={}, changes=(change,) if change else (),
-                facts=(env.fact(f"volume {p.volume_id}", "state",
-                                vol.get("State") if vol else "absent"),))
+                facts=tuple(facts))
 
 
-def apply_delete(plan: Plan, p: VolumeParams, env: Env) -> Result:
+def lagging(volume_id: str, operation: str, why: str) -> RetryableError:
+    """EC2 is eventually consistent: a volume just detached, created or deleted may still read as
+    it was. Worth trying again shortly (the step's ``retries``), never a decision on a stale view."""
+    return RetryableError(f"volume {volume_id}: {why}; EC2's view of it may lag, try again",
+                          service="ec2", operation=operation, code="EventualConsistency",
+                          retry_after=POLL_SECONDS)
+
+
+def apply_delete(plan: Plan, p: VolumeDeleteParams, env: Env) -> Result:
     vol = env.ec2.describe_volumes([p.volume_id]).get(p.volume_id)
-    if _delete_change(vol, p.volume_id) is None:
+    if _delete_change(vol, p.volume_id) is None or vol is None:
         return Result(data={"volume_id": p.volume_id, "deleted": True}, already_done=True,
                       message=f"volume {p.volume_id} is already gone")
+    il.check_volume_delete(env, volume=vol, pv_name=p.pv, facts=[])
     try:
         env.ec2.delete_volume(volume_id=p.volume_id)
     except PermanentError as e:
-        if e.code != "InvalidVolume.NotFound":
-            raise  # someone else deleted it in between: that is success
+        if e.code not in {"InvalidVolume.NotFound", "IncorrectState"}:
+            raise
+        # re-read, then decide: gone is success, in use is a refusal, available is a lagging view
+        again = env.ec2.describe_volumes([p.volume_id]).get(p.volume_id)
+        if again is None or again.get("State") in {"deleting", "deleted"}:
+            return Result(data={"volume_id": p.volume_id, "deleted": True},
+                          message=f"volume {p.volume_id} deleted")
+        _delete_change(again, p.volume_id)  # raises VolumeInUse for an attached volume
+        raise lagging(p.volume_id, "DeleteVolume", f"EC2 answered {e.code} for an available "
+                      "volume") from e
     after = env.ec2.describe_volumes([p.volume_id]).get(p.volume_id)
     if after is not None and after.get("State") not in {"deleting", "deleted"}:
+        if after.get("State") == "available":
+            raise lagging(p.volume_id, "DeleteVolume", "it still reads as available after "
+                          "DeleteVolume")
         raise PermanentError(f"volume {p.volume_id} is {after.get('State')} after DeleteVolume",
                              service="ec2", operation="DeleteVolume", code="PostCondition")
     return Result(data={"volume_id": p.volume_id, "deleted": True},
@@ -294,8 +323,10 @@ VOLUME_DETACH = action(
     description="Detach at EC2 and wait for available; only from a stopped instance.",
     plan=plan_detach, apply=apply_detach)
 VOLUME_DELETE = action(
-    "aws.ec2.volume.delete", VolumeParams, destructive=True,
-    summary="Delete EBS volume {{ volume_id }}", description="Only an available volume.",
+    "aws.ec2.volume.delete", VolumeDeleteParams, destructive=True,
+    summary="Delete EBS volume {{ volume_id }}{% if pv %} of {{ pv }}{% endif %}",
+    description="Only an available volume no one owns: its PV Released or Failed with reclaim "
+                "policy Delete, no live claim, no pod using it (interlock 7).",
     plan=plan_delete, apply=apply_delete)
 
 ACTIONS: tuple[ActionSpec[Any], ...] = (INSTANCE_GET, INSTANCE_STOP, VOLUMES_LIST, VOLUME_GET,

@@ -1,4 +1,4 @@
-"""Interlocks 1-5: safety rules no runbook can switch off, checked with live reads.
+"""Interlocks 1-7: safety rules no runbook can switch off, checked with live reads.
 
 Each check reads the world itself, at plan time and again at apply time, and never trusts a value
 cached in the plan: an instance that was ``stopped`` when the plan was approved may have been started
@@ -20,16 +20,24 @@ from bot.actions.objects import (
     CSI_NODE_ID,
     FENCED_STATES,
     OUT_OF_SERVICE_TAINT,
+    TAG_CREATED_FOR_PV,
+    TAG_CSI_VOLUME_NAME,
     Obj,
     csi_instance_id_of,
+    ebs_driver_of_pv,
+    ebs_volume_id_of_pv,
+    ec2_tags,
     has_taint,
     instance_id_of,
     instance_state,
+    is_ebs_driver,
     meta,
+    pod_claims,
+    pod_finished,
+    pv_named_by_tags,
     ready_condition,
     terminating,
     va_node,
-    volume_id_of_pv,
 )
 from bot.engine.plan import Fact
 
@@ -38,7 +46,12 @@ RULE_FORCE_DETACH = "force-detach"  # 2
 RULE_OOS_UNTAINT = "oos-untaint"  # 3
 RULE_FINALIZERS = "finalizer-volume"  # 4
 RULE_BLAST_RADIUS = "blast-radius"  # 5
-RULES = (RULE_OOS_TAINT, RULE_FORCE_DETACH, RULE_OOS_UNTAINT, RULE_FINALIZERS, RULE_BLAST_RADIUS)
+RULE_FINALIZER_BLOCKER = "finalizer-blocker"  # 6
+RULE_VOLUME_DELETE = "volume-delete"  # 7
+RULES = (RULE_OOS_TAINT, RULE_FORCE_DETACH, RULE_OOS_UNTAINT, RULE_FINALIZERS, RULE_BLAST_RADIUS,
+         RULE_FINALIZER_BLOCKER, RULE_VOLUME_DELETE)
+PV_PROTECTION = "kubernetes.io/pv-protection"
+PVC_PROTECTION = "kubernetes.io/pvc-protection"
 
 
 def check_out_of_service_taint(env: Env, *, node: Obj, facts: list[Fact]) -> None:
@@ -127,23 +140,44 @@ def check_force_detach(env: Env, *, volume: Obj, facts: list[Fact]) -> None:
                 "instance first (aws.ec2.instance.stop with force), or detach without force")
 
 
-def check_finalizer_removal(env: Env, *, kind: str, obj: Obj, facts: list[Fact]) -> None:
-    """4: the EBS volume behind the PV (of this PVC / VolumeAttachment) no longer exists."""
-    pv: Obj | None
+def _pv_behind(env: Env, *, kind: str, obj: Obj) -> tuple[Obj | None, str | None]:
+    """The PV behind a PV, PVC or VolumeAttachment (or a VolumeAttachment's inline spec), and the
+    EBS driver it is known to use even when the PV cannot be read (the VolumeAttachment's attacher)."""
     if kind == "PersistentVolume":
-        pv = obj
-    else:
-        spec = obj.get("spec") or {}
-        pv_name = spec.get("volumeName") if kind == "PersistentVolumeClaim" else (
-            (spec.get("source") or {}).get("persistentVolumeName"))
-        pv = env.kube.find(lambda: env.kube.get_pv(pv_name)) if pv_name else None
-        if pv is None:
-            inline = ((spec.get("source") or {}).get("inlineVolumeSpec") or {})
-            pv = {"spec": inline} if inline else None
-    vid = volume_id_of_pv(pv) if pv is not None else None
-    facts.append(env.fact(f"{kind} {obj['metadata']['name']}", "volume_id", vid))
+        return obj, ebs_driver_of_pv(obj)
+    spec = obj.get("spec") or {}
+    if kind == "PersistentVolumeClaim":
+        claimed = str(spec.get("volumeName") or "")
+        pv = env.kube.find(lambda: env.kube.get_pv(claimed)) if claimed else None
+        return pv, ebs_driver_of_pv(pv) if pv is not None else None
+    attacher = spec.get("attacher")
+    pv_name = str((spec.get("source") or {}).get("persistentVolumeName") or "")
+    pv = env.kube.find(lambda: env.kube.get_pv(pv_name)) if pv_name else None
+    if pv is None:
+        inline = (spec.get("source") or {}).get("inlineVolumeSpec") or {}
+        pv = {"spec": inline} if inline else None
+    driver = ebs_driver_of_pv(pv) if pv is not None else None
+    return pv, driver or (str(attacher) if is_ebs_driver(attacher) else None)
+
+
+def check_finalizer_removal(env: Env, *, kind: str, obj: Obj, facts: list[Fact]) -> None:
+    """4: the EBS volume behind the PV (of this PVC / VolumeAttachment) no longer exists.
+
+    Fails closed: an object of an EBS driver (the EBS CSI driver, EKS Auto Mode's, in-tree; for a
+    VolumeAttachment its ``spec.attacher``) whose volume cannot be resolved is refused."""
+    name = meta(obj).get("name")
+    pv, driver = _pv_behind(env, kind=kind, obj=obj)
+    vid = ebs_volume_id_of_pv(pv) if pv is not None else None
+    facts.append(env.fact(f"{kind} {name}", "driver", driver))
+    facts.append(env.fact(f"{kind} {name}", "volume_id", vid))
     if vid is None:
-        return  # no EBS volume behind it (or the PV is gone): nothing can leak
+        env.ctx.interlock(
+            rule=RULE_FINALIZERS, ok=driver is None,
+            message=f"{kind} {name} belongs to the EBS driver {driver} but the bot cannot tell "
+                    "which EBS volume is behind it (its PersistentVolume is gone or names no "
+                    "volume), so it cannot confirm the volume is gone; find the volume by its tags "
+                    f"({TAG_CREATED_FOR_PV}, {TAG_CSI_VOLUME_NAME}) and use break-glass if certain")
+        return  # not EBS (or refused above): nothing the bot knows can leak
     vol = env.ec2.describe_volumes([vid]).get(vid)
     state = "absent" if vol is None else str(vol.get("State"))
     facts.append(env.fact(f"volume {vid}", "state", state))
@@ -152,6 +186,106 @@ def check_finalizer_removal(env: Env, *, kind: str, obj: Obj, facts: list[Fact])
         message=f"EBS volume {vid} still exists ({state}); clearing finalizers now would leak a "
                 "billed volume and drift the API from EC2. Check it is unused, delete it at EC2 "
                 "(aws.ec2.volume.delete) first, then remove the finalizers")
+
+
+def _claim_users(env: Env, claim: str) -> list[str]:
+    """Pods that have not finished and mount ``namespace/name``."""
+    ns = claim.split("/", 1)[0]
+    return sorted(f"{ns}/{meta(p)['name']}" for p in env.kube.list_pods(namespace=ns)
+                  if not pod_finished(p) and claim in pod_claims(p))
+
+
+def check_finalizer_blocker(env: Env, *, kind: str, obj: Obj, remove: list[str],
+                            facts: list[Fact]) -> None:
+    """6: a finalizer is removed only from an object being deleted, and never while the reason it
+    exists still holds: ``pv-protection`` on a Bound PV, ``pvc-protection`` on a claim a pod uses."""
+    name = meta(obj).get("name")
+    ns = meta(obj).get("namespace")
+    target = f"{ns}/{name}" if ns else str(name)
+    deleting = terminating(obj)
+    facts.append(env.fact(f"{kind} {target}", "terminating", deleting))
+    if not deleting:
+        env.ctx.interlock(
+            rule=RULE_FINALIZER_BLOCKER, ok=False,
+            message=f"{kind} {target} is not being deleted: removing its finalizers "
+                    f"({', '.join(remove)}) would only strip the protection of a live object")
+        return
+    phase = (obj.get("status") or {}).get("phase")
+    if kind == "PersistentVolume" and PV_PROTECTION in remove:
+        facts.append(env.fact(f"{kind} {target}", "phase", phase))
+        ref = (obj.get("spec") or {}).get("claimRef") or {}
+        env.ctx.interlock(
+            rule=RULE_FINALIZER_BLOCKER, ok=phase != "Bound",
+            message=f"PersistentVolume {target} is Bound to claim {ref.get('namespace')}/"
+                    f"{ref.get('name')}: {PV_PROTECTION} keeps it while the claim uses it, and the "
+                    "claim still works. Nothing is stuck; stop here (delete the claim first if the "
+                    "data is really no longer wanted)")
+    if kind == "PersistentVolumeClaim" and PVC_PROTECTION in remove:
+        users = _claim_users(env, target)
+        facts.append(env.fact(f"{kind} {target}", "used_by", users))
+        env.ctx.interlock(
+            rule=RULE_FINALIZER_BLOCKER, ok=not users,
+            message=f"claim {target} is still used by {', '.join(users[:5])}: {PVC_PROTECTION} "
+                    "keeps it until those pods finish or are deleted")
+
+
+def check_volume_delete(env: Env, *, volume: Obj, pv_name: str | None, facts: list[Fact]) -> None:
+    """7: an EBS volume is deleted only when no one owns it any more.
+
+    Its driver's tags must name a PV (and the one the step names, if it names one); that PV must
+    use this volume, have reclaim policy ``Delete``, be ``Released`` or ``Failed`` with no live
+    claim, and no pod that has not finished may mount the claim. Fails closed: an untagged volume,
+    or one whose PV is gone, is refused."""
+    vid = str(volume.get("VolumeId"))
+    tags = ec2_tags(volume)
+    owner = pv_named_by_tags(tags)
+    facts.append(env.fact(f"volume {vid}", "pv_tag", owner))
+    problems: list[str] = []
+    if owner is None:
+        problems.append(f"it carries no {TAG_CREATED_FOR_PV} or {TAG_CSI_VOLUME_NAME} tag, so the "
+                        "bot cannot tell which PersistentVolume owns it")
+    elif pv_name is not None and owner != pv_name:
+        problems.append(f"its tags name PersistentVolume {owner}, not {pv_name}")
+    else:
+        pv = env.kube.find(lambda: env.kube.get_pv(owner))
+        problems += _owner_problems(env, pv, owner, vid, facts)
+    env.ctx.interlock(
+        rule=RULE_VOLUME_DELETE, ok=not problems,
+        message=f"EBS volume {vid} will not be deleted: {'; '.join(problems)}. Deleting it would "
+                "destroy data someone still owns")
+
+
+def _owner_problems(env: Env, pv: Obj | None, owner: str, vid: str, facts: list[Fact]) -> list[str]:
+    if pv is None:
+        facts.append(env.fact(f"PersistentVolume {owner}", "exists", False))
+        return [f"PersistentVolume {owner} is gone, so its reclaim policy cannot be read"]
+    spec = pv.get("spec") or {}
+    phase = (pv.get("status") or {}).get("phase")
+    policy = spec.get("persistentVolumeReclaimPolicy")
+    facts += [env.fact(f"PersistentVolume {owner}", "phase", phase),
+              env.fact(f"PersistentVolume {owner}", "reclaim_policy", policy)]
+    problems = []
+    if ebs_volume_id_of_pv(pv) != vid:
+        problems.append(f"PersistentVolume {owner} does not use it")
+    if policy != "Delete":
+        problems.append(f"PersistentVolume {owner} has reclaim policy {policy}: its owner asked "
+                        "to keep the disk")
+    ref = spec.get("claimRef") or {}
+    claim = f"{ref.get('namespace')}/{ref.get('name')}" if ref.get("name") else None
+    if phase not in ("Released", "Failed"):
+        problems.append(f"PersistentVolume {owner} is {phase}"
+                        + (f" to claim {claim}" if claim else ""))
+    if claim is not None:
+        ns, name = claim.split("/", 1)
+        live = env.kube.find(lambda: env.kube.get_pvc(namespace=ns, name=name))
+        live_uid = meta(live).get("uid") if live is not None else None
+        if live is not None and (not ref.get("uid") or live_uid == ref.get("uid")):
+            problems.append(f"claim {claim} still exists")
+        users = _claim_users(env, claim)
+        facts.append(env.fact(f"claim {claim}", "used_by", users))
+        if users:
+            problems.append(f"claim {claim} is still mounted by {', '.join(users[:5])}")
+    return problems
 
 
 class Rechecked:

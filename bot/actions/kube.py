@@ -36,7 +36,8 @@ from bot.engine.plan import Change, Fact, Plan, Result
 from bot.errors import PermanentError
 
 MULTI_ATTACH = re.compile(r'Multi-Attach error for volume "(?P<volume>[^"]+)"')
-AFFINITY_CONFLICT = ("volume node affinity conflict", "didn't match PersistentVolume's node affinity")
+AFFINITY_CONFLICT = ("volume node affinity conflict", "didn't match PersistentVolume's node affinity",
+                     "had no available volume zone")  # the VolumeZone filter's wording
 
 
 def _read_only(action: str) -> Plan:

@@ -27,6 +27,7 @@ from bot.actions.env import Env
 from bot.actions.objects import (
     ZONE_KEYS,
     Obj,
+    ebs_driver_of_pv,
     meta,
     ready_condition,
     terminating,
@@ -76,11 +77,13 @@ def pv_zone(pv: Obj) -> str | None:
 def pv_view(pv: Obj | None, name: str) -> Obj:
     if pv is None:
         return {"name": name, "exists": False, "phase": None, "volume_id": None, "zone": None,
+                "driver": None, "reclaim_policy": None,
                 "claim": None, "storage_class": None, "finalizers": [], "terminating": False}
     spec = pv.get("spec") or {}
     ref = spec.get("claimRef") or {}
     return {"name": name, "exists": True, "phase": (pv.get("status") or {}).get("phase"),
-            "volume_id": volume_id_of_pv(pv), "zone": pv_zone(pv),
+            "volume_id": volume_id_of_pv(pv), "zone": pv_zone(pv), "driver": ebs_driver_of_pv(pv),
+            "reclaim_policy": spec.get("persistentVolumeReclaimPolicy"),
             "claim": f"{ref.get('namespace')}/{ref.get('name')}" if ref.get("name") else None,
             "storage_class": spec.get("storageClassName"),
             "finalizers": list(meta(pv).get("finalizers") or ()), "terminating": terminating(pv)}
@@ -201,7 +204,13 @@ def apply_sc_audit(plan: Plan, p: StorageClassAuditParams, env: Env) -> Result:
                           for e in t.get("matchLabelExpressions") or () for v in e.get("values") or ()})
         risky = mode == "Immediate" and len(zones) > 1 and len(allowed) != 1
         items.append({"name": name, "binding_mode": mode, "provisioner": sc.get("provisioner"),
-                      "allowed_topologies": allowed, "risky": risky})
+                      "allowed_topologies": allowed, "risky": risky,
+                      # what a replacement class must keep (report.render storageclass-wffc)
+                      "parameters": dict(sc.get("parameters") or {}),
+                      "reclaim_policy": sc.get("reclaimPolicy") or "Delete",
+                      "mount_options": list(sc.get("mountOptions") or ()),
+                      "allow_volume_expansion": sc.get("allowVolumeExpansion"),
+                      "topology_terms": list(sc.get("allowedTopologies") or ())})
         if risky:
             problems.append(
                 f"StorageClass {name} binds Immediate across {len(zones)} zones ({', '.join(zones)}): "
@@ -239,11 +248,19 @@ def _finalizer_change(obj: Obj | None, p: FinalizersRemoveParams) -> Change | No
                   before=", ".join(remove + keep), after=", ".join(keep))
 
 
+def _check(env: Env, p: FinalizersRemoveParams, obj: Obj, facts: list[Fact]) -> None:
+    """Interlock 4 (no EBS volume left behind), then 6 (the object is being deleted and the
+    reason for each protection finalizer removed no longer holds)."""
+    il.check_finalizer_removal(env, kind=p.kind, obj=obj, facts=facts)
+    il.check_finalizer_blocker(env, kind=p.kind, obj=obj, remove=_finalizer_split(obj, p)[0],
+                               facts=facts)
+
+
 def plan_finalizers(p: FinalizersRemoveParams, env: Env) -> Plan:
     obj = _read_object(env, p)
     change, facts = _finalizer_change(obj, p), list[Fact]()
     if obj is not None and change is not None:
-        il.check_finalizer_removal(env, kind=p.kind, obj=obj, facts=facts)
+        _check(env, p, obj, facts)
     return Plan(action="k8s.finalizers.remove", params={}, changes=(change,) if change else (),
                 facts=tuple(facts))
 
@@ -255,9 +272,8 @@ def apply_finalizers(plan: Plan, p: FinalizersRemoveParams, env: Env) -> Result:
         return Result(data={"kind": p.kind, "name": p.name, "removed": [],
                             "remaining": _finalizer_split(obj, p)[1]}, already_done=True,
                       message=f"{p.kind} {p.name}: nothing to remove")
-    il.check_finalizer_removal(env, kind=p.kind, obj=obj, facts=[])
-    recheck = il.Rechecked(env, obj, lambda live: il.check_finalizer_removal(
-        env, kind=p.kind, obj=live, facts=[]))
+    _check(env, p, obj, [])
+    recheck = il.Rechecked(env, obj, lambda live: _check(env, p, live, []))
 
     def mutate(live: Obj) -> Obj | None:
         gone, keep = _finalizer_split(live, p)
@@ -319,7 +335,8 @@ STORAGECLASSES_AUDIT = action(
 FINALIZERS_REMOVE = action(
     "k8s.finalizers.remove", FinalizersRemoveParams, destructive=True,
     summary="Remove finalizers from {{ kind }} {{ name }}",
-    description="Clear finalizers; refused while the PV's EBS volume still exists.",
+    description="Clear finalizers of an object being deleted; refused while the PV's EBS "
+                "volume still exists or while a protection finalizer's reason still holds.",
     plan=plan_finalizers, apply=apply_finalizers)
 
 ACTIONS: tuple[ActionSpec[Any], ...] = (

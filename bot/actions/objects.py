@@ -77,13 +77,9 @@ def has_taint(node: Obj, key: str) -> bool:
 
 
 def volume_id_of_pv(pv: Obj) -> str | None:
-    """The EBS volume id from CSI ``volumeHandle`` or legacy ``awsElasticBlockStore.volumeID``."""
-    spec = pv.get("spec") or {}
-    csi = spec.get("csi") or {}
-    raw = csi.get("volumeHandle") if csi.get("driver") == EBS_DRIVER else None
-    raw = raw or (spec.get("awsElasticBlockStore") or {}).get("volumeID")
-    m = _VOLUME_ID.search(str(raw or ""))
-    return m.group(1) if m else None
+    """The EBS volume id from CSI ``volumeHandle`` (either EBS CSI driver) or in-tree
+    ``awsElasticBlockStore.volumeID``."""
+    return ebs_volume_id_of_pv(pv)
 
 
 def va_node(va: Obj) -> str | None:
@@ -96,3 +92,68 @@ def terminating(obj: Obj) -> bool:
 
 def instance_state(inst: Obj | None) -> str:
     return "absent" if inst is None else str((inst.get("State") or {}).get("Name") or "unknown")
+
+
+# -- EBS drivers ------------------------------------------------------------------------------
+# Three names stand for an EBS volume: the EBS CSI driver, EKS Auto Mode's driver, and the in-tree
+# plugin (PVs with ``awsElasticBlockStore``, served by the CSI driver through CSI migration).
+AUTO_MODE_EBS_DRIVER = "ebs.csi.eks.amazonaws.com"
+IN_TREE_EBS_PLUGIN = "kubernetes.io/aws-ebs"
+EBS_DRIVERS = frozenset({EBS_DRIVER, AUTO_MODE_EBS_DRIVER, IN_TREE_EBS_PLUGIN})
+# the tags the EBS CSI driver (and the external-provisioner's extra metadata) put on a volume
+TAG_CSI_VOLUME_NAME = "CSIVolumeName"
+TAG_CSI_CLUSTER = "ebs.csi.aws.com/cluster"
+TAG_CREATED_FOR_PV = "kubernetes.io/created-for/pv/name"
+TAG_CREATED_FOR_PVC = "kubernetes.io/created-for/pvc/name"
+TAG_CREATED_FOR_NAMESPACE = "kubernetes.io/created-for/pvc/namespace"
+
+
+def is_ebs_driver(name: object) -> bool:
+    """True for a CSI driver, attacher or provisioner name that means an EBS volume: the EBS CSI
+    driver, EKS Auto Mode's ``ebs.csi.eks.amazonaws.com`` or the in-tree ``kubernetes.io/aws-ebs``."""
+    return isinstance(name, str) and name in EBS_DRIVERS
+
+
+def ebs_driver_of_pv(pv: Obj) -> str | None:
+    """The EBS driver behind a PV (its CSI driver, or the in-tree plugin); None if it is not EBS."""
+    spec = pv.get("spec") or {}
+    driver = (spec.get("csi") or {}).get("driver")
+    if is_ebs_driver(driver):
+        return str(driver)
+    if spec.get("awsElasticBlockStore") is not None:
+        return IN_TREE_EBS_PLUGIN
+    return None
+
+
+def ebs_volume_id_of_pv(pv: Obj) -> str | None:
+    """The EBS volume id of a PV of any EBS driver; None when it is not EBS or cannot be read."""
+    driver = ebs_driver_of_pv(pv)
+    if driver is None:
+        return None
+    spec = pv.get("spec") or {}
+    raw = ((spec.get("csi") or {}).get("volumeHandle") if driver != IN_TREE_EBS_PLUGIN
+           else (spec.get("awsElasticBlockStore") or {}).get("volumeID"))
+    m = _VOLUME_ID.search(str(raw or ""))
+    return m.group(1) if m else None
+
+
+def ec2_tags(resource: Obj | None) -> dict[str, str]:
+    """An EC2 resource's ``Tags`` list as a dict."""
+    return {str(t.get("Key")): str(t.get("Value")) for t in (resource or {}).get("Tags") or ()}
+
+
+def pv_named_by_tags(tags: dict[str, str]) -> str | None:
+    """The PV an EBS volume was created for, from the driver's tags; None when untagged."""
+    return tags.get(TAG_CREATED_FOR_PV) or tags.get(TAG_CSI_VOLUME_NAME) or None
+
+
+def pod_claims(pod: Obj) -> list[str]:
+    """``namespace/name`` of every claim a pod mounts."""
+    ns = meta(pod).get("namespace") or "default"
+    return [f"{ns}/{v['persistentVolumeClaim'].get('claimName')}"
+            for v in (pod.get("spec") or {}).get("volumes") or () if v.get("persistentVolumeClaim")]
+
+
+def pod_finished(pod: Obj) -> bool:
+    """A pod in a terminal phase (Succeeded, Failed) no longer uses its volumes."""
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")

@@ -2,10 +2,12 @@
 
 - ``k8s.volumeattachments.audit`` classifies every VolumeAttachment that is ``attached: true``
   against the live cluster in three reads (attachments, nodes, pods, plus PVs for the claims):
-  on a node that no longer exists, on a node that is NotReady, or for a PV that no running pod
-  uses. Each finding names the runbook to run next, so a person is never left with a list and
-  no idea what to do with it. The rules live here, in Python, where they are tested, rather than
-  in a runbook expression.
+  on a node that no longer exists, on a node that is NotReady, or for a PV that no pod on its node
+  uses. Each finding names the runbook to run next with exactly the params that runbook takes
+  (``next_params``), so a person is never left with a list and no idea what to do with it. Normal
+  and transient states are not findings: a consumer still starting (Pending) on the node, a
+  finished Job's pod, a consumer not scheduled yet. The rules live here, in Python, where they are
+  tested, rather than in a runbook expression.
 - ``report.render`` renders a shipped template from ``templates/`` (a replacement StorageClass
   manifest, say) with values from the run. Templates are part of the product, not of a runbook,
   so a runbook can only name one; rendering is sandboxed and StrictUndefined all the same.
@@ -23,7 +25,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from pydantic import BaseModel, ConfigDict, Field
 
 from bot.actions.env import Env
-from bot.actions.objects import Obj, meta, ready_condition, terminating
+from bot.actions.objects import Obj, meta, pod_claims, ready_condition, terminating
 from bot.actions.registry import ActionSpec, action
 from bot.engine.plan import Plan, Result
 from bot.errors import ParamError
@@ -57,47 +59,78 @@ class RenderParams(BaseModel):
     values: dict[str, Any] = Field(default_factory=dict)
 
 
+def _consumers(pods: list[Obj]) -> dict[str, list[Obj]]:
+    """claim (``namespace/name``) -> the pods that mount it and are not being deleted."""
+    out: dict[str, list[Obj]] = {}
+    for pod in pods:
+        if terminating(pod):
+            continue
+        for claim in pod_claims(pod):
+            out.setdefault(claim, []).append(pod)
+    return out
+
+
+def _waiting_elsewhere(users: list[Obj], node: str | None) -> Obj | None:
+    """A pod scheduled on another node that has not started: it waits for this volume."""
+    return next((p for p in users if ((p.get("spec") or {}).get("nodeName") or None) not in (None, node)
+                 and (p.get("status") or {}).get("phase") == "Pending"), None)
+
+
+def _handoff(pod: Obj) -> Obj:
+    return {"next": "multi-attach-triage",
+            "next_params": {"pod": meta(pod).get("name"),
+                            "namespace": meta(pod).get("namespace") or "default"}}
+
+
+def _finding(va: Obj, node: Obj | None, pv: Obj | None, claim: str | None,
+             users: list[Obj]) -> Obj | None:
+    """Why this attached VolumeAttachment is a zombie, and the runbook (with exactly the params it
+    takes) to run next; None when it is a normal state or a transient one."""
+    spec: Obj = va.get("spec") or {}
+    node_name, pv_name = spec.get("nodeName"), (spec.get("source") or {}).get("persistentVolumeName")
+    waiting = _waiting_elsewhere(users, node_name)
+    pv_deleting = pv is not None and terminating(pv)
+    if node is None:
+        why = f"node {node_name} no longer exists"
+    elif ready_condition(node)[0] != "True":
+        return {"reason": f"node {node_name} is NotReady", "next": "node-dead-ngns",
+                "next_params": {"node": node_name}}
+    elif any((p.get("spec") or {}).get("nodeName") == node_name for p in users):
+        return None  # a consumer on this node: running, starting (Pending) or a finished Job
+    elif users and waiting is None:
+        return None  # its consumer is not scheduled yet, or is moving: the controller follows
+    else:
+        why = f"no running pod uses {claim or pv_name} on {node_name}"
+    if waiting is not None:
+        return {"reason": f"{why}; pod {meta(waiting).get('namespace')}/{meta(waiting).get('name')} "
+                          "waits for the volume", **_handoff(waiting)}
+    if pv_deleting and pv_name:
+        return {"reason": f"{why}; PV {pv_name} is being deleted",
+                "next": "stuck-terminating-volume", "next_params": {"pv": pv_name}}
+    return {"reason": f"{why}, and no pod waits for it",
+            "next": "none: nothing waits for the volume; find who attached it before clearing "
+                    "the attachment", "next_params": {}}
+
+
 def classify(vas: list[Obj], nodes: list[Obj], pods: list[Obj], pvs: list[Obj]) -> list[Obj]:
     """The zombie VolumeAttachments among ``vas``, each with why and what to run next."""
     by_node = {meta(n).get("name"): n for n in nodes}
-    claims = {}
-    for volume in pvs:
-        ref = (volume.get("spec") or {}).get("claimRef") or {}
-        if ref.get("name"):
-            claims[meta(volume).get("name")] = f"{ref.get('namespace') or 'default'}/{ref['name']}"
-    running = set()
-    for pod in pods:
-        if (pod.get("status") or {}).get("phase") != "Running" or terminating(pod):
-            continue
-        ns = meta(pod).get("namespace") or "default"
-        for v in (pod.get("spec") or {}).get("volumes") or ():
-            if v.get("persistentVolumeClaim"):
-                running.add(f"{ns}/{v['persistentVolumeClaim']['claimName']}")
+    by_pv = {meta(v).get("name"): v for v in pvs}
+    consumers = _consumers(pods)
     found = []
     for va in sorted(vas, key=lambda v: str(meta(v).get("name"))):
         spec: Obj = va.get("spec") or {}
-        status: Obj = va.get("status") or {}
-        if not status.get("attached"):
+        if not (va.get("status") or {}).get("attached"):
             continue
         node_name = spec.get("nodeName")
-        pv = (spec.get("source") or {}).get("persistentVolumeName")
-        node = by_node.get(node_name)
-        item: Obj = {"name": meta(va).get("name"), "node": node_name, "pv": pv,
-                     "claim": claims.get(pv)}
-        if node is None:
-            item |= {"reason": f"node {node_name} no longer exists",
-                     "next": "stuck-terminating-volume" if pv else "none: delete the attachment",
-                     "next_params": {"pv": pv} if pv else {}}
-        elif ready_condition(node)[0] != "True":
-            item |= {"reason": f"node {node_name} is NotReady",
-                     "next": "node-dead-ngns", "next_params": {"node": node_name}}
-        elif pv and claims.get(pv) not in running:
-            item |= {"reason": f"no running pod uses {claims.get(pv) or pv}",
-                     "next": "multi-attach-triage" if claims.get(pv) else "stuck-terminating-volume",
-                     "next_params": {"pv": pv}}
-        else:
-            continue
-        found.append(item)
+        pv_name = (spec.get("source") or {}).get("persistentVolumeName")
+        pv = by_pv.get(pv_name)
+        ref = ((pv or {}).get("spec") or {}).get("claimRef") or {}
+        claim = f"{ref.get('namespace') or 'default'}/{ref['name']}" if ref.get("name") else None
+        finding = _finding(va, by_node.get(node_name), pv, claim, consumers.get(claim or "", []))
+        if finding is not None:
+            found.append({"name": meta(va).get("name"), "node": node_name, "pv": pv_name,
+                          "claim": claim, **finding})
     return found
 
 
@@ -110,6 +143,7 @@ def apply_audit(plan: Plan, p: AuditParams, env: Env) -> Result:
     vas = k.list_volume_attachments()
     items = classify(vas, k.list_nodes(), k.list_pods(), k.list_pvs())
     lines = [f"{i['name']} ({i['pv'] or 'no PV'} on {i['node']}): {i['reason']}; next: {i['next']}"
+             + "".join(f" -p {k}={v}" for k, v in sorted(i["next_params"].items()))
              for i in items]
     return Result(data={"items": items, "count": len(items), "checked": len(vas),
                         "lines": lines})

@@ -15,7 +15,8 @@ reached the same way. ``Ec2Client`` wraps it for the actions:
   the attempt that succeeded), so the audit shows the throttling an action went through;
 - secrets redacted (``redact``) from every error message and record;
 - a read-only view (``bound(calls, read_only=True)``, what a dry run gets) refuses every write
-  before it is sent, EC2's own ``DryRun`` checks excepted.
+  before it is sent, EC2's own ``DryRun`` checks excepted. For ``DeleteVolume`` and
+  ``CreateSnapshot`` an endpoint that ignores ``DryRun`` (answers success) is an error.
 """
 
 from __future__ import annotations
@@ -310,8 +311,44 @@ class Ec2Client:
         self._write("DeleteVolume", [volume_id], dry_run=dry_run)
         fn = lambda: self.client.delete_volume(VolumeId=volume_id, DryRun=dry_run)  # noqa: E731
         if dry_run:
-            return {"DryRun": self._dry_run("DeleteVolume", [volume_id], fn)}
+            return {"DryRun": self._dry_run_checked("DeleteVolume", [volume_id], fn)}
         return dict(self._call("DeleteVolume", [volume_id], fn))
+
+    def _dry_run_checked(self, operation: str, targets: Sequence[str], fn: Callable[[], Any]) -> bool:
+        """True when EC2 answers ``DryRunOperation``. An endpoint that performs the call instead
+        (it ignored ``DryRun``) is an error, never "permitted": the change may have been made."""
+        try:
+            self._call(operation, targets, fn)
+        except PermanentError as e:
+            if e.code == DRY_RUN_OK:
+                return True
+            raise
+        raise PermanentError(f"{operation} {', '.join(targets)}: the endpoint ignored DryRun and "
+                             "answered as if it made the call; refusing to trust it",
+                             service=SERVICE, operation=operation, code="DryRunIgnored")
+
+    def create_snapshot(self, *, volume_id: str, description: str, tags: dict[str, str],
+                        dry_run: bool = False) -> dict[str, Any]:
+        """``CreateSnapshot`` of one volume, tagged at creation (``TagSpecifications``)."""
+        self._write("CreateSnapshot", [volume_id], dry_run=dry_run)
+        kw: dict[str, Any] = {"VolumeId": volume_id, "Description": description, "DryRun": dry_run}
+        if tags:  # EC2 refuses an empty tag specification
+            kw["TagSpecifications"] = [{"ResourceType": "snapshot", "Tags": [
+                {"Key": k, "Value": v} for k, v in sorted(tags.items())]}]
+        fn = lambda: self.client.create_snapshot(**kw)  # noqa: E731
+        if dry_run:
+            return {"DryRun": self._dry_run_checked("CreateSnapshot", [volume_id], fn)}
+        return dict(self._call("CreateSnapshot", [volume_id], fn))
+
+    def describe_snapshots(self, *, filters: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """The account's own snapshots matching the filters, in one paginated call."""
+        out: dict[str, dict[str, Any]] = {}
+        targets = [v for f in filters if f.get("Name") == "volume-id" for v in f.get("Values") or ()]
+        for page in self._paginate("DescribeSnapshots", "describe_snapshots", targets,
+                                   Filters=list(filters), OwnerIds=["self"]):
+            for snap in page.get("Snapshots", ()):
+                out[snap["SnapshotId"]] = snap
+        return out
 
 
 def iso(value: Any) -> str | None:

@@ -239,6 +239,12 @@ class KubeClient:
         selector = f"involvedObject.name={pod},involvedObject.namespace={namespace}"
         return self._list("core", "list_namespaced_event", namespace, field_selector=selector)
 
+    def list_object_events(self, *, kind: str, name: str, namespace: str | None = None) -> list[Obj]:
+        """Events about one object; a cluster-scoped object's (a PV's) are kept in ``default``."""
+        ns = namespace or "default"
+        selector = f"involvedObject.kind={kind},involvedObject.name={name}"
+        return self._list("core", "list_namespaced_event", ns, field_selector=selector)
+
     def get_pod(self, *, namespace: str, name: str) -> Obj:
         return self._request("core", "read_namespaced_pod", (f"{namespace}/{name}",), name, namespace)
 

@@ -49,7 +49,7 @@ from werkzeug.serving import BaseWSGIServer, make_server
 
 from bot.sim.consistency import StaleReads
 from bot.sim.ec2_instances import Ec2Refusal, InstanceLifecycle, Timing
-from bot.sim.iam import ADMIN_KEY, Policy, access_key, resources_of
+from bot.sim.iam import ADMIN_KEY, Policy, access_key, implicit_checks, resources_of
 from bot.sim.net import POLL, no_delay
 from bot.sim.sts import StsLog, is_sts
 
@@ -249,6 +249,8 @@ class Ec2Sim(InstanceLifecycle):
         resources = resources_of(action, scoped, region=self.region, tags=self.tags)
         principal = f"arn:aws:sts::123456789012:assumed-role/runbook-bot/{key}"
         denied = self.policy.evaluate(action, resources, principal=principal)
+        for implied, more in implicit_checks(action, scoped, region=self.region):
+            denied = denied or self.policy.evaluate(implied, more, principal=principal)
         if denied is not None:
             self.refused.append((key, action, denied.message))
             raise Ec2Error("UnauthorizedOperation", denied.message, 403)
@@ -487,6 +489,17 @@ class SeedClient:
             return {"VolumeId": VolumeId, "InstanceId": params["InstanceId"], "State": "detaching"}
         self.sim.backend.detach_volume(VolumeId, params["InstanceId"], "")
         return {"VolumeId": VolumeId, "InstanceId": params["InstanceId"], "State": "detached"}
+
+    def delete_volume(self, *, VolumeId: str) -> dict[str, Any]:
+        """The EBS CSI controller's delete of a released volume: EC2 refuses an attached one."""
+        vol = self.sim.volume(VolumeId)
+        if vol is None:
+            raise SeedError("InvalidVolume.NotFound", f"The volume '{VolumeId}' does not exist.")
+        if vol.attachment is not None:
+            raise SeedError("VolumeInUse", f"Volume {VolumeId} is currently attached to "
+                                           f"{vol.attachment.instance.id}")
+        self.sim.backend.delete_volume(VolumeId)
+        return {}
 
 
 WRITES = {"DetachVolume", "AttachVolume", "StartInstances", "StopInstances", "TerminateInstances",

@@ -8,10 +8,13 @@ caller except the sandbox's own controllers (their access key is ``ADMIN_KEY``).
 What is evaluated, as IAM does for one identity-based policy: ``Allow`` and ``Deny`` statements,
 ``Action``/``NotAction`` with wildcards, ``Resource`` ARNs with wildcards, and conditions with the
 operators ``StringEquals``, ``StringNotEquals``, ``StringLike``, ``StringNotLike`` and ``Null`` on
-``aws:ResourceTag/KEY`` and ``ec2:ResourceTag/KEY``. Every resource EC2 authorizes must be allowed:
+``aws:ResourceTag/KEY``, ``ec2:ResourceTag/KEY``, ``aws:RequestTag/KEY`` (the tags of the request's
+``TagSpecification``) and ``ec2:CreateAction``. Every resource EC2 authorizes must be allowed:
 the instance for StopInstances, the instance *and* the volume for DetachVolume/AttachVolume, the
-volume for DeleteVolume; Describe calls authorize ``*`` only (EC2 has no resource-level permissions
-for them). The placeholder ``CLUSTER_NAME`` in the file is the sandbox's cluster name. Anything
+volume for DeleteVolume, the volume *and* the new snapshot (``arn:aws:ec2:REGION::snapshot/*``) for
+CreateSnapshot, plus ``ec2:CreateTags`` on the snapshot (with ``ec2:CreateAction``) when the
+request tags it; Describe calls authorize ``*`` only (EC2 has no resource-level permissions for
+them). The placeholder ``CLUSTER_NAME`` in the file is the sandbox's cluster name. Anything
 else in the file (another operator, a global condition key) is refused when the policy is loaded,
 naming the statement, so the sandbox never silently allows what IAM would not.
 """
@@ -28,7 +31,8 @@ from typing import Any
 ADMIN_KEY = "SANDBOXADMIN"  # the sandbox's own controllers and arranging calls
 ACCOUNT = "123456789012"  # moto's default account
 OPERATORS = {"StringEquals", "StringNotEquals", "StringLike", "StringNotLike", "Null"}
-TAG_KEYS = ("aws:ResourceTag/", "ec2:ResourceTag/")
+TAG_KEYS = ("aws:ResourceTag/", "ec2:ResourceTag/", "aws:RequestTag/")
+CREATE_ACTION = "ec2:CreateAction"
 
 # action -> the request parameters naming the resources EC2 authorizes, with their ARN type
 RESOURCES: dict[str, tuple[tuple[str, str], ...]] = {
@@ -39,7 +43,9 @@ RESOURCES: dict[str, tuple[tuple[str, str], ...]] = {
     "DetachVolume": (("InstanceId", "instance"), ("VolumeId", "volume")),
     "AttachVolume": (("InstanceId", "instance"), ("VolumeId", "volume")),
     "DeleteVolume": (("VolumeId", "volume"),),
+    "CreateSnapshot": (("VolumeId", "volume"),),
 }
+CREATES = {"CreateSnapshot": "snapshot"}  # actions that create a resource: its ARN is authorized too
 
 
 class PolicyFileError(ValueError):
@@ -75,8 +81,11 @@ class Policy:
 
     def evaluate(self, action: str, resources: list[tuple[str, dict[str, str]]], *,
                  principal: str) -> Denied | None:
-        """None when every (arn, tags) resource is allowed for ``ec2:action``; else the refusal."""
-        full = f"ec2:{action}"
+        """None when every (arn, condition context) is allowed for ``ec2:action``; else the refusal.
+
+        The context maps condition keys (``aws:ResourceTag/KEY``, ``aws:RequestTag/KEY``,
+        ``ec2:CreateAction``) to their values for that resource."""
+        full = action if ":" in action else f"ec2:{action}"
         for arn, tags in resources:
             allowed = False
             for st in self.statements:
@@ -94,13 +103,39 @@ class Policy:
 
 def resources_of(action: str, params: dict[str, str], *, region: str,
                  tags: Callable[[str], dict[str, str]]) -> list[tuple[str, dict[str, str]]]:
-    """The (ARN, tags) EC2 authorizes for this request; ``[("*", {})]`` when it has none."""
+    """The (ARN, condition context) EC2 authorizes for this request; ``[("*", ...)]`` when none."""
+    asked = request_tags(params)
     out = []
     for param, kind in RESOURCES.get(action, ()):
         ids = [v for k, v in sorted(params.items()) if k == param or (param.endswith(".")
                                                                       and k.startswith(param))]
-        out += [(f"arn:aws:ec2:{region}:{ACCOUNT}:{kind}/{i}", tags(i)) for i in ids]
-    return out or [("*", {})]
+        out += [(f"arn:aws:ec2:{region}:{ACCOUNT}:{kind}/{i}", _context(tags(i), asked)) for i in ids]
+    if action in CREATES:
+        out.append((f"arn:aws:ec2:{region}::{CREATES[action]}/*", _context({}, asked)))
+    return out or [("*", _context({}, asked))]
+
+
+def implicit_checks(action: str, params: dict[str, str], *,
+                    region: str) -> list[tuple[str, list[tuple[str, dict[str, str]]]]]:
+    """Further (action, resources) EC2 authorizes: tagging a resource as it is created."""
+    asked = request_tags(params)
+    if action not in CREATES or not asked:
+        return []
+    ctx = {**_context({}, asked), CREATE_ACTION: action}
+    return [("ec2:CreateTags", [(f"arn:aws:ec2:{region}::{CREATES[action]}/*", ctx)])]
+
+
+def request_tags(params: dict[str, str]) -> dict[str, str]:
+    """The tags a request asks for (``TagSpecification.N.Tag.M.Key/Value``)."""
+    keys = {k[:-len(".Key")]: v for k, v in params.items()
+            if k.startswith("TagSpecification.") and k.endswith(".Key")}
+    return {v: params.get(f"{k}.Value", "") for k, v in keys.items()}
+
+
+def _context(resource_tags: dict[str, str], asked: dict[str, str]) -> dict[str, str]:
+    ctx = {f"{p}{k}": v for k, v in resource_tags.items() for p in ("aws:ResourceTag/", "ec2:ResourceTag/")}
+    ctx.update({f"aws:RequestTag/{k}": v for k, v in asked.items()})
+    return ctx
 
 
 def access_key(authorization: str) -> str:
@@ -132,9 +167,10 @@ def _check_statement(st: Any, *, where: str) -> None:
             raise PolicyFileError(f"{where}: condition operator {op} is not evaluated by the sandbox "
                                   f"(known: {', '.join(sorted(OPERATORS))})")
         for key in block:
-            if not key.startswith(TAG_KEYS):
+            if not key.startswith(TAG_KEYS) and key != CREATE_ACTION:
                 raise PolicyFileError(f"{where}: condition key {key} is not evaluated by the sandbox "
-                                      "(known: aws:ResourceTag/KEY, ec2:ResourceTag/KEY)")
+                                      "(known: aws:ResourceTag/KEY, ec2:ResourceTag/KEY, "
+                                      "aws:RequestTag/KEY, ec2:CreateAction)")
 
 
 def _applies(st: dict[str, Any], action: str, arn: str, tags: dict[str, str]) -> bool:
@@ -150,7 +186,7 @@ def _applies(st: dict[str, Any], action: str, arn: str, tags: dict[str, str]) ->
 
 
 def _condition(op: str, key: str, values: list[str], tags: dict[str, str]) -> bool:
-    tag = key.split("/", 1)[1]
+    tag = key
     present = tag in tags
     base = op.removesuffix("IfExists")
     if base == "Null":

@@ -45,6 +45,7 @@ class Ec2Backend:
         self.proxy.fail_next.clear()
         self.proxy.fail_actions.clear()
         self.proxy.requests.clear()
+        self.proxy.ignore_dry_run = False
 
 
 @pytest.fixture(scope="session")
@@ -171,7 +172,8 @@ class World:
 
     def pv(self, name: str, *, volume_id: str, zone: str = ZONE, legacy: bool = False,
            claim: tuple[str, str] | None = None, finalizers: list[str] | None = None,
-           terminating: bool = False) -> None:
+           terminating: bool = False, phase: str = "Bound", reclaim: str | None = None,
+           driver: str = "ebs.csi.aws.com") -> None:
         spec: dict[str, Any] = {"storageClassName": "gp3", "nodeAffinity": {"required": {
             "nodeSelectorTerms": [{"matchExpressions": [
                 {"key": "topology.ebs.csi.aws.com/zone", "operator": "In", "values": [zone]}]}]}}}
@@ -179,7 +181,9 @@ class World:
             spec = {"storageClassName": "gp2",
                     "awsElasticBlockStore": {"volumeID": f"aws://{zone}/{volume_id}"}}
         else:
-            spec["csi"] = {"driver": "ebs.csi.aws.com", "volumeHandle": volume_id}
+            spec["csi"] = {"driver": driver, "volumeHandle": volume_id}
+        if reclaim:
+            spec["persistentVolumeReclaimPolicy"] = reclaim
         if claim:
             spec["claimRef"] = {"namespace": claim[0], "name": claim[1]}
         meta: dict[str, Any] = {"name": name, "finalizers": finalizers or ["kubernetes.io/pv-protection"]}
@@ -187,7 +191,7 @@ class World:
             meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
         self.kube.put("persistentvolumes", {"apiVersion": "v1", "kind": "PersistentVolume",
                                             "metadata": meta, "spec": spec,
-                                            "status": {"phase": "Bound"}})
+                                            "status": {"phase": phase}})
 
     def pvc(self, name: str, *, namespace: str = "default", volume_name: str,
             terminating: bool = False) -> None:
@@ -200,15 +204,31 @@ class World:
             "spec": {"volumeName": volume_name, "storageClassName": "gp3"},
             "status": {"phase": "Bound"}})
 
+    def released_volume(self, pv: str = "pv-r", *, claim: str = "data-gone-0",
+                        reclaim: str = "Delete", phase: str = "Released") -> str:
+        """An EBS volume the CSI driver created for ``pv`` (tagged as it tags), and its PV, whose
+        claim is gone: what the reclaim policy then applies to."""
+        vid = self.volume(tags={"CSIVolumeName": pv, "ebs.csi.aws.com/cluster": "true",
+                                "kubernetes.io/created-for/pv/name": pv,
+                                "kubernetes.io/created-for/pvc/name": claim,
+                                "kubernetes.io/created-for/pvc/namespace": "default"})
+        self.pv(pv, volume_id=vid, claim=("default", claim), phase=phase, reclaim=reclaim,
+                finalizers=["external-provisioner.volume.kubernetes.io/finalizer"])
+        return vid
+
     def va(self, name: str, *, node: str, pv: str, attached: bool = True,
-           detach_error: str | None = None) -> None:
+           detach_error: str | None = None, terminating: bool = False,
+           attacher: str = "ebs.csi.aws.com") -> None:
         status: dict[str, Any] = {"attached": attached}
         if detach_error:
             status["detachError"] = {"time": "2026-01-01T00:00:00Z", "message": detach_error}
+        meta: dict[str, Any] = {"name": name, "finalizers": ["external-attacher/ebs-csi-aws-com"]}
+        if terminating:
+            meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
         self.kube.put("volumeattachments", {
             "apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttachment",
-            "metadata": {"name": name, "finalizers": ["external-attacher/ebs-csi-aws-com"]},
-            "spec": {"attacher": "ebs.csi.aws.com", "nodeName": node,
+            "metadata": meta,
+            "spec": {"attacher": attacher, "nodeName": node,
                      "source": {"persistentVolumeName": pv}},
             "status": status})
 

@@ -38,9 +38,10 @@ def _arrange(world, case):
         vid = world.volume()
         world.ec2.delete_volume(VolumeId=vid)
         world.pv("pv-1", volume_id=vid, finalizers=["kubernetes.io/pv-protection",
-                                                    "external-attacher/ebs-csi-aws-com"])
-        world.pvc("data-0", volume_name="pv-1")
-        world.va("csi-0", node="n1", pv="pv-1")
+                                                    "external-attacher/ebs-csi-aws-com"],
+                 terminating=True, phase="Released")
+        world.pvc("data-0", volume_name="pv-1", terminating=True)
+        world.va("csi-0", node="n1", pv="pv-1", terminating=True)
         name = {"PersistentVolume": "pv-1", "PersistentVolumeClaim": "data-0",
                 "VolumeAttachment": "csi-0"}[variant]
         return action, {"kind": variant, "name": name,
@@ -54,7 +55,7 @@ def _arrange(world, case):
         return action, {"volume_id": world.volume(attach_to=iid), "force": True}
     if action == "aws.ec2.volume.delete":
         world.volume()
-        return action, {"volume_id": world.volume()}
+        return action, {"volume_id": world.released_volume()}
     raise AssertionError(case)
 
 

@@ -124,12 +124,14 @@ def test_detach_of_a_volume_attached_elsewhere_than_asked_is_refused(world):
 
 
 def test_delete_removes_an_available_volume_once(world):
-    vid = world.volume()
+    vid = world.released_volume()
     plan, _ = world.plan("aws.ec2.volume.delete", volume_id=vid)
     assert [c.summary() for c in plan.changes] == [f"delete Volume {vid}: available -> deleted"]
     result, calls = world.apply(plan)
     assert result.data == {"volume_id": vid, "deleted": True} and not result.already_done
-    assert _ops(calls) == ["DescribeVolumes", "DeleteVolume", "DescribeVolumes"]  # then checked
+    assert _ops(calls) == ["DescribeVolumes", "read_persistent_volume",
+                           "read_namespaced_persistent_volume_claim", "list_namespaced_pod",
+                           "DeleteVolume", "DescribeVolumes"]  # then checked
     assert world.volume_state(vid) is None
     again, again_calls = world.apply(plan)
     assert again.already_done and _ops(again_calls) == ["DescribeVolumes"]

@@ -18,7 +18,10 @@ from bot.actions.declarations import OUT_OF_SERVICE_TAINT
 
 OOS = {"key": OUT_OF_SERVICE_TAINT, "value": "nodeshutdown", "effect": "NoExecute"}
 WRITE_OPS = {"replace_node", "replace_persistent_volume", "replace_namespaced_persistent_volume_claim",
-             "replace_volume_attachment", "StopInstances", "DetachVolume", "DeleteVolume"}
+             "replace_volume_attachment", "StopInstances", "DetachVolume", "DeleteVolume",
+             "CreateSnapshot"}
+OWNER_READS = ["read_persistent_volume", "read_namespaced_persistent_volume_claim",
+               "list_namespaced_pod"]
 
 
 @dataclass(frozen=True)
@@ -51,7 +54,7 @@ def _unschedulable(world, flag):
 def _gone_volume_pv(world):
     vid = world.volume()
     world.ec2.delete_volume(VolumeId=vid)
-    world.pv("pv-1", volume_id=vid)
+    world.pv("pv-1", volume_id=vid, terminating=True, phase="Released")
     return {"kind": "PersistentVolume", "name": "pv-1"}
 
 
@@ -123,7 +126,7 @@ CASES: dict[str, Case] = {
     "k8s.finalizers.remove": Case(
         _gone_volume_pv, ["read_persistent_volume", "DescribeVolumes"],
         ["read_persistent_volume", "DescribeVolumes", "replace_persistent_volume"],
-        lambda w, p, r: w.kube.get("persistentvolumes", "pv-1")["metadata"]["finalizers"] == [],
+        lambda w, p, r: w.kube.get("persistentvolumes", "pv-1") is None,  # terminating: it goes
         again_ops=["read_persistent_volume"]),
     "aws.ec2.instance.get": Case(
         lambda w: {"instance_id": w.instance()}, [],
@@ -148,10 +151,21 @@ CASES: dict[str, Case] = {
         lambda w, p, r: w.volume_state(p["volume_id"]) == "available",
         again_ops=["DescribeVolumes"]),
     "aws.ec2.volume.delete": Case(
-        lambda w: {"volume_id": w.volume()}, ["DescribeVolumes"],
-        ["DescribeVolumes", "DeleteVolume", "DescribeVolumes"],
+        lambda w: {"volume_id": w.released_volume()}, ["DescribeVolumes", *OWNER_READS],
+        ["DescribeVolumes", *OWNER_READS, "DeleteVolume", "DescribeVolumes"],
         lambda w, p, r: w.volume_state(p["volume_id"]) is None,
         again_ops=["DescribeVolumes"]),
+    "aws.ec2.volume.snapshot": Case(
+        lambda w: {"volume_id": w.released_volume(), "pv": "pv-r"},
+        ["DescribeVolumes", "DescribeSnapshots"],
+        ["DescribeVolumes", "DescribeSnapshots", "CreateSnapshot"],
+        lambda w, p, r: r.data["snapshot_id"] is not None and r.data["state"] == "completed",
+        again_ops=["DescribeVolumes", "DescribeSnapshots"]),
+    "k8s.pv.blockers": Case(
+        lambda w: (w.released_volume(), {"name": "pv-r"})[-1], [],
+        ["read_persistent_volume", "read_namespaced_persistent_volume_claim",
+         "list_namespaced_pod", "list_volume_attachment", "list_namespaced_event"],
+        lambda w, p, r: r.data["verdict"] == "not-terminating"),
     "k8s.volumeattachments.audit": Case(
         lambda w: (w.va("csi-1", node="gone-node", pv="pv-1"), {})[-1], [],
         ["list_volume_attachment", "list_node", "list_pod_for_all_namespaces",
@@ -212,7 +226,9 @@ def test_every_api_call_is_recorded_with_service_targets_outcome_and_request_id(
     results, calls = world.until_done(
         plan, between=case.between and (lambda: case.between(world)))
     for call in [*plan_calls, *calls]:
-        assert call.service in {"kubernetes", "ec2"} and call.outcome == "ok"
+        # an object that is not there is an answer too (a released PV's claim is gone)
+        assert call.service in {"kubernetes", "ec2"} and (call.outcome == "ok" or (
+            call.outcome == "NotFound" and call.operation.startswith("read_")))
         assert all(call.targets) and (call.targets or call.operation.startswith("list_"))
         # EC2 gives an AWS request id, the API server its Audit-Id
         if call.service == "kubernetes":

@@ -54,8 +54,22 @@ def _fenced_volume(world):
 def _released_pv(world):
     vid = world.volume()
     world.ec2.delete_volume(VolumeId=vid)
-    world.pv("pv-1", volume_id=vid, terminating=True)
+    world.pv("pv-1", volume_id=vid, terminating=True, phase="Released")
     return {"kind": "PersistentVolume", "name": "pv-1"}
+
+
+def _deleted_claim(world):
+    vid = world.volume()
+    world.ec2.delete_volume(VolumeId=vid)
+    world.pv("pv-1", volume_id=vid, terminating=True, phase="Released")
+    world.pvc("data-0", volume_name="pv-1", terminating=True)
+    return {"kind": "PersistentVolumeClaim", "name": "data-0", "namespace": "default"}
+
+
+def _retain(world, params):
+    pv = world.kube.get("persistentvolumes", "pv-r")
+    pv["spec"]["persistentVolumeReclaimPolicy"] = "Retain"  # someone chose to keep the disk
+    world.kube.put("persistentvolumes", pv)
 
 
 def _point_pv_at_a_live_volume(world, params):
@@ -88,6 +102,13 @@ RULE_CASES: dict[str, Rule] = {
     "finalizer-volume": Rule(
         "k8s.finalizers.remove", _released_pv, _point_pv_at_a_live_volume,
         lambda w, p: w.kube.get("persistentvolumes", "pv-1") is None),
+    "finalizer-blocker": Rule(
+        "k8s.finalizers.remove", _deleted_claim,
+        lambda w, p: w.pod("es-0", node="n1", pvc="data-0"),  # a pod mounts the claim again
+        lambda w, p: w.kube.get("persistentvolumeclaims", "data-0", "default") is None),
+    "volume-delete": Rule(
+        "aws.ec2.volume.delete", lambda w: {"volume_id": w.released_volume(), "pv": "pv-r"},
+        _retain, lambda w, p: w.volume_state(p["volume_id"]) is None),
 }
 
 

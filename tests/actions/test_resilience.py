@@ -33,10 +33,9 @@ def _cordon(world):
 def _finalizers(world):
     vid = world.volume()
     world.ec2.delete_volume(VolumeId=vid)
-    world.pvc("data-0", volume_name="pv-gone")
+    world.pvc("data-0", volume_name="pv-gone", terminating=True)
     return ({"kind": "PersistentVolumeClaim", "name": "data-0", "namespace": "default"},
-            lambda: world.kube.get("persistentvolumeclaims", "data-0", "default")["metadata"][
-                "finalizers"] == [])
+            lambda: world.kube.get("persistentvolumeclaims", "data-0", "default") is None)
 
 
 KUBE_WRITES = {"k8s.node.taint": _taint, "k8s.node.untaint": _untaint, "k8s.node.cordon": _cordon,
@@ -68,7 +67,7 @@ def _detach(world):
 
 
 def _delete(world):
-    vid = world.volume()
+    vid = world.released_volume()
     return {"volume_id": vid}, "DeleteVolume", lambda: world.volume_state(vid) is None
 
 

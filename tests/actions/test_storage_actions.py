@@ -11,6 +11,7 @@ MULTI = ('Multi-Attach error for volume "pvc-0a1b" Volume is already exclusively
 OLD_AFFINITY = ("0/15 nodes are available: 3 node(s) had volume node affinity conflict, 12 node(s) "
                 "didn't match Pod's node affinity/selector.")
 NEW_AFFINITY = "0/3 nodes are available: 3 node(s) didn't match PersistentVolume's node affinity."
+VOLUME_ZONE = "0/6 nodes are available: 2 Insufficient cpu, 4 node(s) had no available volume zone."
 
 
 def _ops(calls):
@@ -34,6 +35,7 @@ def test_pods_list_by_node_reports_reasons_terminating_and_claims(world):
 
 @pytest.mark.parametrize("message, multi, affinity", [
     (MULTI, True, False), (OLD_AFFINITY, False, True), (NEW_AFFINITY, False, True),
+    (VOLUME_ZONE, False, True),
     ("Successfully assigned default/es-0 to n2", False, False)])
 def test_pod_events_detect_multi_attach_and_both_affinity_wordings(world, message, multi, affinity):
     world.event("es-0", reason="FailedAttachVolume" if multi else "FailedScheduling", message=message)
@@ -140,10 +142,10 @@ def test_storageclass_audit_flags_immediate_binding_across_zones(world):
 
 def _leaked(world, *, delete_volume: bool):
     vid = world.volume()
-    world.pv("pv-1", volume_id=vid, terminating=True,
+    world.pv("pv-1", volume_id=vid, terminating=True, phase="Released",
              finalizers=["kubernetes.io/pv-protection", "external-attacher/ebs-csi-aws-com"])
     world.pvc("data-es-0", volume_name="pv-1", terminating=True)
-    world.va("csi-0", node="dead", pv="pv-1")
+    world.va("csi-0", node="dead", pv="pv-1", terminating=True)
     if delete_volume:
         world.ec2.delete_volume(VolumeId=vid)
     return vid

@@ -10,18 +10,9 @@ from tests.rehearsals.conftest import assert_clean, types
 
 pytestmark = pytest.mark.slow
 
-BOUND_PV_DEFECT = (
-    "stuck-terminating-volume defect: it does not check that the PV is still Bound to a claim a "
-    "running pod uses; it goes on to delete the EBS volume, stops only because EC2 refuses an "
-    "in-use volume, and advises to detach it")
 TOLERATING_DEFECT = (
     "node-dead-ngns defect: it does not look for pods that tolerate the out-of-service taint; such a "
     "pod is neither evicted nor force-deleted, keeps its volume, and the run only times out")
-AUTO_MODE_DEFECT = (
-    "the actions read a PV's EBS volume id only from ebs.csi.aws.com and in-tree PVs "
-    "(bot/actions/interlocks.py): stuck-terminating-volume takes an EKS Auto Mode "
-    "(ebs.csi.eks.amazonaws.com) PV for one without a volume, removes its finalizers and leaks the "
-    "EBS volume")
 OLD_EVENTS_DEFECT = (
     "multi-attach-triage decides from the pod's events, which the API server deletes after the "
     "1 h event TTL: an older Multi-Attach incident is declared not applicable")
@@ -46,7 +37,6 @@ def test_stuck_terminating_on_a_bound_pv_changes_nothing(rehearse):
     assert_clean(r, st.run_id)
 
 
-@pytest.mark.xfail(strict=True, reason=BOUND_PV_DEFECT)
 def test_stuck_terminating_on_a_bound_pv_says_the_claim_is_in_use_before_touching_the_disk(rehearse):
     r = rehearse("bound-pv-deleted")
     f = r.facts
@@ -87,7 +77,6 @@ def test_a_partitioned_node_is_fenced_before_the_taint_and_before_the_timeout_de
     assert_clean(r, st.run_id)  # includes: no volume pulled from the running machine
 
 
-@pytest.mark.xfail(strict=True, reason=AUTO_MODE_DEFECT)
 def test_auto_mode_pv_finalizers_are_never_removed_while_its_ebs_volume_exists(rehearse):
     r = rehearse("auto-mode-leak")
     f = r.facts
@@ -135,8 +124,9 @@ def test_node_dead_checks_that_an_in_tree_volume_moved(rehearse):
     assert st.steps["volumes_moved"].status == "succeeded"
 
 
-@pytest.mark.xfail(strict=True, reason=AUTO_MODE_DEFECT + "; node-dead-ngns then finds no volume "
-                   "on the node and its pod and volume checks pass on nothing")
+@pytest.mark.xfail(strict=True, reason="node-dead-ngns defect: it reads EBS volume ids only from "
+                   "ebs.csi.aws.com and in-tree PVs, so it finds no EKS Auto Mode volume on the node "
+                   "and its pod and volume checks pass on nothing")
 def test_node_dead_checks_that_an_auto_mode_volume_moved(rehearse):
     r = rehearse("node-dead", volume_driver="ebs.csi.eks.amazonaws.com")
     f = r.facts
