@@ -133,6 +133,7 @@ class Ec2Sim(InstanceLifecycle):
         self.throttled = 0
         self._rng = random.Random(f"ec2-throttle-{seed}")
         self._lock = threading.RLock()
+        self._dirty = False  # a change noted under the lock, not yet told to on_change
         self._moto: MotoServer | None = None
         self._moto_addr: tuple[str, int] = ("127.0.0.1", 0)
         self._httpd: ThreadingHTTPServer | None = None
@@ -226,19 +227,38 @@ class Ec2Sim(InstanceLifecycle):
     # -- the intercepted actions ----------------------------------------------------------------
 
     def handle(self, params: dict[str, str], *, key: str = ADMIN_KEY) -> bytes | None:
-        """A response body for actions answered here, or None to forward to moto."""
+        """A response body for actions answered here, or None to forward to moto.
+
+        ``on_change`` runs after the lock is released, never under it: the sandbox's controllers
+        react inside that callback, and their own EC2 calls cross this endpoint on other threads,
+        which must be able to take the lock.
+        """
         action = params.get("Action", "")
+        try:
+            with self._lock:
+                self.requests += 1
+                if self.throttle_rate and self._rng.random() < self.throttle_rate:
+                    self.throttled += 1
+                    raise Ec2Error("RequestLimitExceeded", "Request limit exceeded.", 503)
+                if self.tick():
+                    self.changed()
+                if self.policy is not None and key != ADMIN_KEY:
+                    self._authorize(action, params, key)
+                fn = getattr(self, f"_do_{action}", None)
+                return fn(params) if fn else None
+        finally:
+            self.notify()
+
+    def changed(self) -> None:
+        """Note, under the lock, that state changed: ``notify`` tells the sandbox once it is free."""
+        self._dirty = True
+
+    def notify(self) -> None:
+        """Run ``on_change`` if a change was noted; call it without holding the lock."""
         with self._lock:
-            self.requests += 1
-            if self.throttle_rate and self._rng.random() < self.throttle_rate:
-                self.throttled += 1
-                raise Ec2Error("RequestLimitExceeded", "Request limit exceeded.", 503)
-            if self.tick():
-                self.on_change()
-            if self.policy is not None and key != ADMIN_KEY:
-                self._authorize(action, params, key)
-            fn = getattr(self, f"_do_{action}", None)
-            return fn(params) if fn else None
+            dirty, self._dirty = self._dirty, False
+        if dirty:
+            self.on_change()
 
     def _authorize(self, action: str, params: dict[str, str], key: str) -> None:
         assert self.policy is not None
@@ -290,7 +310,7 @@ class Ec2Sim(InstanceLifecycle):
                 att.status = "detaching"
                 self.stuck[vid] = "detaching"
                 self.hang_stuck.add(vid)
-                self.on_change()
+                self.changed()
                 return self._attachment_xml("DetachVolumeResponse", vid, iid, att.device, "detaching")
         self.stuck.pop(vid, None)
         self.hang_stuck.discard(vid)
@@ -464,6 +484,8 @@ class SeedClient:
                     self.sim.seeding = False
         except Ec2Error as e:
             raise SeedError(e.code, e.message) from e
+        finally:
+            self.sim.notify()
 
     def create_volume(self, *, AvailabilityZone: str, Size: int, VolumeType: str = "gp3",
                       TagSpecifications: list[dict[str, Any]] | None = None,

@@ -99,7 +99,7 @@ class InstanceLifecycle:
     backend: Any
     instance: Callable[[str], Any]
     instance_state: Callable[[str], str]
-    on_change: Callable[[], None]
+    changed: Callable[[], None]
     now: Callable[[], datetime]
     _lock: Any
     timing: Timing
@@ -231,7 +231,7 @@ class InstanceLifecycle:
             if before in ("running", "stopping"):
                 self._stop(iid, force=force, skip_os=skip_os)
             rows.append((iid, before, inst._state.name))
-        self.on_change()
+        self.changed()
         return _state_change("StopInstancesResponse", "instancesSet", rows)
 
     def _stop(self, iid: str, *, force: bool, skip_os: bool) -> None:
@@ -269,7 +269,7 @@ class InstanceLifecycle:
                 self.hung.discard(iid)
                 self._begin(iid, "pending", "running", self.timing.start_seconds)
             rows.append((iid, before, inst._state.name))
-        self.on_change()
+        self.changed()
         return _state_change("StartInstancesResponse", "instancesSet", rows)
 
     def _do_TerminateInstances(self, params: dict[str, str]) -> bytes:
@@ -290,7 +290,7 @@ class InstanceLifecycle:
                     self.timing.terminate_seconds)
                 self._begin(iid, "shutting-down", "terminated", seconds)
             rows.append((iid, before, inst._state.name))
-        self.on_change()
+        self.changed()
         return _state_change("TerminateInstancesResponse", "instancesSet", rows)
 
 

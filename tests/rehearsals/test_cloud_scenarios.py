@@ -1,7 +1,8 @@
 """node-dead-ngns where EC2 and the node groups behave as on EKS: a guest that recovers while the
 fence waits for approval, a Spot node that cannot be stopped, a node group replacing the instance
-mid-run, and IAM refusing what production would refuse. Where today's runbook is wrong the
-rehearsal states the right outcome and is marked strict expected-to-fail, naming the defect."""
+mid-run, and IAM letting through or refusing the break-glass force detach as production would.
+Where today's runbook is wrong the rehearsal states the right outcome and is marked strict
+expected-to-fail, naming the defect."""
 
 from __future__ import annotations
 
@@ -9,6 +10,10 @@ import json
 
 import pytest
 
+from bot.engine.plan import Result
+from bot.engine.ports import StepContext
+from bot.errors import PermanentError
+from bot.sim.rehearsal import CLUSTER, REQUESTER
 from tests.rehearsals.conftest import assert_clean, taint_keys
 
 OOS = "node.kubernetes.io/out-of-service"
@@ -105,15 +110,42 @@ def test_a_node_replaced_after_the_run_leaves_the_cluster_clean(rehearse):
     assert_clean(r, st.run_id)
 
 
+def force_detach(r, volume_id: str, instance_id: str) -> Result:
+    """node-dead-ngns's break-glass force detach, made as its step makes it: the catalog's
+    aws.ec2.volume.detach with the run's clients, so with the bot's credentials, which the sandbox's
+    EC2 endpoint holds to the IAM policy. Called directly: on a real stuck detach the runbook does
+    not reach this step (STUCK_DETACH_DEFECT, a strict expected failure in test_node_dead.py)."""
+    catalog = r.runner.catalog
+
+    def ctx() -> StepContext:
+        return StepContext(run_id="rb-force", step_id="force_detach", requester=REQUESTER,
+                           clock=r.clock, params={"cluster": CLUSTER})
+
+    plan = catalog.plan("aws.ec2.volume.detach", {"volume_id": volume_id, "instance_id": instance_id,
+                                                  "force": True}, ctx())
+    assert [c.operation for c in plan.changes] == ["force-detach"]  # the interlock let it through
+    for _ in range(20):
+        result = catalog.apply(plan.action, plan, ctx())
+        if result.done:
+            return result
+        r.sandbox.advance(result.retry_after)
+    raise AssertionError(f"the force detach of {volume_id} did not finish")
+
+
 def test_the_shipped_policy_lets_the_force_detach_through_and_records_no_refusal(rehearse):
     r = rehearse("stuck-detach")
-    st = r.run("node-dead-ngns", node=r.facts["node"])
-    assert st.status == "succeeded", st.outcome
+    f = r.facts
+    assert r.sandbox.ec2.attachments()[f["volume_id"]] == [(f["instance_id"], "busy")]
+    force_detach(r, f["volume_id"], f["instance_id"])
     assert r.sandbox.ec2.refused == []
-    assert_clean(r, st.run_id)
+    # freed at EC2, the volume goes to the node its pod waits on, and the pod runs
+    r.sandbox.advance(30)
+    assert [i for i, _ in r.sandbox.ec2.attachments()[f["volume_id"]]] != [f["instance_id"]]
+    assert r.sandbox.get("Pod", f["namespace"], f["pod"])["status"]["phase"] == "Running"
+    assert r.sandbox.violations == []
 
 
-def test_a_policy_production_would_refuse_fails_the_rehearsal_at_the_refused_call(rehearse, tmp_path):
+def test_a_policy_production_would_refuse_fails_the_force_detach_at_the_refused_call(rehearse, tmp_path):
     old = tmp_path / "policy.json"
     old.write_text(json.dumps({"Version": "2012-10-17", "Statement": [
         {"Effect": "Allow", "Action": ["ec2:Describe*"], "Resource": "*"},
@@ -122,8 +154,8 @@ def test_a_policy_production_would_refuse_fails_the_rehearsal_at_the_refused_cal
              "aws:ResourceTag/kubernetes.io/cluster/CLUSTER_NAME": "owned"}}}]}))
     r = rehearse("stuck-detach", iam_policy=str(old))
     f = r.facts
-    st = r.run("node-dead-ngns", node=f["node"])
-    assert st.status == "failed"
-    assert "UnauthorizedOperation" in st.outcome
+    with pytest.raises(PermanentError) as e:
+        force_detach(r, f["volume_id"], f["instance_id"])
+    assert e.value.code == "UnauthorizedOperation"
     assert [a for _, a, _ in r.sandbox.ec2.refused] == ["DetachVolume"]
     assert r.sandbox.ec2.attachments()[f["volume_id"]] == [(f["instance_id"], "busy")]

@@ -166,3 +166,18 @@ def test_throttling_refuses_calls_at_the_configured_rate_in_a_seeded_order(pool)
     assert 7 <= sum(first) <= 23 and sb.ec2.throttled == sum(first)
     again = pool.fresh("stuck-terminating", throttle_rate=0.5)
     assert _throttled(again, 30) == first
+
+
+def test_a_write_that_sets_the_controllers_calling_ec2_answers_with_their_calls_answered(pool):
+    # The pass a write sets off runs before the reply, and its EC2 calls cross the same endpoint on
+    # other threads: the proxy must not hold its lock while the controllers react.
+    sb = pool.fresh("node-hung")
+    ec2 = client(sb)
+    iid, vid = sb.facts["instance_id"], sb.facts["volume_id"]
+    sb.advance(420)  # the timeout detach: the attacher keeps retrying DetachVolume on the hung guest
+    assert ec2_attachments(sb, vid) == [(iid, "detaching")]
+    before = sb.ec2.requests
+    out = ec2.stop_instances(InstanceIds=[iid])["StoppingInstances"][0]
+    assert out["CurrentState"]["Name"] == "stopping"
+    assert sb.ec2.requests - before >= 2  # the stop, and the attacher's retry it set off
+    assert sb.violations == []
