@@ -124,9 +124,6 @@ def test_node_dead_checks_that_an_in_tree_volume_moved(rehearse):
     assert st.steps["volumes_moved"].status == "succeeded"
 
 
-@pytest.mark.xfail(strict=True, reason="node-dead-ngns defect: it reads EBS volume ids only from "
-                   "ebs.csi.aws.com and in-tree PVs, so it finds no EKS Auto Mode volume on the node "
-                   "and its pod and volume checks pass on nothing")
 def test_node_dead_checks_that_an_auto_mode_volume_moved(rehearse):
     r = rehearse("node-dead", volume_driver="ebs.csi.eks.amazonaws.com")
     f = r.facts
