@@ -83,26 +83,38 @@ def _read_instance(env: Env, iid: str) -> Obj:
 
 
 def _stop_change(state: str, p: InstanceStopParams) -> Change | None:
-    if state in FENCED_STATES or (state == "stopping" and not p.force):
-        return None  # already fenced, or already on its way and no force asked for
+    if state in FENCED_STATES or state == "shutting-down" or (state == "stopping" and not p.force):
+        # already fenced, terminating by itself (it cannot be stopped: wait for 'terminated'),
+        # or already on its way and no force asked for
+        return None
     return Change(target_kind="Instance", target=p.instance_id,
                   operation="force-stop" if p.force else "stop", before=state, after="stopped")
 
 
 def plan_stop(p: InstanceStopParams, env: Env) -> Plan:
-    state = instance_state(_read_instance(env, p.instance_id))
+    inst = _read_instance(env, p.instance_id)
+    state = instance_state(inst)
     change = _stop_change(state, p)
+    facts: list[Fact] = []
+    if change is not None:
+        il.check_fence(env, instance_id=p.instance_id, instance=inst, facts=facts)
+    else:
+        facts.append(env.fact(f"instance {p.instance_id}", "state", state))
     return Plan(action="aws.ec2.instance.stop", params={}, changes=(change,) if change else (),
-                facts=(env.fact(f"instance {p.instance_id}", "state", state),))
+                facts=tuple(facts))
 
 
 def apply_stop(plan: Plan, p: InstanceStopParams, env: Env) -> Result:
-    state = instance_state(_read_instance(env, p.instance_id))
+    inst = _read_instance(env, p.instance_id)
+    state = instance_state(inst)
     if state in FENCED_STATES:
         return Result(data={"instance_id": p.instance_id, "state": state}, already_done=True,
                       message=f"instance {p.instance_id} is {state}")
-    # a plain stop already under way is not repeated; a force stop of a hung 'stopping' is
+    # a plain stop already under way is not repeated; a force stop of a hung 'stopping' is;
+    # 'shutting-down' cannot be stopped (IncorrectInstanceState): it is waited on until terminated
     if state in {"pending", "running"} or (state == "stopping" and p.force):
+        # a live read, never the plan's facts: the node may have come back during the approval
+        il.check_fence(env, instance_id=p.instance_id, instance=inst, facts=[])
         try:
             resp = env.ec2.stop_instances([p.instance_id], force=p.force)
         except PermanentError as e:
@@ -117,7 +129,8 @@ def apply_stop(plan: Plan, p: InstanceStopParams, env: Env) -> Result:
         if state in FENCED_STATES:
             return Result(data={"instance_id": p.instance_id, "state": state},
                           message=f"instance {p.instance_id} stopped")
-    progress = f"instance {p.instance_id} is {state}"
+    progress = f"instance {p.instance_id} is {state}" + (
+        ", waiting for terminated" if state == "shutting-down" else "")
     env.ctx.progress = progress
     return Result(data={"instance_id": p.instance_id, "state": state}, done=False,
                   progress=progress, retry_after=POLL_SECONDS)

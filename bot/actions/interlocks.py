@@ -1,4 +1,4 @@
-"""Interlocks 1-5: safety rules no runbook can switch off, checked with live reads.
+"""Interlocks 1-6: safety rules no runbook can switch off, checked with live reads.
 
 Each check reads the world itself, at plan time and again at apply time, and never trusts a value
 cached in the plan: an instance that was ``stopped`` when the plan was approved may have been started
@@ -23,9 +23,12 @@ from bot.actions.objects import (
     Obj,
     csi_instance_id_of,
     has_taint,
+    heartbeat_of,
     instance_id_of,
     instance_state,
     meta,
+    nodes_of_instance,
+    parse_time,
     ready_condition,
     terminating,
     va_node,
@@ -38,7 +41,9 @@ RULE_FORCE_DETACH = "force-detach"  # 2
 RULE_OOS_UNTAINT = "oos-untaint"  # 3
 RULE_FINALIZERS = "finalizer-volume"  # 4
 RULE_BLAST_RADIUS = "blast-radius"  # 5
-RULES = (RULE_OOS_TAINT, RULE_FORCE_DETACH, RULE_OOS_UNTAINT, RULE_FINALIZERS, RULE_BLAST_RADIUS)
+RULE_FENCE = "fence-live"  # 6
+RULES = (RULE_OOS_TAINT, RULE_FORCE_DETACH, RULE_OOS_UNTAINT, RULE_FINALIZERS, RULE_BLAST_RADIUS,
+         RULE_FENCE)
 
 
 def check_out_of_service_taint(env: Env, *, node: Obj, facts: list[Fact]) -> None:
@@ -173,3 +178,55 @@ class Rechecked:
             self.version = version
             # one override is one audit event, however many versions it was checked against
             self.env.ctx.overridden[:] = list(dict.fromkeys(self.env.ctx.overridden))
+
+
+def check_fence(env: Env, *, instance_id: str, instance: Obj | None, facts: list[Fact]) -> None:
+    """6: the Node behind the instance is NotReady now, and has been for at least
+    ``policy.fence_min_not_ready``; an instance being started (``pending``) is never fenced.
+
+    The Node is found by its providerID (or EBS CSI registration) in a live list, not taken from
+    the run's first read: a node that came back while the stop waited for approval changes the
+    plan's facts (its Ready condition and heartbeat), which voids the approval, and is refused here.
+    """
+    iid = instance_id
+    state = instance_state(instance)
+    facts.append(env.fact(f"instance {iid}", "state", state))
+    checks = env.ec2.describe_instance_status([iid]).get(iid) if instance is not None else None
+    facts.append(env.fact(f"instance {iid}", "status_checks", {
+        "system": ((checks or {}).get("SystemStatus") or {}).get("Status"),
+        "instance": ((checks or {}).get("InstanceStatus") or {}).get("Status")}))
+    nodes = nodes_of_instance(env.kube.list_nodes(), iid)
+    facts.append(env.fact(f"instance {iid}", "nodes", sorted(meta(n)["name"] for n in nodes)))
+    minimum = env.settings.policy.fence_min_not_ready
+    now = env.ctx.clock.now()
+    problems: list[str] = []
+    if state == "pending":
+        problems.append(f"instance {iid} is pending: someone is starting it (a restart?); ask "
+                        "who before fencing it, and wait for its node to come back instead")
+    if not nodes:
+        problems.append(f"no Node names instance {iid}, so the bot cannot confirm from Kubernetes "
+                        "that its machine is dead")
+    for node in nodes:
+        name = meta(node)["name"]
+        status, since = ready_condition(node)
+        beat = heartbeat_of(node)
+        facts.append(env.fact(f"node {name}", "ready", status))
+        facts.append(env.fact(f"node {name}", "ready_since", since))
+        facts.append(env.fact(f"node {name}", "last_heartbeat", beat))
+        if status == "True":
+            problems.append(f"node {name} is Ready again (last heartbeat {beat})")
+            continue
+        start = parse_time(since) or parse_time(beat)
+        if start is None:
+            problems.append(f"node {name} is Ready={status} but its Ready condition has no time, "
+                            "so how long it has been down is unknown")
+            continue
+        down = (now - start).total_seconds()
+        if down < minimum:
+            problems.append(f"node {name} has been NotReady for {down:.0f}s only, less than "
+                            f"policy.fence_min_not_ready ({minimum:.0f}s)")
+    env.ctx.interlock(
+        rule=RULE_FENCE, ok=not problems,
+        message=f"refusing to stop instance {iid}: {'; '.join(problems)}. A fence is only for a "
+                "machine whose node has been NotReady for a while; a node that recovered must not "
+                "be stopped")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -168,6 +169,18 @@ class World:
             "status": {"conditions": [{"type": "Ready", "status": ready,
                                        "lastTransitionTime": "2026-01-01T00:00:00Z"}]},
         }))
+
+    def dead_node(self, instance_id: str, *, name: str | None = None,
+                  down_for: float = 600.0) -> str:
+        """A node on the instance, NotReady for ``down_for`` seconds: what a fence needs."""
+        name = name or f"ip-{instance_id[2:14]}.ec2.internal"
+        since = self.clock.now() - timedelta(seconds=down_for)
+        self.node(name, ready="Unknown", instance_id=instance_id)
+        obj = self.kube.get("nodes", name)
+        stamp = since.strftime("%Y-%m-%dT%H:%M:%SZ")
+        obj["status"]["conditions"][0].update(lastTransitionTime=stamp, lastHeartbeatTime=stamp)
+        self.kube.put("nodes", obj)
+        return name
 
     def pv(self, name: str, *, volume_id: str, zone: str = ZONE, legacy: bool = False,
            claim: tuple[str, str] | None = None, finalizers: list[str] | None = None,

@@ -47,7 +47,9 @@ def _arrange(world, case):
                         "namespace": "default" if variant == "PersistentVolumeClaim" else None}
     if action == "aws.ec2.instance.stop":
         world.instance(state="stopped")  # a bystander that must not change
-        return action, {"instance_id": world.instance()}
+        iid = world.instance()
+        world.dead_node(iid)
+        return action, {"instance_id": iid}
     if action == "aws.ec2.volume.detach":
         iid = world.instance(state="stopped")
         world.volume(attach_to=world.instance(state="stopped"))  # a bystander
@@ -162,11 +164,13 @@ def test_a_dry_run_gets_clients_that_refuse_every_write_before_it_is_sent(world)
 
 def test_every_api_call_is_in_the_result_with_service_targets_and_outcome(world):
     iid = world.instance()
+    world.dead_node(iid)
     plan, _ = world.plan("aws.ec2.instance.stop", instance_id=iid)
     result, calls = world.apply(plan)
     assert list(result.calls) == calls
     assert [(c.service, c.operation, c.targets, c.outcome) for c in result.calls] == [
-        ("ec2", "DescribeInstances", (iid,), "ok"), ("ec2", "StopInstances", (iid,), "ok")]
+        ("ec2", "DescribeInstances", (iid,), "ok"), ("ec2", "DescribeInstanceStatus", (iid,), "ok"),
+        ("kubernetes", "list_node", (), "ok"), ("ec2", "StopInstances", (iid,), "ok")]
 
 
 def test_clients_are_built_once_per_cluster(world):

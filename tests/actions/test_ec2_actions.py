@@ -31,12 +31,15 @@ def test_instance_get_of_an_unknown_id_is_not_an_error(world):
 
 def test_force_stop_fences_the_instance_and_a_second_apply_is_a_no_op(world):
     iid = world.instance()
+    node = world.dead_node(iid)
     plan, plan_calls = world.plan("aws.ec2.instance.stop", instance_id=iid)
     assert [c.summary() for c in plan.changes] == [f"force-stop Instance {iid}: running -> stopped"]
     assert plan.summary == f"Stop EC2 instance {iid} (force)"
-    assert _ops(plan_calls) == ["DescribeInstances"]
+    assert _ops(plan_calls) == ["DescribeInstances", "DescribeInstanceStatus", "list_node"]
+    assert plan.fact(f"node {node}", "ready") == "Unknown"
     result, calls = world.apply(plan)
-    assert _ops(calls) == ["DescribeInstances", "StopInstances"]
+    assert _ops(calls) == ["DescribeInstances", "DescribeInstanceStatus", "list_node",
+                           "StopInstances"]
     # moto answers "stopping" and is stopped on the next read: the engine polls apply again
     assert result.done is False and result.retry_after > 0 and "stopping" in result.progress
     final, final_calls = world.apply(plan)
@@ -152,6 +155,7 @@ def test_ec2_dry_run_operation_means_permitted(world):
 
 def test_a_stop_ec2_refuses_while_the_instance_boots_is_tried_again_at_the_next_poll(world):
     iid = world.instance()
+    world.dead_node(iid)
     plan, _ = world.plan("aws.ec2.instance.stop", instance_id=iid)
     world.proxy.fail_actions["StopInstances"] = [
         (400, "IncorrectInstanceState", f"The instance '{iid}' is not in a state from which it "
@@ -159,7 +163,8 @@ def test_a_stop_ec2_refuses_while_the_instance_boots_is_tried_again_at_the_next_
     first, first_calls = world.apply(plan)
     assert not first.done and world.instance_state(iid) == "running"
     assert [(c.operation, c.outcome) for c in first_calls] == [
-        ("DescribeInstances", "ok"), ("StopInstances", "IncorrectInstanceState")]
+        ("DescribeInstances", "ok"), ("DescribeInstanceStatus", "ok"), ("list_node", "ok"),
+        ("StopInstances", "IncorrectInstanceState")]
     results, _ = world.until_done(plan)
     assert results[-1].data == {"instance_id": iid, "state": "stopped"}
     assert world.instance_state(iid) == "stopped"

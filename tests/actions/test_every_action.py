@@ -59,6 +59,12 @@ def _is(expected):
     return lambda world, params, result: result.data == expected
 
 
+def _fenceable(w: Any) -> dict[str, Any]:
+    iid = w.instance()
+    w.dead_node(iid)
+    return {"instance_id": iid}
+
+
 CASES: dict[str, Case] = {
     "k8s.node.get": Case(
         _node, [], ["read_node"],
@@ -130,8 +136,10 @@ CASES: dict[str, Case] = {
         ["DescribeInstances", "DescribeInstanceStatus"],
         lambda w, p, r: (r.data["state"], r.data["state_code"]) == ("running", 16)),
     "aws.ec2.instance.stop": Case(
-        lambda w: {"instance_id": w.instance()}, ["DescribeInstances"],
-        ["DescribeInstances", "StopInstances", "DescribeInstances"],
+        _fenceable,
+        ["DescribeInstances", "DescribeInstanceStatus", "list_node"],
+        ["DescribeInstances", "DescribeInstanceStatus", "list_node", "StopInstances",
+         "DescribeInstances"],
         lambda w, p, r: w.instance_state(p["instance_id"]) == "stopped",
         again_ops=["DescribeInstances"]),
     "aws.ec2.volumes.list": Case(

@@ -259,6 +259,7 @@ def test_invalid_params_never_reach_an_api_and_say_what_was_expected(world, acti
 
 def test_a_plan_whose_params_were_tampered_with_is_refused_at_apply_before_any_call(world):
     iid = world.instance()
+    world.dead_node(iid)
     plan, _ = world.plan("aws.ec2.instance.stop", instance_id=iid)
     forged = replace(plan, params={**plan.params, "instance_id": "i-*"})
     ctx = world.ctx()

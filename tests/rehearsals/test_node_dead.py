@@ -146,3 +146,38 @@ def test_a_dry_run_on_a_hung_node_plans_the_fence_and_taint_and_changes_nothing(
                and e.payload["step"] in ("fence", "taint")]
     assert applied == []
     assert_clean(r, st.run_id)
+
+
+def test_a_node_that_recovers_while_the_fence_waits_for_approval_is_never_stopped(rehearse):
+    r = rehearse("node-hung")
+    f = r.facts
+    came_back: list[bool] = []
+
+    def recover_then_approve(state, s):
+        if s.key == "fence" and not came_back:
+            r.sandbox.repair_node(f["node"])  # the kernel came back during the approval window
+            r.sandbox.advance(20)  # the kubelet posts Ready again
+            came_back.append(True)
+        return r.approve_all(state, s)
+
+    st = r.run("node-dead-ngns", node=f["node"], decide=recover_then_approve)
+    fence = st.steps["fence"]
+    assert came_back and st.status == "awaiting_approval"
+    assert fence.blocked is not None and fence.blocked["rule"] == "fence-live"
+    assert "Ready again" in fence.blocked["message"]
+    assert r.sandbox.ec2.instance_state(f["instance_id"]) == "running"
+    kinds = [t for t, k in types(r, st.run_id) if k == "fence"]
+    assert "interlock.blocked" in kinds and "step.applying" not in kinds
+    assert_clean(r, st.run_id)
+
+
+def test_an_instance_being_started_is_asked_about_not_fenced(rehearse):
+    r = rehearse("node-dead")
+    f = r.facts
+    r.sandbox.ec2.set_state(f["instance_id"], "pending")  # someone's restart
+    st = r.run("node-dead-ngns", node=f["node"])
+    fence = st.steps["fence"]
+    assert fence.blocked is not None and fence.blocked["rule"] == "fence-live"
+    assert "pending" in fence.blocked["message"] and "ask" in fence.blocked["message"]
+    assert r.sandbox.ec2.instance_state(f["instance_id"]) == "pending"
+    assert not [k for t, k in types(r, st.run_id) if t == "step.applying" and k == "fence"]
