@@ -158,6 +158,14 @@ class VolumeDetachParams(ClusterParams):
     volume_id: VolumeId
     instance_id: InstanceId | None = None
     force: bool = False
+    wait: bool = Field(default=True, description="Poll until the volume is off the instance; "
+                                                 "false: done once EC2 accepted the detach")
+
+
+class VolumesWaitDetachedParams(ClusterParams):
+    volume_ids: tuple[VolumeId, ...]
+    instance_id: InstanceId
+    timeout: Duration = 600.0
 
 
 class ConfirmParams(BaseModel):

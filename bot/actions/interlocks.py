@@ -115,7 +115,13 @@ def check_out_of_service_untaint(env: Env, *, node: Obj, facts: list[Fact]) -> N
 
 
 def check_force_detach(env: Env, *, volume: Obj, facts: list[Fact]) -> None:
-    """2: every instance the volume is attached to is stopped or terminated."""
+    """2: every instance the volume is attached to is stopped or terminated, and Kubernetes has
+    let go of the volume on it: no VolumeAttachment for the volume on the instance's node (or on
+    a node that no longer exists) unless it is being deleted.
+
+    A VolumeAttachment with a ``deletionTimestamp`` is one the attach/detach controller gave up
+    (the external attacher keeps ``attached: true``, a ``detachError`` and its finalizer while
+    EC2 refuses the detach); one without is a volume Kubernetes still considers in use there."""
     vid = volume["VolumeId"]
     ids = sorted({a["InstanceId"] for a in volume.get("Attachments") or () if a.get("InstanceId")})
     instances = env.ec2.describe_instances(ids) if ids else {}
@@ -130,6 +136,44 @@ def check_force_detach(env: Env, *, volume: Obj, facts: list[Fact]) -> None:
                 + ", ".join(f"{i} ({s})" for i, s in live.items())
                 + "; a force detach from a running instance can corrupt the file system. Stop the "
                 "instance first (aws.ec2.instance.stop with force), or detach without force")
+    held = _held_by_kubernetes(env, volume_id=vid, instance_ids=ids, facts=facts)
+    env.ctx.interlock(
+        rule=RULE_FORCE_DETACH, ok=not held,
+        message=f"Kubernetes has not let go of volume {vid}: VolumeAttachment(s) "
+                f"{', '.join(held)} are not being deleted. The attach/detach controller still "
+                "counts the volume as in use on that node; taint the node out-of-service (or wait "
+                "for its pods to be deleted) and let the VolumeAttachment be deleted first")
+
+
+def _held_by_kubernetes(env: Env, *, volume_id: str, instance_ids: list[str],
+                        facts: list[Fact]) -> list[str]:
+    """Names of VolumeAttachments that still hold the volume on one of the instances' nodes."""
+    vas = env.kube.list_volume_attachments()
+    if not vas:
+        facts.append(env.fact(f"volume {volume_id}", "volume_attachments", []))
+        return []
+    pvs = {meta(pv)["name"]: volume_id_of_pv(pv) for pv in env.kube.list_pvs()}
+    nodes = env.kube.list_nodes()
+    names = {meta(n)["name"] for n in nodes}
+    mine = {meta(n)["name"] for i in instance_ids for n in nodes_of_instance(nodes, i)}
+    seen, held = [], []
+    for va in sorted(vas, key=lambda v: str(meta(v)["name"])):
+        source = (va.get("spec") or {}).get("source") or {}
+        pv_name = source.get("persistentVolumeName")
+        inline = source.get("inlineVolumeSpec")
+        vid = pvs.get(pv_name) if pv_name else (volume_id_of_pv({"spec": inline}) if inline else None)
+        node = va_node(va)
+        if vid != volume_id or not (node in mine or node not in names):
+            continue
+        status = va.get("status") or {}
+        row = {"name": meta(va)["name"], "node": node, "deleting": terminating(va),
+               "attached": bool(status.get("attached")),
+               "detach_error": (status.get("detachError") or {}).get("message")}
+        seen.append(row)
+        if not row["deleting"]:
+            held.append(str(row["name"]))
+    facts.append(env.fact(f"volume {volume_id}", "volume_attachments", seen))
+    return held
 
 
 def check_finalizer_removal(env: Env, *, kind: str, obj: Obj, facts: list[Fact]) -> None:

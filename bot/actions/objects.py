@@ -118,7 +118,8 @@ def heartbeat_of(node: Obj) -> str | None:
     """The Ready condition's ``lastHeartbeatTime``: when the kubelet last posted its status."""
     for cond in (node.get("status") or {}).get("conditions") or ():
         if cond.get("type") == "Ready":
-            return cond.get("lastHeartbeatTime")
+            beat = cond.get("lastHeartbeatTime")
+            return str(beat) if beat else None
     return None
 
 

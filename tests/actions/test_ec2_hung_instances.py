@@ -99,4 +99,4 @@ def test_a_stuck_attachment_needs_force_and_force_needs_a_fenced_instance(sim):
     result, _ = sim.apply(forced)
     while not result.done:
         result, _ = sim.apply(forced)
-    assert result.data == {"volume_id": vid, "state": "available"}
+    assert result.data == {"volume_id": vid, "state": "available", "forced": True}

@@ -59,6 +59,12 @@ def _is(expected):
     return lambda world, params, result: result.data == expected
 
 
+def _detaching(w: Any) -> dict[str, Any]:
+    iid = w.instance(state="stopped")
+    w.facts = {"volume_id": w.volume(attach_to=iid), "instance_id": iid}
+    return {"volume_ids": [w.facts["volume_id"]], "instance_id": iid}
+
+
 def _fenceable(w: Any) -> dict[str, Any]:
     iid = w.instance()
     w.dead_node(iid)
@@ -151,10 +157,16 @@ CASES: dict[str, Case] = {
         lambda w, p, r: r.data["state"] == "available"),
     "aws.ec2.volume.detach": Case(
         lambda w: {"volume_id": w.volume(attach_to=w.instance(state="stopped")), "force": True},
-        ["DescribeVolumes", "DescribeInstances"],
-        ["DescribeVolumes", "DescribeInstances", "DetachVolume", "DescribeVolumes"],
+        ["DescribeVolumes", "DescribeInstances", "list_volume_attachment"],
+        ["DescribeVolumes", "DescribeInstances", "list_volume_attachment", "DetachVolume",
+         "DescribeVolumes"],
         lambda w, p, r: w.volume_state(p["volume_id"]) == "available",
         again_ops=["DescribeVolumes"]),
+    "aws.ec2.volumes.wait_detached": Case(
+        _detaching, [], ["DescribeVolumes", "DescribeVolumes"],
+        lambda w, p, r: r.data["count"] == 0,
+        between=lambda w: w.ec2.detach_volume(VolumeId=w.facts["volume_id"],
+                                              InstanceId=w.facts["instance_id"])),
     "aws.ec2.volume.delete": Case(
         lambda w: {"volume_id": w.volume()}, ["DescribeVolumes"],
         ["DescribeVolumes", "DeleteVolume", "DescribeVolumes"],

@@ -103,13 +103,6 @@ def test_a_hung_node_is_fenced_before_the_taint_never_after(rehearse):
     assert_clean(r, st.run_id)
 
 
-STUCK_DETACH_DEFECT = (
-    "node-dead-ngns defect: its force-detach step counts a volume as stuck only when no "
-    "VolumeAttachment on the node says attached, but a real stuck detach keeps the VolumeAttachment "
-    "(deleting, attached: true, detachError), so the force detach is never offered")
-
-
-@pytest.mark.xfail(strict=True, reason=STUCK_DETACH_DEFECT)
 def test_stuck_detach_is_forced_only_after_the_wait_and_with_two_approvals(rehearse):
     r = rehearse("stuck-detach")
     f = r.facts
