@@ -92,6 +92,14 @@ class PodParams(ClusterParams):
     namespace: ObjectName = "default"
 
 
+class PodDeleteParams(ClusterParams):
+    pod: ObjectName
+    namespace: ObjectName = "default"
+    node: NodeName = Field(description="The node the pod must still be bound to")
+    grace_period_seconds: int | None = Field(
+        default=None, ge=1, description="Seconds to terminate; the pod's own when omitted. Never 0")
+
+
 class VolumeAttachmentsListParams(ClusterParams):
     node: NodeName | None = None
     pv: ObjectName | None = None

@@ -14,6 +14,7 @@ from typing import Any
 from bot.actions import interlocks as il
 from bot.actions.declarations import (
     NodeParams,
+    PodDeleteParams,
     PodParams,
     PodsListParams,
     TaintParams,
@@ -29,6 +30,7 @@ from bot.actions.objects import (
     ready_condition,
     taints_of,
     terminating,
+    tolerates,
     zone_of_node,
 )
 from bot.actions.registry import ActionSpec, action
@@ -82,7 +84,10 @@ def pod_view(pod: Obj) -> Obj:
                      if v.get("persistentVolumeClaim")],
             # "namespace/claim", the form k8s.pv.get gives as ``claim``, to match the two
             "claims": [f"{meta(pod).get('namespace')}/{v['persistentVolumeClaim']['claimName']}"
-                       for v in vols if v.get("persistentVolumeClaim")]}
+                       for v in vols if v.get("persistentVolumeClaim")],
+            # neither the out-of-service taint nor pod GC moves such a pod off a dead node
+            "tolerates_out_of_service": tolerates(pod, key=OUT_OF_SERVICE_TAINT,
+                                                  value="nodeshutdown", effect="NoExecute")}
 
 
 # -- nodes ------------------------------------------------------------------------------------
@@ -275,6 +280,51 @@ def apply_events(plan: Plan, p: PodParams, env: Env) -> Result:
         "affinity_conflict": any(w in msg for msg in messages for w in AFFINITY_CONFLICT)})
 
 
+def _pod_delete_change(pod: Obj | None, p: PodDeleteParams) -> Change | None:
+    if pod is None or terminating(pod):
+        return None  # gone, or already being deleted
+    on = (pod.get("spec") or {}).get("nodeName")
+    if on != p.node:
+        # the pod asked about was replaced, or is somewhere else: never delete it there
+        raise PermanentError(f"pod {p.namespace}/{p.pod} runs on {on}, not on {p.node}; refusing "
+                             "to delete it", service="kubernetes", operation="delete_namespaced_pod",
+                             code="WrongNode")
+    return Change(target_kind="Pod", target=f"{p.namespace}/{p.pod}", operation="delete",
+                  before=f"on {p.node}", after="deleted gracefully")
+
+
+def plan_pod_delete(p: PodDeleteParams, env: Env) -> Plan:
+    k = env.kube
+    pod = k.find(lambda: k.get_pod(namespace=p.namespace, name=p.pod))
+    change = _pod_delete_change(pod, p)
+    facts = [env.fact(f"pod {p.namespace}/{p.pod}", "node", (pod or {}).get("spec", {}).get("nodeName")),
+             env.fact(f"pod {p.namespace}/{p.pod}", "tolerates_out_of_service",
+                      pod_view(pod)["tolerates_out_of_service"] if pod else None)]
+    return Plan(action="k8s.pod.delete", params={}, changes=(change,) if change else (),
+                facts=tuple(facts), data={"uid": meta(pod or {}).get("uid")})
+
+
+def apply_pod_delete(plan: Plan, p: PodDeleteParams, env: Env) -> Result:
+    k = env.kube
+    pod = k.find(lambda: k.get_pod(namespace=p.namespace, name=p.pod))
+    uid = meta(pod or {}).get("uid")
+    name = f"{p.namespace}/{p.pod}"
+    if pod is None or uid != plan.data.get("uid") or _pod_delete_change(pod, p) is None:
+        return Result(data={"pod": name, "deleted": True}, already_done=True,
+                      message=f"pod {name} is already gone or being deleted")
+    try:
+        k.delete_pod(namespace=p.namespace, name=p.pod, uid=str(uid),
+                     grace_period_seconds=p.grace_period_seconds)
+    except PermanentError as e:
+        if e.code != "NotFound":
+            raise
+    why = (f"pod {name} tolerates {OUT_OF_SERVICE_TAINT}, so the taint would never move it: "
+           if pod_view(pod)["tolerates_out_of_service"] else f"pod {name}: ")
+    return Result(data={"pod": name, "deleted": True},
+                  message=why + f"deleted gracefully from {p.node}; pod GC removes it from the "
+                                "out-of-service node and its controller recreates it elsewhere")
+
+
 # -- the actions ------------------------------------------------------------------------------
 
 NODE_GET = action(
@@ -304,5 +354,11 @@ POD_EVENTS = action(
     description="Event reasons and messages; detects Multi-Attach and affinity conflicts.",
     plan=plan_events, apply=apply_events)
 
+POD_DELETE = action(
+    "k8s.pod.delete", PodDeleteParams, destructive=True,
+    summary="Delete pod {{ namespace }}/{{ pod }} gracefully",
+    description="A graceful delete of a pod still bound to the given node; never a force delete.",
+    plan=plan_pod_delete, apply=apply_pod_delete)
+
 ACTIONS: tuple[ActionSpec[Any], ...] = (NODE_GET, NODE_TAINT, NODE_UNTAINT, NODE_CORDON,
-                                        NODE_UNCORDON, PODS_LIST, POD_EVENTS)
+                                        NODE_UNCORDON, PODS_LIST, POD_EVENTS, POD_DELETE)

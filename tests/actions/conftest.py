@@ -226,17 +226,21 @@ class World:
             "status": status})
 
     def pod(self, name: str, *, node: str, namespace: str = "default", terminating: bool = False,
-            pvc: str | None = None, waiting: str | None = None, labels: dict[str, str] | None = None
-            ) -> None:
-        meta: dict[str, Any] = {"name": name, "namespace": namespace, "labels": labels or {}}
+            pvc: str | None = None, waiting: str | None = None, labels: dict[str, str] | None = None,
+            tolerations: list[dict[str, str]] | None = None) -> None:
+        meta: dict[str, Any] = {"name": name, "namespace": namespace, "labels": labels or {},
+                                "uid": f"uid-{namespace}-{name}"}
         if terminating:
             meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
         status: dict[str, Any] = {"phase": "Pending" if waiting else "Running"}
         if waiting:
             status["containerStatuses"] = [{"name": "c", "state": {"waiting": {"reason": waiting}}}]
         vols = [{"name": "data", "persistentVolumeClaim": {"claimName": pvc}}] if pvc else []
+        spec: dict[str, Any] = {"nodeName": node, "volumes": vols}
+        if tolerations:
+            spec["tolerations"] = tolerations
         self.kube.put("pods", {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
-                               "spec": {"nodeName": node, "volumes": vols}, "status": status})
+                               "spec": spec, "status": status})
 
     def event(self, pod: str, *, reason: str, message: str, namespace: str = "default",
               when: str = "2026-01-01T00:00:00Z") -> None:

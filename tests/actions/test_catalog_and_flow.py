@@ -57,6 +57,10 @@ def _arrange(world, case):
     if action == "aws.ec2.volume.delete":
         world.volume()
         return action, {"volume_id": world.volume()}
+    if action == "k8s.pod.delete":
+        world.pod("es-1", node="n1", pvc="data-es-1")  # a bystander
+        world.pod("es-0", node="n1", pvc="data-es-0")
+        return action, {"pod": "es-0", "namespace": "default", "node": "n1"}
     raise AssertionError(case)
 
 
@@ -75,6 +79,10 @@ def _snapshot(world):
             meta = obj["metadata"]
             name = f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else meta["name"]
             out[kind, name] = set(meta.get("finalizers") or ())
+    for pod in world.kube.items("pods"):
+        meta = pod["metadata"]
+        out["Pod", f"{meta['namespace']}/{meta['name']}"] = (
+            {"deleted gracefully"} if meta.get("deletionTimestamp") else {f"on {pod['spec']['nodeName']}"})
     for iid in world.instances:
         out["Instance", iid] = {world.instance_state(iid)}
     for vid in world.volumes:
@@ -94,7 +102,8 @@ DESTRUCTIVE = sorted(s.name for s in builtin_actions() if s.destructive)
 
 def test_the_destructive_actions_are_exactly_the_changing_ones():
     assert DESTRUCTIVE == ["aws.ec2.instance.stop", "aws.ec2.volume.delete", "aws.ec2.volume.detach",
-                           "k8s.finalizers.remove", "k8s.node.taint", "k8s.node.untaint"]
+                           "k8s.finalizers.remove", "k8s.node.taint", "k8s.node.untaint",
+                           "k8s.pod.delete"]
 
 
 HONESTY = sorted([*(a for a in DESTRUCTIVE if a != "k8s.finalizers.remove"),

@@ -17,7 +17,7 @@ from bot.actions.builtin import builtin_actions
 from bot.actions.declarations import OUT_OF_SERVICE_TAINT
 
 OOS = {"key": OUT_OF_SERVICE_TAINT, "value": "nodeshutdown", "effect": "NoExecute"}
-WRITE_OPS = {"replace_node", "replace_persistent_volume", "replace_namespaced_persistent_volume_claim",
+WRITE_OPS = {"delete_namespaced_pod", "delete_volume_attachment", "replace_node", "replace_persistent_volume", "replace_namespaced_persistent_volume_claim",
              "replace_volume_attachment", "StopInstances", "DetachVolume", "DeleteVolume"}
 
 
@@ -98,6 +98,13 @@ CASES: dict[str, Case] = {
         lambda w: (w.pod("es-0", node="n1"), w.pod("es-1", node="n2"), {"node": "n1"})[-1],
         [], ["list_pod_for_all_namespaces"],
         lambda w, p, r: [i["name"] for i in r.data["items"]] == ["es-0"]),
+    "k8s.pod.delete": Case(
+        lambda w: (w.pod("es-0", node="n1", pvc="data-es-0", tolerations=[{"operator": "Exists"}]),
+                   {"pod": "es-0", "node": "n1"})[-1],
+        ["read_namespaced_pod"], ["read_namespaced_pod", "delete_namespaced_pod"],
+        lambda w, p, r: bool(w.kube.get("pods", "es-0", "default")["metadata"]["deletionTimestamp"])
+        and r.data["deleted"] is True,
+        again_ops=["read_namespaced_pod"]),
     "k8s.pod.events": Case(
         lambda w: (w.event("es-0", reason="FailedAttachVolume",
                            message='Multi-Attach error for volume "pvc-1" Volume is already '

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from bot.actions.declarations import OUT_OF_SERVICE_TAINT
-from bot.errors import InterlockBlocked, ParamError, RetryableError
+from bot.errors import InterlockBlocked, ParamError, PermanentError, RetryableError
 
 OOS = f"{OUT_OF_SERVICE_TAINT}=nodeshutdown:NoExecute"
 
@@ -284,3 +284,23 @@ def test_oos_taint_is_refused_when_the_csi_driver_names_another_instance(world):
     world.kube.put("nodes", node)
     world.run("k8s.node.taint", node=name)  # agreeing ids: the usual checks decide
     assert world.taints(name) == [OOS]
+
+
+def test_a_pod_delete_is_graceful_and_only_of_the_pod_still_on_the_named_node(world):
+    world.pod("es-0", node="n2", pvc="data-es-0")  # already rescheduled elsewhere
+    with pytest.raises(PermanentError) as e:
+        world.plan("k8s.pod.delete", pod="es-0", node="n1")
+    assert e.value.code == "WrongNode" and world.writes() == []
+    with pytest.raises(ParamError):
+        world.plan("k8s.pod.delete", pod="es-0", node="n2", grace_period_seconds=0)
+
+
+def test_a_pod_replaced_between_approval_and_apply_is_not_deleted(world):
+    world.pod("es-0", node="n1", pvc="data-es-0")
+    plan, _ = world.plan("k8s.pod.delete", pod="es-0", node="n1")
+    pod = world.kube.get("pods", "es-0", "default")
+    pod["metadata"]["uid"] = "uid-of-the-replacement"
+    world.kube.put("pods", pod)
+    result, _ = world.apply(plan)
+    assert result.already_done and world.writes() == []
+    assert "deletionTimestamp" not in world.kube.get("pods", "es-0", "default")["metadata"]

@@ -103,7 +103,7 @@ def test_ngns_finds_the_data_volumes_and_their_claims_but_not_the_root_volume(ng
 
 def test_ngns_destructive_steps_are_fence_taint_and_force_detach(ngns: Runbook, catalog: Registry) -> None:
     destructive = [s.id for s in ngns.spec.steps if s.action and catalog.get(s.action).destructive]
-    assert destructive == ["fence", "taint", "detach", "force_detach"]
+    assert destructive == ["fence", "taint", "release", "detach", "force_detach"]
     assert ngns.step("force_detach").approval is not None
     assert ngns.step("force_detach").approval.min_approvers == 2
 
