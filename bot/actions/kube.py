@@ -277,6 +277,8 @@ def apply_events(plan: Plan, p: PodParams, env: Env) -> Result:
     return Result(data={
         "items": items, "multi_attach": bool(multi),
         "multi_attach_volume": multi[-1].group("volume") if multi else None,
+        # the kubelet's side of the same wait: "Unable to attach or mount volumes ... timed out"
+        "failed_mount": any(e.get("reason") == "FailedMount" for e in events),
         "affinity_conflict": any(w in msg for msg in messages for w in AFFINITY_CONFLICT)})
 
 
@@ -291,6 +293,26 @@ def _pod_delete_change(pod: Obj | None, p: PodDeleteParams) -> Change | None:
                              code="WrongNode")
     return Change(target_kind="Pod", target=f"{p.namespace}/{p.pod}", operation="delete",
                   before=f"on {p.node}", after="deleted gracefully")
+
+
+def plan_pod_get(p: PodParams, env: Env) -> Plan:
+    return _read_only("k8s.pod.get")
+
+
+def apply_pod_get(plan: Plan, p: PodParams, env: Env) -> Result:
+    k = env.kube
+    pod = k.find(lambda: k.get_pod(namespace=p.namespace, name=p.pod))
+    if pod is None:
+        return Result(data={"name": p.pod, "namespace": p.namespace, "exists": False,
+                            "node": None, "phase": None, "reason": None, "terminating": False,
+                            "pvcs": [], "claims": [], "tolerates_out_of_service": False,
+                            "scheduled": False, "scheduling_message": None})
+    sched: Obj = next((c for c in (pod.get("status") or {}).get("conditions") or ()
+                  if c.get("type") == "PodScheduled"), {})
+    # the condition outlives the one-shot, expiring events that explained the wait
+    return Result(data={**pod_view(pod), "exists": True,
+                        "scheduled": sched.get("status") == "True" or bool(pod_view(pod)["node"]),
+                        "scheduling_message": sched.get("message")})
 
 
 def plan_pod_delete(p: PodDeleteParams, env: Env) -> Plan:
@@ -360,5 +382,11 @@ POD_DELETE = action(
     description="A graceful delete of a pod still bound to the given node; never a force delete.",
     plan=plan_pod_delete, apply=apply_pod_delete)
 
+POD_GET = action(
+    "k8s.pod.get", PodParams, destructive=False,
+    summary="Read pod {{ namespace }}/{{ pod }}",
+    description="Node, phase, claims and the PodScheduled condition.",
+    plan=plan_pod_get, apply=apply_pod_get)
+
 ACTIONS: tuple[ActionSpec[Any], ...] = (NODE_GET, NODE_TAINT, NODE_UNTAINT, NODE_CORDON,
-                                        NODE_UNCORDON, PODS_LIST, POD_EVENTS, POD_DELETE)
+                                        NODE_UNCORDON, PODS_LIST, POD_GET, POD_EVENTS, POD_DELETE)

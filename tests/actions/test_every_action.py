@@ -99,6 +99,11 @@ CASES: dict[str, Case] = {
         lambda w: (w.pod("es-0", node="n1"), w.pod("es-1", node="n2"), {"node": "n1"})[-1],
         [], ["list_pod_for_all_namespaces"],
         lambda w, p, r: [i["name"] for i in r.data["items"]] == ["es-0"]),
+    "k8s.pod.get": Case(
+        lambda w: (w.pod("es-0", node="n1", pvc="data-es-0"), {"pod": "es-0"})[-1],
+        [], ["read_namespaced_pod"],
+        lambda w, p, r: (r.data["exists"], r.data["scheduled"], r.data["claims"]) == (
+            True, True, ["default/data-es-0"])),
     "k8s.pod.delete": Case(
         lambda w: (w.pod("es-0", node="n1", pvc="data-es-0", tolerations=[{"operator": "Exists"}]),
                    {"pod": "es-0", "node": "n1"})[-1],

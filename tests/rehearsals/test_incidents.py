@@ -19,9 +19,6 @@ AUTO_MODE_DEFECT = (
     "k8s.pv.get reads the EBS volume id only from ebs.csi.aws.com PVs: stuck-terminating-volume "
     "takes an EKS Auto Mode (ebs.csi.eks.amazonaws.com) PV for one without a volume, removes its "
     "finalizers and leaks the EBS volume")
-OLD_EVENTS_DEFECT = (
-    "multi-attach-triage decides from the pod's events, which the API server deletes after the "
-    "1 h event TTL: an older Multi-Attach incident is declared not applicable")
 
 
 def _unchanged_bound_pv(r):
@@ -116,7 +113,6 @@ def test_node_dead_recovers_an_incident_older_than_the_event_ttl(rehearse):
     assert_clean(r, st.run_id)
 
 
-@pytest.mark.xfail(strict=True, reason=OLD_EVENTS_DEFECT)
 def test_multi_attach_triage_finds_the_holder_of_an_incident_older_than_the_event_ttl(rehearse):
     r = rehearse("old-incident")
     f = r.facts
