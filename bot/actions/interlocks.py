@@ -20,7 +20,11 @@ from bot.actions.objects import (
     CSI_NODE_ID,
     FENCED_STATES,
     OUT_OF_SERVICE_TAINT,
+    TAINT_AT,
+    TAINT_BOOT_ID,
     Obj,
+    annotations_of,
+    boot_id_of,
     csi_instance_id_of,
     has_taint,
     heartbeat_of,
@@ -94,7 +98,9 @@ def check_blast_radius(env: Env, *, node_name: str, nodes: Iterable[Obj], facts:
 
 
 def check_out_of_service_untaint(env: Env, *, node: Obj, facts: list[Fact]) -> None:
-    """3: the node is Ready, no pod on it is terminating, no VolumeAttachment names it."""
+    """3: the node is Ready, no pod on it is terminating, no VolumeAttachment names it, and the
+    kernel that ran when the taint went on is gone: the node's bootID differs from the one the
+    taint recorded, or its instance was started after the taint."""
     name = node["metadata"]["name"]
     status, _ = ready_condition(node)
     facts.append(env.fact(f"node {name}", "ready", status))
@@ -106,12 +112,39 @@ def check_out_of_service_untaint(env: Env, *, node: Obj, facts: list[Fact]) -> N
     facts.append(env.fact(f"node {name}", "volume_attachments", vas))
     problems = ([f"node is Ready={status}"] if status != "True" else []) + (
         [f"{len(stuck)} pod(s) still terminating ({', '.join(stuck[:5])})"] if stuck else []) + (
-        [f"{len(vas)} VolumeAttachment(s) remain"] if vas else [])
+        [f"{len(vas)} VolumeAttachment(s) remain"] if vas else []) + _old_kernel(env, node, facts)
     env.ctx.interlock(
         rule=RULE_OOS_UNTAINT, ok=not problems,
         message=f"cannot remove {OUT_OF_SERVICE_TAINT} from {name}: {'; '.join(problems)}. "
                 "Controllers read the taint from a cache (kubernetes #142331): wait until the node "
                 "is repaired and Ready and its pods and attachments are gone")
+
+
+def _old_kernel(env: Env, node: Obj, facts: list[Fact]) -> list[str]:
+    """What is missing from the proof that the node no longer runs the kernel it ran when tainted."""
+    name = meta(node)["name"]
+    notes = annotations_of(node)
+    recorded, boot = notes.get(TAINT_BOOT_ID), boot_id_of(node)
+    tainted_at = parse_time(notes.get(TAINT_AT))
+    facts.append(env.fact(f"node {name}", "boot_id_at_taint", recorded))
+    facts.append(env.fact(f"node {name}", "boot_id", boot))
+    if recorded and boot and boot != recorded:
+        return []
+    iid = instance_id_of(node)
+    launched = None
+    if iid is not None and tainted_at is not None:
+        inst = env.ec2.describe_instances([iid]).get(iid)
+        launched = parse_time((inst or {}).get("LaunchTime"))
+        facts.append(env.fact(f"instance {iid}", "launch_time",
+                              launched.isoformat() if launched else None))
+        if launched is not None and launched > tainted_at:
+            return []  # a start after the taint: a new boot whatever the kubelet reports
+    if not recorded or not tainted_at:
+        return ["no boot id was recorded when the taint was applied, and no instance start after "
+                "it is on record, so nothing proves the old kernel is gone"]
+    return [f"its bootID is still {boot}, the one it had when tainted at {notes.get(TAINT_AT)}, and "
+            "its instance has not been started since: the same kernel may still hold the old "
+            "mounts (restart or repair the machine first)"]
 
 
 def check_force_detach(env: Env, *, volume: Obj, facts: list[Fact]) -> None:

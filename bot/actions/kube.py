@@ -22,8 +22,13 @@ from bot.actions.declarations import (
 )
 from bot.actions.env import Env
 from bot.actions.objects import (
+    CORDONED_BY,
     OUT_OF_SERVICE_TAINT,
+    TAINT_AT,
+    TAINT_BOOT_ID,
     Obj,
+    annotations_of,
+    boot_id_of,
     has_taint,
     instance_id_of,
     meta,
@@ -51,13 +56,17 @@ def node_view(node: Obj | None, name: str) -> Obj:
     if node is None:
         return {"name": name, "exists": False, "ready": False, "ready_status": "Unknown",
                 "ready_since": None, "taints": [], "out_of_service": False, "unschedulable": False,
-                "instance_id": None, "zone": None}
+                "instance_id": None, "zone": None, "boot_id": None, "boot_id_at_taint": None,
+                "cordoned_by_run": None}
     status, since = ready_condition(node)
+    notes = annotations_of(node)
     return {"name": name, "exists": True, "ready": status == "True", "ready_status": status,
             "ready_since": since, "taints": taints_of(node),
             "out_of_service": has_taint(node, OUT_OF_SERVICE_TAINT),
             "unschedulable": bool((node.get("spec") or {}).get("unschedulable")),
-            "instance_id": instance_id_of(node), "zone": zone_of_node(node)}
+            "instance_id": instance_id_of(node), "zone": zone_of_node(node),
+            "boot_id": boot_id_of(node), "boot_id_at_taint": notes.get(TAINT_BOOT_ID),
+            "cordoned_by_run": notes.get(CORDONED_BY)}
 
 
 def _pod_reason(pod: Obj) -> str | None:
@@ -145,6 +154,15 @@ def apply_taint(plan: Plan, p: TaintParams, env: Env) -> Result:
         kept = [t for t in spec.get("taints") or ()
                 if not (t.get("key") == p.key and t.get("effect") == p.effect)]
         spec["taints"] = [*kept, {"key": p.key, "value": p.value, "effect": p.effect}]
+        if p.key == OUT_OF_SERVICE_TAINT:
+            # in the same write: the boot it was tainted on, which node-recovered must see gone
+            notes = obj.setdefault("metadata", {}).setdefault("annotations", {})
+            notes[TAINT_AT] = env.now_iso()
+            boot = boot_id_of(obj)
+            if boot:
+                notes[TAINT_BOOT_ID] = boot
+            else:
+                notes.pop(TAINT_BOOT_ID, None)
         return obj
 
     written, changed = k.update(kind="Node", name=p.node, mutate=mutate, current=node)
@@ -197,6 +215,10 @@ def apply_untaint(plan: Plan, p: UntaintParams, env: Env) -> Result:
         recheck(obj)
         spec = obj.setdefault("spec", {})
         spec["taints"] = [t for t in spec.get("taints") or () if not _untaint_matches(t, p)]
+        if oos:
+            notes = obj.get("metadata", {}).get("annotations") or {}
+            for key in (TAINT_AT, TAINT_BOOT_ID):
+                notes.pop(key, None)
         return obj
 
     written, changed = k.update(kind="Node", name=p.node, mutate=mutate, current=node)
@@ -209,9 +231,14 @@ def apply_untaint(plan: Plan, p: UntaintParams, env: Env) -> Result:
 
 
 def _cordon(name: str, unschedulable: bool) -> ActionSpec[NodeParams]:
+    """Cordon records the run on the node; uncordon lifts only a cordon a bot run recorded, so a
+    node a person cordoned for their own reasons stays cordoned."""
+
     def change(node: Obj, node_name: str) -> Change | None:
         if bool((node.get("spec") or {}).get("unschedulable")) == unschedulable:
             return None
+        if not unschedulable and not annotations_of(node).get(CORDONED_BY):
+            return None  # cordoned by someone else: not the bot's to undo
         return Change(target_kind="Node", target=node_name, operation=name.rsplit(".", 1)[1],
                       before=f"unschedulable={not unschedulable}",
                       after=f"unschedulable={unschedulable}")
@@ -225,6 +252,11 @@ def _cordon(name: str, unschedulable: bool) -> ActionSpec[NodeParams]:
             if change(obj, p.node) is None:
                 return None
             obj.setdefault("spec", {})["unschedulable"] = unschedulable
+            notes = obj.setdefault("metadata", {}).setdefault("annotations", {})
+            if unschedulable:
+                notes[CORDONED_BY] = env.ctx.run_id
+            else:
+                notes.pop(CORDONED_BY, None)
             return obj
 
         written, changed = env.kube.update(kind="Node", name=p.node, mutate=mutate)
@@ -232,8 +264,16 @@ def _cordon(name: str, unschedulable: bool) -> ActionSpec[NodeParams]:
             raise PermanentError(f"node {p.node} is not unschedulable={unschedulable} after the "
                                  "write", service="kubernetes", operation="replace_node",
                                  code="PostCondition")
-        return Result(data={"node": p.node, "unschedulable": unschedulable},
-                      already_done=not changed,
+        now = bool((written.get("spec") or {}).get("unschedulable"))
+        data: Obj = {"node": p.node, "unschedulable": now}
+        if unschedulable and changed:
+            data["compensation"] = (f"node {p.node} cordoned by run {env.ctx.run_id}: "
+                                    "node-recovered uncordons it")
+        if not unschedulable and now:
+            return Result(data=data, already_done=True,
+                          message=f"node {p.node} was cordoned by someone else, not by a bot run: "
+                                  "left cordoned")
+        return Result(data=data, already_done=not changed,
                       message=f"node {p.node} {'' if changed else 'already '}"
                               f"{'cordoned' if unschedulable else 'uncordoned'}")
 

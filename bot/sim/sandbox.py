@@ -17,6 +17,7 @@ import re
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -324,6 +325,12 @@ class Sandbox:
         iid = self._instance(name)
         self.ec2.set_hung(iid, False)
         self.ec2.set_state(iid, "running")
+        if not callable(getattr(self.ec2, "boot_id", None)):
+            # the machine booted again: until the EC2 model tracks boot ids (and the kubelet
+            # reports them), record the new boot on the node as the kubelet would
+            boot = str(uuid.uuid5(uuid.NAMESPACE_OID, f"{iid}-{self.clock.now().isoformat()}"))
+            self.store.mutate("Node", None, name, lambda n: n.setdefault("status", {}).setdefault(
+                "nodeInfo", {}).update(bootID=boot))
         self.settle()
 
     def _instance(self, node: str) -> str:

@@ -159,15 +159,26 @@ class World:
 
     def node(self, name: str, *, ready: str = "True", instance_id: str | None = None,
              zone: str = ZONE, taints: list[dict[str, str]] | None = None,
-             provider_id: str | None = None) -> dict[str, Any]:
+             provider_id: str | None = None, rebooted: bool = True,
+             cordoned_by: str | None = None) -> dict[str, Any]:
+        """A node; one with the out-of-service taint carries the bot's record of the boot it was
+        tainted on, and has booted again since unless ``rebooted=False``."""
         pid = provider_id if provider_id is not None else (
             f"aws:///{zone}/{instance_id}" if instance_id else "")
+        notes: dict[str, str] = {}
+        if any(t.get("key") == "node.kubernetes.io/out-of-service" for t in taints or ()):
+            notes = {"runbook-bot.io/out-of-service-boot-id": "boot-at-taint",
+                     "runbook-bot.io/out-of-service-at": "2026-01-01T00:00:00+00:00"}
+        if cordoned_by:
+            notes["runbook-bot.io/cordoned-by-run"] = cordoned_by
         return dict(self.kube.put("nodes", {
             "apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": {"topology.kubernetes.io/zone": zone}},
+            "metadata": {"name": name, "labels": {"topology.kubernetes.io/zone": zone},
+                         "annotations": notes},
             "spec": {"providerID": pid, "taints": list(taints or [])},
             "status": {"conditions": [{"type": "Ready", "status": ready,
-                                       "lastTransitionTime": "2026-01-01T00:00:00Z"}]},
+                                       "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+                       "nodeInfo": {"bootID": "boot-now" if rebooted else "boot-at-taint"}},
         }))
 
     def dead_node(self, instance_id: str, *, name: str | None = None,

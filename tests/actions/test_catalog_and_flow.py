@@ -30,7 +30,7 @@ def _arrange(world, case):
                                  {"key": "example.com/keep", "value": "yes", "effect": "NoSchedule"}])
         return action, {"node": "n1"}
     if action in {"k8s.node.cordon", "k8s.node.uncordon"}:
-        node = world.node("n1")
+        node = world.node("n1", cordoned_by="rb-earlier" if action.endswith("uncordon") else None)
         node["spec"]["unschedulable"] = action.endswith("uncordon")
         world.kube.put("nodes", node)
         return action, {"node": "n1"}

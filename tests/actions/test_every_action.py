@@ -43,7 +43,7 @@ def _dead(world):
 
 
 def _unschedulable(world, flag):
-    node = world.node("n1")
+    node = world.node("n1", cordoned_by="rb-earlier" if flag else None)
     node["spec"]["unschedulable"] = flag
     world.kube.put("nodes", node)
     return {"node": "n1"}

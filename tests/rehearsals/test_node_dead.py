@@ -174,3 +174,32 @@ def test_an_instance_being_started_is_asked_about_not_fenced(rehearse):
     assert "pending" in fence.blocked["message"] and "ask" in fence.blocked["message"]
     assert r.sandbox.ec2.instance_state(f["instance_id"]) == "pending"
     assert not [k for t, k in types(r, st.run_id) if t == "step.applying" and k == "fence"]
+
+
+@pytest.mark.parametrize("how", ["absent", "not-ready"])
+def test_node_recovered_fails_for_a_node_that_is_absent_or_not_ready(rehearse, how):
+    r = rehearse("node-dead")
+    f = r.facts
+    if how == "absent":
+        r.sandbox.store.remove(r.sandbox.res("Node"), None, f["dead_node"])
+    st = r.run("node-recovered", node=f["dead_node"])
+    assert st.status == "failed", st.outcome
+    why = st.steps["pods"].error
+    assert ("does not exist" if how == "absent" else "not Ready") in why
+    assert "untaint" not in [k for t, k in types(r, st.run_id) if t == "step.applying"]
+
+
+def test_node_recovered_leaves_a_cordon_it_did_not_make(rehearse):
+    r = rehearse("node-dead")
+    f = r.facts
+    st = r.run("node-dead-ngns", node=f["node"])
+    assert st.status == "succeeded", st.outcome
+    r.sandbox.store.mutate("Node", None, f["dead_node"],
+                           lambda n: n["spec"].update(unschedulable=True))  # a person's cordon
+    r.sandbox.repair_node(f["dead_node"])
+    r.sandbox.advance(60)
+    back = r.run("node-recovered", node=f["dead_node"])
+    assert back.status == "succeeded", back.outcome
+    node = r.sandbox.get("Node", None, f["dead_node"])
+    assert OOS not in taint_keys(node) and node["spec"]["unschedulable"] is True
+    assert back.steps["uncordon"].status == "skipped"
