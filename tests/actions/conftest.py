@@ -46,6 +46,7 @@ class Ec2Backend:
         self.proxy.fail_next.clear()
         self.proxy.fail_actions.clear()
         self.proxy.requests.clear()
+        self.proxy.ignore_dry_run = False
 
 
 @pytest.fixture(scope="session")

@@ -154,6 +154,16 @@ def test_ec2_dry_run_operation_means_permitted(world):
     assert ctx.calls[0].outcome == "DryRunOperation" and world.instance_state(iid) == "running"
 
 
+def test_an_ec2_endpoint_that_ignores_dry_run_is_an_error_not_permitted(world):
+    iid = world.instance()
+    ctx = world.ctx()
+    env = world.catalog._env(world.catalog.validate("aws.ec2.instance.get", {"instance_id": iid}), ctx)
+    world.proxy.ignore_dry_run = True
+    with pytest.raises(PermanentError) as e:
+        env.ec2.stop_instances([iid], force=True, dry_run=True)
+    assert e.value.code == "DryRunIgnored" and "ignored DryRun" in str(e.value)
+
+
 def test_a_stop_ec2_refuses_while_the_instance_boots_is_tried_again_at_the_next_poll(world):
     iid = world.instance()
     world.dead_node(iid)

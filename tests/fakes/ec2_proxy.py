@@ -26,6 +26,7 @@ class ThrottlingProxy:
         self.fail_next: list[tuple[int, str, str]] = []  # (status, code, message) for next requests
         self.fail_actions: dict[str, list[tuple[int, str, str]]] = {}  # the same, per action
         self.requests: list[str] = []
+        self.ignore_dry_run = False  # behave like an endpoint that does not implement DryRun
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -58,7 +59,10 @@ class ThrottlingProxy:
                     return self.error(*outer.fail_next.pop(0), f"failed-{n}")
                 if outer.fail_actions.get(action):
                     return self.error(*outer.fail_actions[action].pop(0), f"failed-{n}")
-                headers = {k: v for k, v in self.headers.items() if k.lower() not in {"host"}}
+                if outer.ignore_dry_run:
+                    body = body.replace(b"&DryRun=true", b"")
+                headers = {k: v for k, v in self.headers.items()
+                           if k.lower() not in {"host", "content-length"}}
                 req = urllib.request.Request(outer.upstream + self.path, data=body, headers=headers,
                                              method="POST")
                 try:
