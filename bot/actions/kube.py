@@ -32,10 +32,12 @@ from bot.actions.objects import (
     has_taint,
     instance_id_of,
     meta,
+    parse_time,
     ready_condition,
     taints_of,
     terminating,
     tolerates,
+    va_node,
     zone_of_node,
 )
 from bot.actions.registry import ActionSpec, action
@@ -335,6 +337,50 @@ def _pod_delete_change(pod: Obj | None, p: PodDeleteParams) -> Change | None:
                   before=f"on {p.node}", after="deleted gracefully")
 
 
+# kube-controller-manager's maxWaitForUnmountDuration: not configurable on EKS
+TIMEOUT_DETACH_SECONDS = 360.0
+
+
+def plan_detach_risk(p: NodeParams, env: Env) -> Plan:
+    return _read_only("k8s.node.detach_risk")
+
+
+def apply_detach_risk(plan: Plan, p: NodeParams, env: Env) -> Result:
+    """Volumes attached on the node whose pods are gone from it.
+
+    Once no pod on a NotReady node uses a volume (its pod was force-deleted), the attach/detach
+    controller detaches it 6 minutes later without the kubelet's word, from a machine that may
+    still run and write: the window in which the node must be fenced."""
+    k = env.kube
+    vas = [v for v in k.list_volume_attachments() if va_node(v) == p.node and not terminating(v)]
+    if not vas:
+        return Result(data={"items": [], "count": 0, "timeout_detach_in": None})
+    claims = {meta(pv)["name"]: f"{(pv['spec'].get('claimRef') or {}).get('namespace')}/"
+                                f"{(pv['spec'].get('claimRef') or {}).get('name')}"
+              for pv in k.list_pvs() if (pv.get("spec") or {}).get("claimRef")}
+    users: dict[str, list[Obj]] = {}
+    for pod in k.list_pods():
+        for claim in pod_view(pod)["claims"]:
+            users.setdefault(claim, []).append(pod)
+    now, items = env.ctx.clock.now(), []
+    for va in sorted(vas, key=lambda v: str(meta(v)["name"])):
+        pv = ((va.get("spec") or {}).get("source") or {}).get("persistentVolumeName")
+        claim = claims.get(str(pv))
+        pods = users.get(claim or "", [])
+        if claim is None or any((x.get("spec") or {}).get("nodeName") == p.node for x in pods):
+            continue  # still used there (or not a claimed volume): the controller waits
+        # the replacement was created when the old pod object went: the controller's clock
+        born = [t for x in pods if (t := parse_time(meta(x).get("creationTimestamp")))]
+        left = (max(0.0, TIMEOUT_DETACH_SECONDS - (now - min(born)).total_seconds())
+                if born else None)
+        items.append({"volume_attachment": meta(va)["name"], "pv": pv, "claim": claim,
+                      "timeout_detach_in": left})
+    lefts = [i["timeout_detach_in"] for i in items if i["timeout_detach_in"] is not None]
+    return Result(data={"items": items, "count": len(items),
+                        "timeout_detach_in": min(lefts) if lefts else
+                        (TIMEOUT_DETACH_SECONDS if items else None)})
+
+
 def plan_pod_get(p: PodParams, env: Env) -> Plan:
     return _read_only("k8s.pod.get")
 
@@ -422,6 +468,11 @@ POD_DELETE = action(
     description="A graceful delete of a pod still bound to the given node; never a force delete.",
     plan=plan_pod_delete, apply=apply_pod_delete)
 
+NODE_DETACH_RISK = action(
+    "k8s.node.detach_risk", NodeParams, destructive=False,
+    summary="Find volumes on {{ node }} whose pods were deleted",
+    description="Volumes the attach/detach controller will detach after its 6-minute timeout.",
+    plan=plan_detach_risk, apply=apply_detach_risk)
 POD_GET = action(
     "k8s.pod.get", PodParams, destructive=False,
     summary="Read pod {{ namespace }}/{{ pod }}",
@@ -429,4 +480,5 @@ POD_GET = action(
     plan=plan_pod_get, apply=apply_pod_get)
 
 ACTIONS: tuple[ActionSpec[Any], ...] = (NODE_GET, NODE_TAINT, NODE_UNTAINT, NODE_CORDON,
-                                        NODE_UNCORDON, PODS_LIST, POD_GET, POD_EVENTS, POD_DELETE)
+                                        NODE_UNCORDON, NODE_DETACH_RISK, PODS_LIST, POD_GET,
+                                        POD_EVENTS, POD_DELETE)

@@ -60,6 +60,14 @@ def _is(expected):
     return lambda world, params, result: result.data == expected
 
 
+def _force_deleted(w: Any) -> dict[str, Any]:
+    """es-0's pod object is gone from n1 (recreated on n2) while its volume is attached on n1."""
+    w.pv("pv-1", volume_id="vol-0123456789abcdef0", claim=("default", "data-es-0"))
+    w.va("csi-1", node="n1", pv="pv-1")
+    w.pod("es-0", node="n2", pvc="data-es-0", waiting="ContainerCreating")
+    return {"node": "n1"}
+
+
 def _detaching(w: Any) -> dict[str, Any]:
     iid = w.instance(state="stopped")
     w.facts = {"volume_id": w.volume(attach_to=iid), "instance_id": iid}
@@ -99,6 +107,10 @@ CASES: dict[str, Case] = {
         lambda w: (w.pod("es-0", node="n1"), w.pod("es-1", node="n2"), {"node": "n1"})[-1],
         [], ["list_pod_for_all_namespaces"],
         lambda w, p, r: [i["name"] for i in r.data["items"]] == ["es-0"]),
+    "k8s.node.detach_risk": Case(
+        _force_deleted, [],
+        ["list_volume_attachment", "list_persistent_volume", "list_pod_for_all_namespaces"],
+        lambda w, p, r: [i["claim"] for i in r.data["items"]] == ["default/data-es-0"]),
     "k8s.pod.get": Case(
         lambda w: (w.pod("es-0", node="n1", pvc="data-es-0"), {"pod": "es-0"})[-1],
         [], ["read_namespaced_pod"],

@@ -119,3 +119,21 @@ def test_multi_attach_triage_finds_the_holder_of_an_incident_older_than_the_even
     st = r.run("multi-attach-triage", pod=f["pod"], namespace=f["namespace"])
     assert st.status == "succeeded", st.outcome
     assert st.steps["holder"].outputs["node"] == f["dead_node"]
+
+
+def test_a_force_deleted_pod_on_a_live_machine_is_flagged_urgent_before_the_fence(rehearse):
+    r = rehearse("pod-force-deleted")
+    f = r.facts
+    st = r.run("node-dead-ngns", node=f["dead_node"])
+    urgent = st.steps["urgent"]
+    assert urgent.status == "succeeded"
+    assert "URGENT" in urgent.message and "fence now" in urgent.message
+    assert f"in about {f['timeout_detach_in'] / 60:.1f} minutes" in urgent.message
+    seq = types(r, st.run_id)
+    assert seq.index(("step.succeeded", "urgent")) < seq.index(("approval.requested", "fence"))
+
+
+def test_a_dead_node_whose_instance_is_stopped_is_not_flagged_urgent(rehearse):
+    r = rehearse("node-dead")
+    st = r.run("node-dead-ngns", node=r.facts["node"])
+    assert st.status == "succeeded" and st.steps["urgent"].status == "skipped"
