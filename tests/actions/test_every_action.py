@@ -17,7 +17,7 @@ from bot.actions.builtin import builtin_actions
 from bot.actions.declarations import OUT_OF_SERVICE_TAINT
 
 OOS = {"key": OUT_OF_SERVICE_TAINT, "value": "nodeshutdown", "effect": "NoExecute"}
-WRITE_OPS = {"delete_namespaced_pod", "delete_volume_attachment", "replace_node",
+WRITE_OPS = {"delete_namespaced_pod", "replace_node",
              "replace_persistent_volume", "replace_namespaced_persistent_volume_claim",
              "replace_volume_attachment", "StopInstances", "DetachVolume", "DeleteVolume"}
 

@@ -16,7 +16,7 @@ INVALID = Path(__file__).parent / "invalid"
 
 
 _DESTRUCTIVE = {"aws.ec2.instance.stop", "k8s.node.taint", "aws.ec2.volume.detach",
-                "k8s.pod.delete", "k8s.volumeattachment.delete"}
+                "k8s.pod.delete"}
 
 
 def _ngns():  # type: ignore[no-untyped-def]
