@@ -100,3 +100,16 @@ def test_a_stuck_attachment_needs_force_and_force_needs_a_fenced_instance(sim):
     while not result.done:
         result, _ = sim.apply(forced)
     assert result.data == {"volume_id": vid, "state": "available", "forced": True}
+
+
+def test_a_shutting_down_instance_is_waited_on_until_terminated_never_stopped(sim):
+    iid = sim.instance()
+    sim.sim.set_state(iid, "shutting-down")
+    plan, _ = sim.step("aws.ec2.instance.stop", instance_id=iid, force=True)
+    assert plan.is_noop
+    waiting, calls = sim.apply(plan)
+    assert not waiting.done and "waiting for terminated" in waiting.progress
+    assert [c.operation for c in calls] == ["DescribeInstances"]
+    sim.sim.set_state(iid, "terminated")
+    done, _ = sim.apply(plan)
+    assert done.done and done.data["state"] == "terminated"

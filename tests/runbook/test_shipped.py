@@ -109,7 +109,8 @@ def test_ngns_destructive_steps_are_fence_taint_and_force_detach(ngns: Runbook, 
 
 
 @pytest.mark.parametrize(("state", "fences"), [("running", True), ("pending", True),
-                                               ("stopping", True), ("stopped", False),
+                                               ("stopping", True), ("shutting-down", True),
+                                               ("stopped", False),
                                                ("terminated", False)])
 def test_ngns_fences_only_an_instance_that_may_still_run(ngns: Runbook, state: str, fences: bool) -> None:
     assert evaluate(ngns.step("fence").when or "", context(state=state)) is fences
