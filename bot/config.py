@@ -14,7 +14,8 @@ Its keys (deploy/runbook-bot.example.yaml shows each one):
     policy: groups (group -> identities), aliases (identity -> identity),
         allow_self_approval, allow_impersonation (true|false, unquoted),
         default_expires_after (seconds > 0), max_out_of_service_nodes (>= 1),
-        approvals_from (a non-empty list of terminal, slack; default both)
+        fence_min_not_ready (seconds >= 60: how long a node must have been NotReady before its
+        instance may be fenced), approvals_from (a non-empty list of terminal, slack; default both)
     slack: bot_token, signing_secret, app_token, api_url, allowed_channels, usergroup_ttl
 
 The file is validated as a whole with pydantic, strictly: a quoted "false" is not a boolean and a
@@ -83,6 +84,8 @@ class PolicyConfig:
     allow_impersonation: bool = False  # honour --as USER (demo and tests only)
     default_expires_after: float = 1800.0
     max_out_of_service_nodes: int = 3
+    # a node must have been NotReady this long (seconds) before its instance may be fenced
+    fence_min_not_ready: float = 300.0
     # identity aliases: a terminal user and a Slack user can be the same person
     aliases: Mapping[str, str] = field(default_factory=dict)
     # where approvals and break-glass are accepted from: "terminal" (OS users), "slack" (slack:U…)
@@ -149,6 +152,8 @@ class _Policy(_Strict):
     allow_impersonation: bool = False
     default_expires_after: Seconds = 1800.0
     max_out_of_service_nodes: Annotated[int, Field(ge=1)] = 3
+    # below a minute a node that only missed heartbeats (40 s grace) could be fenced
+    fence_min_not_ready: Annotated[float, Field(ge=60, le=86400, allow_inf_nan=False)] = 300.0
     aliases: dict[Text, Text] = {}
     approvals_from: Annotated[list[Frontend], Field(min_length=1)] = list(FRONTENDS)
 
@@ -324,7 +329,8 @@ def settings_from_mapping(data: Mapping[str, Any], env: Mapping[str, str], *,
         groups={g: tuple(m) for g, m in p.groups.items()},
         allow_self_approval=p.allow_self_approval, allow_impersonation=p.allow_impersonation,
         default_expires_after=p.default_expires_after,
-        max_out_of_service_nodes=p.max_out_of_service_nodes, aliases=dict(p.aliases),
+        max_out_of_service_nodes=p.max_out_of_service_nodes,
+        fence_min_not_ready=p.fence_min_not_ready, aliases=dict(p.aliases),
         approvals_from=tuple(dict.fromkeys(p.approvals_from)))
     s = f.slack
     slack = SlackConfig(bot_token=s.bot_token, signing_secret=s.signing_secret,

@@ -33,6 +33,11 @@ def problems(data: dict[str, Any], env: dict[str, str] | None = None) -> list[st
      "bot.yaml: policy.max_out_of_service_nodes: must be at least 1 (got 0)"),
     ({"policy": {"max_out_of_service_nodes": True}},
      "bot.yaml: policy.max_out_of_service_nodes: must be a whole number (got True)"),
+    ({"policy": {"fence_min_not_ready": 30}},
+     "bot.yaml: policy.fence_min_not_ready: must be at least 60 (got 30)"),
+    ({"policy": {"fence_min_not_ready": "5m"}},
+     "bot.yaml: policy.fence_min_not_ready: must be a number of seconds (got '5m'); write the "
+     "number without quotes"),
     ({"policy": {"default_expires_after": 0}},
      "bot.yaml: policy.default_expires_after: must be more than 0 (got 0)"),
     ({"policy": {"default_expires_after": float("nan")}},
@@ -94,12 +99,13 @@ def test_good_values_load_with_their_types() -> None:
         "clusters": {"prod": {"region": "eu-west-1", "max_attempts": 3, "request_timeout": 10}},
         "policy": {"groups": {"sre": ["alice", "slack:U1"]}, "allow_self_approval": True,
                    "approvals_from": ["slack"], "default_expires_after": 600,
-                   "max_out_of_service_nodes": 2},
+                   "max_out_of_service_nodes": 2, "fence_min_not_ready": 600},
         "slack": None, "lease_seconds": 30,
     }, {"SLACK_BOT_TOKEN": "xoxb-1", "RUNBOOK_BOT_SLACK_CHANNELS": "C1, C2"})
     assert s.policy.allow_self_approval is True and s.policy.approvals_from == ("slack",)
     assert s.policy.groups == {"sre": ("alice", "slack:U1")}
     assert s.policy.max_out_of_service_nodes == 2 and s.policy.default_expires_after == 600
+    assert s.policy.fence_min_not_ready == 600
     assert s.cluster("prod").max_attempts == 3 and s.cluster("prod").request_timeout == 10
     assert s.slack.bot_token == "xoxb-1" and s.slack.allowed_channels == ("C1", "C2")
     assert s.lease_seconds == 30 and s.redact_patterns == (r"xox[bp]-\S+",)

@@ -92,6 +92,14 @@ class PodParams(ClusterParams):
     namespace: ObjectName = "default"
 
 
+class PodDeleteParams(ClusterParams):
+    pod: ObjectName
+    namespace: ObjectName = "default"
+    node: NodeName = Field(description="The node the pod must still be bound to")
+    grace_period_seconds: int | None = Field(
+        default=None, ge=1, description="Seconds to terminate; the pod's own when omitted. Never 0")
+
+
 class VolumeAttachmentsListParams(ClusterParams):
     node: NodeName | None = None
     pv: ObjectName | None = None
@@ -158,6 +166,14 @@ class VolumeDetachParams(ClusterParams):
     volume_id: VolumeId
     instance_id: InstanceId | None = None
     force: bool = False
+    wait: bool = Field(default=True, description="Poll until the volume is off the instance; "
+                                                 "false: done once EC2 accepted the detach")
+
+
+class VolumesWaitDetachedParams(ClusterParams):
+    volume_ids: tuple[VolumeId, ...]
+    instance_id: InstanceId
+    timeout: Duration = 600.0
 
 
 class ConfirmParams(BaseModel):

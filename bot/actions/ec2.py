@@ -8,6 +8,7 @@ and only calls EC2 again when the resource is not yet on its way (idempotent by 
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from bot.actions import interlocks as il
@@ -18,6 +19,7 @@ from bot.actions.declarations import (
     VolumeDetachParams,
     VolumeParams,
     VolumesListParams,
+    VolumesWaitDetachedParams,
 )
 from bot.actions.env import Env
 from bot.actions.objects import FENCED_STATES, Obj, instance_state
@@ -84,26 +86,38 @@ def _read_instance(env: Env, iid: str) -> Obj:
 
 
 def _stop_change(state: str, p: InstanceStopParams) -> Change | None:
-    if state in FENCED_STATES or (state == "stopping" and not p.force):
-        return None  # already fenced, or already on its way and no force asked for
+    if state in FENCED_STATES or state == "shutting-down" or (state == "stopping" and not p.force):
+        # already fenced, terminating by itself (it cannot be stopped: wait for 'terminated'),
+        # or already on its way and no force asked for
+        return None
     return Change(target_kind="Instance", target=p.instance_id,
                   operation="force-stop" if p.force else "stop", before=state, after="stopped")
 
 
 def plan_stop(p: InstanceStopParams, env: Env) -> Plan:
-    state = instance_state(_read_instance(env, p.instance_id))
+    inst = _read_instance(env, p.instance_id)
+    state = instance_state(inst)
     change = _stop_change(state, p)
+    facts: list[Fact] = []
+    if change is not None:
+        il.check_fence(env, instance_id=p.instance_id, instance=inst, facts=facts)
+    else:
+        facts.append(env.fact(f"instance {p.instance_id}", "state", state))
     return Plan(action="aws.ec2.instance.stop", params={}, changes=(change,) if change else (),
-                facts=(env.fact(f"instance {p.instance_id}", "state", state),))
+                facts=tuple(facts))
 
 
 def apply_stop(plan: Plan, p: InstanceStopParams, env: Env) -> Result:
-    state = instance_state(_read_instance(env, p.instance_id))
+    inst = _read_instance(env, p.instance_id)
+    state = instance_state(inst)
     if state in FENCED_STATES:
         return Result(data={"instance_id": p.instance_id, "state": state}, already_done=True,
                       message=f"instance {p.instance_id} is {state}")
-    # a plain stop already under way is not repeated; a force stop of a hung 'stopping' is
+    # a plain stop already under way is not repeated; a force stop of a hung 'stopping' is;
+    # 'shutting-down' cannot be stopped (IncorrectInstanceState): it is waited on until terminated
     if state in {"pending", "running"} or (state == "stopping" and p.force):
+        # a live read, never the plan's facts: the node may have come back during the approval
+        il.check_fence(env, instance_id=p.instance_id, instance=inst, facts=[])
         try:
             resp = env.ec2.stop_instances([p.instance_id], force=p.force)
         except PermanentError as e:
@@ -118,7 +132,8 @@ def apply_stop(plan: Plan, p: InstanceStopParams, env: Env) -> Result:
         if state in FENCED_STATES:
             return Result(data={"instance_id": p.instance_id, "state": state},
                           message=f"instance {p.instance_id} stopped")
-    progress = f"instance {p.instance_id} is {state}"
+    progress = f"instance {p.instance_id} is {state}" + (
+        ", waiting for terminated" if state == "shutting-down" else "")
     env.ctx.progress = progress
     return Result(data={"instance_id": p.instance_id, "state": state}, done=False,
                   progress=progress, retry_after=POLL_SECONDS)
@@ -201,6 +216,28 @@ def _moved_on(vol: Obj, p: VolumeDetachParams) -> Result | None:
                   message=f"volume {p.volume_id} is off {p.instance_id} (now attached to {now_on})")
 
 
+STUCK = frozenset({"detaching", "busy"})
+# DetachVolume answers that EC2's view may be a moment behind: re-read, then decide
+STALE_CODES = frozenset({"IncorrectState", "InvalidAttachment.NotFound"})
+
+
+def _detach_call(env: Env, p: VolumeDetachParams, att: Obj, *, force: bool) -> Obj:
+    """DetachVolume, then the volume re-read; an answer of eventual consistency is re-read too."""
+    try:
+        # InstanceId always given: without it some endpoints fail instead of picking the only one
+        env.ec2.detach_volume(volume_id=p.volume_id, instance_id=att["InstanceId"], force=force)
+    except PermanentError as e:
+        if e.code not in STALE_CODES:
+            raise
+        vol = _read_volume(env, p.volume_id)
+        if _attachment(vol, p) is not None:
+            raise RetryableError(f"{e}; volume {p.volume_id} still shows an attachment to "
+                                 f"{att['InstanceId']} on a re-read: trying again",
+                                 service="ec2", operation="DetachVolume", code=e.code) from e
+        return vol
+    return _read_volume(env, p.volume_id)
+
+
 def apply_detach(plan: Plan, p: VolumeDetachParams, env: Env) -> Result:
     vol = _read_volume(env, p.volume_id)
     moved = _moved_on(vol, p)
@@ -210,30 +247,56 @@ def apply_detach(plan: Plan, p: VolumeDetachParams, env: Env) -> Result:
     if att is None and vol.get("State") == "available":
         return Result(data={"volume_id": p.volume_id, "state": "available"},
                       already_done=True, message=f"volume {p.volume_id} is available")
+    forced = False
     if att is not None and (att.get("State") in {"attached", "busy"}
                             or (p.force and att.get("State") == "detaching")):
+        # Force only for an attachment already stuck detaching/busy; an attached one gets a normal
+        # DetachVolume first, which completes from a stopped instance
+        forced = p.force and att.get("State") in STUCK
         if p.force:
             il.check_force_detach(env, volume=vol, facts=[])
-        # InstanceId always given: without it some endpoints fail instead of picking the only one
-        try:
-            env.ec2.detach_volume(volume_id=p.volume_id, instance_id=att["InstanceId"],
-                                  force=p.force)
-        except PermanentError as e:
-            # EC2's view may lag a detach already made: read again, then decide (below)
-            if e.code not in {"IncorrectState", "InvalidAttachment.NotFound"}:
-                raise
-        vol = _read_volume(env, p.volume_id)
+        vol = _detach_call(env, p, att, force=forced)
         if vol.get("State") == "available":
-            return Result(data={"volume_id": p.volume_id, "state": "available"},
-                          message=f"volume {p.volume_id} detached")
+            return Result(data={"volume_id": p.volume_id, "state": "available", "forced": forced},
+                          message=f"volume {p.volume_id} detached"
+                                  + (" with Force" if forced else " without Force"))
         moved = _moved_on(vol, p)
         if moved is not None:
             return moved
     state = str((_attachment(vol, p) or {}).get("State") or vol.get("State"))
+    if not p.wait and att is not None:
+        return Result(data={"volume_id": p.volume_id, "state": state, "forced": forced},
+                      message=f"DetachVolume accepted for {p.volume_id}: {state}")
     progress = f"volume {p.volume_id} is {state}"
     env.ctx.progress = progress
     return Result(data={"volume_id": p.volume_id, "state": state}, done=False, progress=progress,
                   retry_after=POLL_SECONDS)
+
+
+def plan_wait_detached(p: VolumesWaitDetachedParams, env: Env) -> Plan:
+    # a read: the start time in the plan is kept by the engine for every poll
+    return Plan(action="aws.ec2.volumes.wait_detached", params={},
+                data={"started_at": env.now_iso()})
+
+
+def apply_wait_detached(plan: Plan, p: VolumesWaitDetachedParams, env: Env) -> Result:
+    vols = env.ec2.describe_volumes(list(p.volume_ids)) if p.volume_ids else {}
+    held = {vid: str(a.get("State")) for vid, v in sorted(vols.items())
+            for a in v.get("Attachments") or ()
+            if a.get("InstanceId") == p.instance_id and a.get("State") != "detached"}
+    data = {"remaining": sorted(held), "states": held, "count": len(held)}
+    if not held:
+        return Result(data=data, message=f"no volume is attached to {p.instance_id} any more")
+    started = datetime.fromisoformat(str(plan.data.get("started_at") or env.now_iso()))
+    left = p.timeout - (env.ctx.clock.now() - started).total_seconds()
+    if left <= 0:
+        raise PermanentError(
+            f"{len(held)} volume(s) still attached to {p.instance_id} after {p.timeout:.0f}s ("
+            + ", ".join(f"{v} {s}" for v, s in held.items())
+            + "): stuck; a force detach is the last resort", service="ec2",
+            operation="wait_detached", code="Timeout")
+    env.ctx.progress = f"{len(held)} still attached to {p.instance_id}"
+    return Result(data=data, done=False, progress=env.ctx.progress, retry_after=min(15.0, left))
 
 
 def _delete_change(vol: Obj | None, vid: str) -> Change | None:
@@ -322,6 +385,11 @@ VOLUME_DETACH = action(
     summary="Detach EBS volume {{ volume_id }}{% if force %} with FORCE{% endif %}",
     description="Detach at EC2 and wait for available; only from a stopped instance.",
     plan=plan_detach, apply=apply_detach)
+VOLUMES_WAIT_DETACHED = action(
+    "aws.ec2.volumes.wait_detached", VolumesWaitDetachedParams, destructive=False,
+    summary="Wait for EBS volumes to come off {{ instance_id }}",
+    description="Polls until none of the volumes is attached to the instance; fails after timeout.",
+    plan=plan_wait_detached, apply=apply_wait_detached)
 VOLUME_DELETE = action(
     "aws.ec2.volume.delete", VolumeDeleteParams, destructive=True,
     summary="Delete EBS volume {{ volume_id }}{% if pv %} of {{ pv }}{% endif %}",
@@ -330,4 +398,4 @@ VOLUME_DELETE = action(
     plan=plan_delete, apply=apply_delete)
 
 ACTIONS: tuple[ActionSpec[Any], ...] = (INSTANCE_GET, INSTANCE_STOP, VOLUMES_LIST, VOLUME_GET,
-                                        VOLUME_DETACH, VOLUME_DELETE)
+                                        VOLUME_DETACH, VOLUMES_WAIT_DETACHED, VOLUME_DELETE)

@@ -1,4 +1,4 @@
-"""Interlocks 1-7: safety rules no runbook can switch off, checked with live reads.
+"""Interlocks 1-8: safety rules no runbook can switch off, checked with live reads.
 
 Each check reads the world itself, at plan time and again at apply time, and never trusts a value
 cached in the plan: an instance that was ``stopped`` when the plan was approved may have been started
@@ -22,16 +22,23 @@ from bot.actions.objects import (
     OUT_OF_SERVICE_TAINT,
     TAG_CREATED_FOR_PV,
     TAG_CSI_VOLUME_NAME,
+    TAINT_AT,
+    TAINT_BOOT_ID,
     Obj,
+    annotations_of,
+    boot_id_of,
     csi_instance_id_of,
     ebs_driver_of_pv,
     ebs_volume_id_of_pv,
     ec2_tags,
     has_taint,
+    heartbeat_of,
     instance_id_of,
     instance_state,
     is_ebs_driver,
     meta,
+    nodes_of_instance,
+    parse_time,
     pod_claims,
     pod_finished,
     pv_named_by_tags,
@@ -48,8 +55,9 @@ RULE_FINALIZERS = "finalizer-volume"  # 4
 RULE_BLAST_RADIUS = "blast-radius"  # 5
 RULE_FINALIZER_BLOCKER = "finalizer-blocker"  # 6
 RULE_VOLUME_DELETE = "volume-delete"  # 7
+RULE_FENCE = "fence-live"  # 8
 RULES = (RULE_OOS_TAINT, RULE_FORCE_DETACH, RULE_OOS_UNTAINT, RULE_FINALIZERS, RULE_BLAST_RADIUS,
-         RULE_FINALIZER_BLOCKER, RULE_VOLUME_DELETE)
+         RULE_FINALIZER_BLOCKER, RULE_VOLUME_DELETE, RULE_FENCE)
 PV_PROTECTION = "kubernetes.io/pv-protection"
 PVC_PROTECTION = "kubernetes.io/pvc-protection"
 
@@ -102,7 +110,9 @@ def check_blast_radius(env: Env, *, node_name: str, nodes: Iterable[Obj], facts:
 
 
 def check_out_of_service_untaint(env: Env, *, node: Obj, facts: list[Fact]) -> None:
-    """3: the node is Ready, no pod on it is terminating, no VolumeAttachment names it."""
+    """3: the node is Ready, no pod on it is terminating, no VolumeAttachment names it, and the
+    kernel that ran when the taint went on is gone: the node's bootID differs from the one the
+    taint recorded, or its instance was started after the taint."""
     name = node["metadata"]["name"]
     status, _ = ready_condition(node)
     facts.append(env.fact(f"node {name}", "ready", status))
@@ -114,7 +124,7 @@ def check_out_of_service_untaint(env: Env, *, node: Obj, facts: list[Fact]) -> N
     facts.append(env.fact(f"node {name}", "volume_attachments", vas))
     problems = ([f"node is Ready={status}"] if status != "True" else []) + (
         [f"{len(stuck)} pod(s) still terminating ({', '.join(stuck[:5])})"] if stuck else []) + (
-        [f"{len(vas)} VolumeAttachment(s) remain"] if vas else [])
+        [f"{len(vas)} VolumeAttachment(s) remain"] if vas else []) + _old_kernel(env, node, facts)
     env.ctx.interlock(
         rule=RULE_OOS_UNTAINT, ok=not problems,
         message=f"cannot remove {OUT_OF_SERVICE_TAINT} from {name}: {'; '.join(problems)}. "
@@ -122,8 +132,41 @@ def check_out_of_service_untaint(env: Env, *, node: Obj, facts: list[Fact]) -> N
                 "is repaired and Ready and its pods and attachments are gone")
 
 
+def _old_kernel(env: Env, node: Obj, facts: list[Fact]) -> list[str]:
+    """What is missing from the proof that the node no longer runs the kernel it ran when tainted."""
+    name = meta(node)["name"]
+    notes = annotations_of(node)
+    recorded, boot = notes.get(TAINT_BOOT_ID), boot_id_of(node)
+    tainted_at = parse_time(notes.get(TAINT_AT))
+    facts.append(env.fact(f"node {name}", "boot_id_at_taint", recorded))
+    facts.append(env.fact(f"node {name}", "boot_id", boot))
+    if recorded and boot and boot != recorded:
+        return []
+    iid = instance_id_of(node)
+    launched = None
+    if iid is not None and tainted_at is not None:
+        inst = env.ec2.describe_instances([iid]).get(iid)
+        launched = parse_time((inst or {}).get("LaunchTime"))
+        facts.append(env.fact(f"instance {iid}", "launch_time",
+                              launched.isoformat() if launched else None))
+        if launched is not None and launched > tainted_at:
+            return []  # a start after the taint: a new boot whatever the kubelet reports
+    if not recorded or not tainted_at:
+        return ["no boot id was recorded when the taint was applied, and no instance start after "
+                "it is on record, so nothing proves the old kernel is gone"]
+    return [f"its bootID is still {boot}, the one it had when tainted at {notes.get(TAINT_AT)}, and "
+            "its instance has not been started since: the same kernel may still hold the old "
+            "mounts (restart or repair the machine first)"]
+
+
 def check_force_detach(env: Env, *, volume: Obj, facts: list[Fact]) -> None:
-    """2: every instance the volume is attached to is stopped or terminated."""
+    """2: every instance the volume is attached to is stopped or terminated, and Kubernetes has
+    let go of the volume on it: no VolumeAttachment for the volume on the instance's node (or on
+    a node that no longer exists) unless it is being deleted.
+
+    A VolumeAttachment with a ``deletionTimestamp`` is one the attach/detach controller gave up
+    (the external attacher keeps ``attached: true``, a ``detachError`` and its finalizer while
+    EC2 refuses the detach); one without is a volume Kubernetes still considers in use there."""
     vid = volume["VolumeId"]
     ids = sorted({a["InstanceId"] for a in volume.get("Attachments") or () if a.get("InstanceId")})
     instances = env.ec2.describe_instances(ids) if ids else {}
@@ -138,6 +181,44 @@ def check_force_detach(env: Env, *, volume: Obj, facts: list[Fact]) -> None:
                 + ", ".join(f"{i} ({s})" for i, s in live.items())
                 + "; a force detach from a running instance can corrupt the file system. Stop the "
                 "instance first (aws.ec2.instance.stop with force), or detach without force")
+    held = _held_by_kubernetes(env, volume_id=vid, instance_ids=ids, facts=facts)
+    env.ctx.interlock(
+        rule=RULE_FORCE_DETACH, ok=not held,
+        message=f"Kubernetes has not let go of volume {vid}: VolumeAttachment(s) "
+                f"{', '.join(held)} are not being deleted. The attach/detach controller still "
+                "counts the volume as in use on that node; taint the node out-of-service (or wait "
+                "for its pods to be deleted) and let the VolumeAttachment be deleted first")
+
+
+def _held_by_kubernetes(env: Env, *, volume_id: str, instance_ids: list[str],
+                        facts: list[Fact]) -> list[str]:
+    """Names of VolumeAttachments that still hold the volume on one of the instances' nodes."""
+    vas = env.kube.list_volume_attachments()
+    if not vas:
+        facts.append(env.fact(f"volume {volume_id}", "volume_attachments", []))
+        return []
+    pvs = {meta(pv)["name"]: ebs_volume_id_of_pv(pv) for pv in env.kube.list_pvs()}
+    nodes = env.kube.list_nodes()
+    names = {meta(n)["name"] for n in nodes}
+    mine = {meta(n)["name"] for i in instance_ids for n in nodes_of_instance(nodes, i)}
+    seen, held = [], []
+    for va in sorted(vas, key=lambda v: str(meta(v)["name"])):
+        source = (va.get("spec") or {}).get("source") or {}
+        pv_name = source.get("persistentVolumeName")
+        inline = source.get("inlineVolumeSpec")
+        vid = pvs.get(pv_name) if pv_name else (ebs_volume_id_of_pv({"spec": inline}) if inline else None)
+        node = va_node(va)
+        if vid != volume_id or not (node in mine or node not in names):
+            continue
+        status = va.get("status") or {}
+        row = {"name": meta(va)["name"], "node": node, "deleting": terminating(va),
+               "attached": bool(status.get("attached")),
+               "detach_error": (status.get("detachError") or {}).get("message")}
+        seen.append(row)
+        if not row["deleting"]:
+            held.append(str(row["name"]))
+    facts.append(env.fact(f"volume {volume_id}", "volume_attachments", seen))
+    return held
 
 
 def _pv_behind(env: Env, *, kind: str, obj: Obj) -> tuple[Obj | None, str | None]:
@@ -307,3 +388,55 @@ class Rechecked:
             self.version = version
             # one override is one audit event, however many versions it was checked against
             self.env.ctx.overridden[:] = list(dict.fromkeys(self.env.ctx.overridden))
+
+
+def check_fence(env: Env, *, instance_id: str, instance: Obj | None, facts: list[Fact]) -> None:
+    """6: the Node behind the instance is NotReady now, and has been for at least
+    ``policy.fence_min_not_ready``; an instance being started (``pending``) is never fenced.
+
+    The Node is found by its providerID (or EBS CSI registration) in a live list, not taken from
+    the run's first read: a node that came back while the stop waited for approval changes the
+    plan's facts (its Ready condition and heartbeat), which voids the approval, and is refused here.
+    """
+    iid = instance_id
+    state = instance_state(instance)
+    facts.append(env.fact(f"instance {iid}", "state", state))
+    checks = env.ec2.describe_instance_status([iid]).get(iid) if instance is not None else None
+    facts.append(env.fact(f"instance {iid}", "status_checks", {
+        "system": ((checks or {}).get("SystemStatus") or {}).get("Status"),
+        "instance": ((checks or {}).get("InstanceStatus") or {}).get("Status")}))
+    nodes = nodes_of_instance(env.kube.list_nodes(), iid)
+    facts.append(env.fact(f"instance {iid}", "nodes", sorted(meta(n)["name"] for n in nodes)))
+    minimum = env.settings.policy.fence_min_not_ready
+    now = env.ctx.clock.now()
+    problems: list[str] = []
+    if state == "pending":
+        problems.append(f"instance {iid} is pending: someone is starting it (a restart?); ask "
+                        "who before fencing it, and wait for its node to come back instead")
+    if not nodes:
+        problems.append(f"no Node names instance {iid}, so the bot cannot confirm from Kubernetes "
+                        "that its machine is dead")
+    for node in nodes:
+        name = meta(node)["name"]
+        status, since = ready_condition(node)
+        beat = heartbeat_of(node)
+        facts.append(env.fact(f"node {name}", "ready", status))
+        facts.append(env.fact(f"node {name}", "ready_since", since))
+        facts.append(env.fact(f"node {name}", "last_heartbeat", beat))
+        if status == "True":
+            problems.append(f"node {name} is Ready again (last heartbeat {beat})")
+            continue
+        start = parse_time(since) or parse_time(beat)
+        if start is None:
+            problems.append(f"node {name} is Ready={status} but its Ready condition has no time, "
+                            "so how long it has been down is unknown")
+            continue
+        down = (now - start).total_seconds()
+        if down < minimum:
+            problems.append(f"node {name} has been NotReady for {down:.0f}s only, less than "
+                            f"policy.fence_min_not_ready ({minimum:.0f}s)")
+    env.ctx.interlock(
+        rule=RULE_FENCE, ok=not problems,
+        message=f"refusing to stop instance {iid}: {'; '.join(problems)}. A fence is only for a "
+                "machine whose node has been NotReady for a while; a node that recovered must not "
+                "be stopped")

@@ -14,6 +14,7 @@ from typing import Any
 from bot.actions import interlocks as il
 from bot.actions.declarations import (
     NodeParams,
+    PodDeleteParams,
     PodParams,
     PodsListParams,
     TaintParams,
@@ -21,14 +22,22 @@ from bot.actions.declarations import (
 )
 from bot.actions.env import Env
 from bot.actions.objects import (
+    CORDONED_BY,
     OUT_OF_SERVICE_TAINT,
+    TAINT_AT,
+    TAINT_BOOT_ID,
     Obj,
+    annotations_of,
+    boot_id_of,
     has_taint,
     instance_id_of,
     meta,
+    parse_time,
     ready_condition,
     taints_of,
     terminating,
+    tolerates,
+    va_node,
     zone_of_node,
 )
 from bot.actions.registry import ActionSpec, action
@@ -50,13 +59,17 @@ def node_view(node: Obj | None, name: str) -> Obj:
     if node is None:
         return {"name": name, "exists": False, "ready": False, "ready_status": "Unknown",
                 "ready_since": None, "taints": [], "out_of_service": False, "unschedulable": False,
-                "instance_id": None, "zone": None}
+                "instance_id": None, "zone": None, "boot_id": None, "boot_id_at_taint": None,
+                "cordoned_by_run": None}
     status, since = ready_condition(node)
+    notes = annotations_of(node)
     return {"name": name, "exists": True, "ready": status == "True", "ready_status": status,
             "ready_since": since, "taints": taints_of(node),
             "out_of_service": has_taint(node, OUT_OF_SERVICE_TAINT),
             "unschedulable": bool((node.get("spec") or {}).get("unschedulable")),
-            "instance_id": instance_id_of(node), "zone": zone_of_node(node)}
+            "instance_id": instance_id_of(node), "zone": zone_of_node(node),
+            "boot_id": boot_id_of(node), "boot_id_at_taint": notes.get(TAINT_BOOT_ID),
+            "cordoned_by_run": notes.get(CORDONED_BY)}
 
 
 def _pod_reason(pod: Obj) -> str | None:
@@ -83,7 +96,10 @@ def pod_view(pod: Obj) -> Obj:
                      if v.get("persistentVolumeClaim")],
             # "namespace/claim", the form k8s.pv.get gives as ``claim``, to match the two
             "claims": [f"{meta(pod).get('namespace')}/{v['persistentVolumeClaim']['claimName']}"
-                       for v in vols if v.get("persistentVolumeClaim")]}
+                       for v in vols if v.get("persistentVolumeClaim")],
+            # neither the out-of-service taint nor pod GC moves such a pod off a dead node
+            "tolerates_out_of_service": tolerates(pod, key=OUT_OF_SERVICE_TAINT,
+                                                  value="nodeshutdown", effect="NoExecute")}
 
 
 # -- nodes ------------------------------------------------------------------------------------
@@ -141,6 +157,15 @@ def apply_taint(plan: Plan, p: TaintParams, env: Env) -> Result:
         kept = [t for t in spec.get("taints") or ()
                 if not (t.get("key") == p.key and t.get("effect") == p.effect)]
         spec["taints"] = [*kept, {"key": p.key, "value": p.value, "effect": p.effect}]
+        if p.key == OUT_OF_SERVICE_TAINT:
+            # in the same write: the boot it was tainted on, which node-recovered must see gone
+            notes = obj.setdefault("metadata", {}).setdefault("annotations", {})
+            notes[TAINT_AT] = env.now_iso()
+            boot = boot_id_of(obj)
+            if boot:
+                notes[TAINT_BOOT_ID] = boot
+            else:
+                notes.pop(TAINT_BOOT_ID, None)
         return obj
 
     written, changed = k.update(kind="Node", name=p.node, mutate=mutate, current=node)
@@ -193,6 +218,10 @@ def apply_untaint(plan: Plan, p: UntaintParams, env: Env) -> Result:
         recheck(obj)
         spec = obj.setdefault("spec", {})
         spec["taints"] = [t for t in spec.get("taints") or () if not _untaint_matches(t, p)]
+        if oos:
+            notes = obj.get("metadata", {}).get("annotations") or {}
+            for key in (TAINT_AT, TAINT_BOOT_ID):
+                notes.pop(key, None)
         return obj
 
     written, changed = k.update(kind="Node", name=p.node, mutate=mutate, current=node)
@@ -205,9 +234,14 @@ def apply_untaint(plan: Plan, p: UntaintParams, env: Env) -> Result:
 
 
 def _cordon(name: str, unschedulable: bool) -> ActionSpec[NodeParams]:
+    """Cordon records the run on the node; uncordon lifts only a cordon a bot run recorded, so a
+    node a person cordoned for their own reasons stays cordoned."""
+
     def change(node: Obj, node_name: str) -> Change | None:
         if bool((node.get("spec") or {}).get("unschedulable")) == unschedulable:
             return None
+        if not unschedulable and not annotations_of(node).get(CORDONED_BY):
+            return None  # cordoned by someone else: not the bot's to undo
         return Change(target_kind="Node", target=node_name, operation=name.rsplit(".", 1)[1],
                       before=f"unschedulable={not unschedulable}",
                       after=f"unschedulable={unschedulable}")
@@ -221,6 +255,11 @@ def _cordon(name: str, unschedulable: bool) -> ActionSpec[NodeParams]:
             if change(obj, p.node) is None:
                 return None
             obj.setdefault("spec", {})["unschedulable"] = unschedulable
+            notes = obj.setdefault("metadata", {}).setdefault("annotations", {})
+            if unschedulable:
+                notes[CORDONED_BY] = env.ctx.run_id
+            else:
+                notes.pop(CORDONED_BY, None)
             return obj
 
         written, changed = env.kube.update(kind="Node", name=p.node, mutate=mutate)
@@ -228,8 +267,16 @@ def _cordon(name: str, unschedulable: bool) -> ActionSpec[NodeParams]:
             raise PermanentError(f"node {p.node} is not unschedulable={unschedulable} after the "
                                  "write", service="kubernetes", operation="replace_node",
                                  code="PostCondition")
-        return Result(data={"node": p.node, "unschedulable": unschedulable},
-                      already_done=not changed,
+        now = bool((written.get("spec") or {}).get("unschedulable"))
+        data: Obj = {"node": p.node, "unschedulable": now}
+        if unschedulable and changed:
+            data["compensation"] = (f"node {p.node} cordoned by run {env.ctx.run_id}: "
+                                    "node-recovered uncordons it")
+        if not unschedulable and now:
+            return Result(data=data, already_done=True,
+                          message=f"node {p.node} was cordoned by someone else, not by a bot run: "
+                                  "left cordoned")
+        return Result(data=data, already_done=not changed,
                       message=f"node {p.node} {'' if changed else 'already '}"
                               f"{'cordoned' if unschedulable else 'uncordoned'}")
 
@@ -273,7 +320,118 @@ def apply_events(plan: Plan, p: PodParams, env: Env) -> Result:
     return Result(data={
         "items": items, "multi_attach": bool(multi),
         "multi_attach_volume": multi[-1].group("volume") if multi else None,
+        # the kubelet's side of the same wait: "Unable to attach or mount volumes ... timed out"
+        "failed_mount": any(e.get("reason") == "FailedMount" for e in events),
         "affinity_conflict": any(w in msg for msg in messages for w in AFFINITY_CONFLICT)})
+
+
+def _pod_delete_change(pod: Obj | None, p: PodDeleteParams) -> Change | None:
+    if pod is None or terminating(pod):
+        return None  # gone, or already being deleted
+    on = (pod.get("spec") or {}).get("nodeName")
+    if on != p.node:
+        # the pod asked about was replaced, or is somewhere else: never delete it there
+        raise PermanentError(f"pod {p.namespace}/{p.pod} runs on {on}, not on {p.node}; refusing "
+                             "to delete it", service="kubernetes", operation="delete_namespaced_pod",
+                             code="WrongNode")
+    return Change(target_kind="Pod", target=f"{p.namespace}/{p.pod}", operation="delete",
+                  before=f"on {p.node}", after="deleted gracefully")
+
+
+# kube-controller-manager's maxWaitForUnmountDuration: not configurable on EKS
+TIMEOUT_DETACH_SECONDS = 360.0
+
+
+def plan_detach_risk(p: NodeParams, env: Env) -> Plan:
+    return _read_only("k8s.node.detach_risk")
+
+
+def apply_detach_risk(plan: Plan, p: NodeParams, env: Env) -> Result:
+    """Volumes attached on the node whose pods are gone from it.
+
+    Once no pod on a NotReady node uses a volume (its pod was force-deleted), the attach/detach
+    controller detaches it 6 minutes later without the kubelet's word, from a machine that may
+    still run and write: the window in which the node must be fenced."""
+    k = env.kube
+    vas = [v for v in k.list_volume_attachments() if va_node(v) == p.node and not terminating(v)]
+    if not vas:
+        return Result(data={"items": [], "count": 0, "timeout_detach_in": None})
+    claims = {meta(pv)["name"]: f"{(pv['spec'].get('claimRef') or {}).get('namespace')}/"
+                                f"{(pv['spec'].get('claimRef') or {}).get('name')}"
+              for pv in k.list_pvs() if (pv.get("spec") or {}).get("claimRef")}
+    users: dict[str, list[Obj]] = {}
+    for pod in k.list_pods():
+        for claim in pod_view(pod)["claims"]:
+            users.setdefault(claim, []).append(pod)
+    now, items = env.ctx.clock.now(), []
+    for va in sorted(vas, key=lambda v: str(meta(v)["name"])):
+        pv = ((va.get("spec") or {}).get("source") or {}).get("persistentVolumeName")
+        claim = claims.get(str(pv))
+        pods = users.get(claim or "", [])
+        if claim is None or any((x.get("spec") or {}).get("nodeName") == p.node for x in pods):
+            continue  # still used there (or not a claimed volume): the controller waits
+        # the replacement was created when the old pod object went: the controller's clock
+        born = [t for x in pods if (t := parse_time(meta(x).get("creationTimestamp")))]
+        left = (max(0.0, TIMEOUT_DETACH_SECONDS - (now - min(born)).total_seconds())
+                if born else None)
+        items.append({"volume_attachment": meta(va)["name"], "pv": pv, "claim": claim,
+                      "timeout_detach_in": left})
+    lefts = [i["timeout_detach_in"] for i in items if i["timeout_detach_in"] is not None]
+    return Result(data={"items": items, "count": len(items),
+                        "timeout_detach_in": min(lefts) if lefts else
+                        (TIMEOUT_DETACH_SECONDS if items else None)})
+
+
+def plan_pod_get(p: PodParams, env: Env) -> Plan:
+    return _read_only("k8s.pod.get")
+
+
+def apply_pod_get(plan: Plan, p: PodParams, env: Env) -> Result:
+    k = env.kube
+    pod = k.find(lambda: k.get_pod(namespace=p.namespace, name=p.pod))
+    if pod is None:
+        return Result(data={"name": p.pod, "namespace": p.namespace, "exists": False,
+                            "node": None, "phase": None, "reason": None, "terminating": False,
+                            "pvcs": [], "claims": [], "tolerates_out_of_service": False,
+                            "scheduled": False, "scheduling_message": None})
+    sched: Obj = next((c for c in (pod.get("status") or {}).get("conditions") or ()
+                  if c.get("type") == "PodScheduled"), {})
+    # the condition outlives the one-shot, expiring events that explained the wait
+    return Result(data={**pod_view(pod), "exists": True,
+                        "scheduled": sched.get("status") == "True" or bool(pod_view(pod)["node"]),
+                        "scheduling_message": sched.get("message")})
+
+
+def plan_pod_delete(p: PodDeleteParams, env: Env) -> Plan:
+    k = env.kube
+    pod = k.find(lambda: k.get_pod(namespace=p.namespace, name=p.pod))
+    change = _pod_delete_change(pod, p)
+    facts = [env.fact(f"pod {p.namespace}/{p.pod}", "node", (pod or {}).get("spec", {}).get("nodeName")),
+             env.fact(f"pod {p.namespace}/{p.pod}", "tolerates_out_of_service",
+                      pod_view(pod)["tolerates_out_of_service"] if pod else None)]
+    return Plan(action="k8s.pod.delete", params={}, changes=(change,) if change else (),
+                facts=tuple(facts), data={"uid": meta(pod or {}).get("uid")})
+
+
+def apply_pod_delete(plan: Plan, p: PodDeleteParams, env: Env) -> Result:
+    k = env.kube
+    pod = k.find(lambda: k.get_pod(namespace=p.namespace, name=p.pod))
+    uid = meta(pod or {}).get("uid")
+    name = f"{p.namespace}/{p.pod}"
+    if pod is None or uid != plan.data.get("uid") or _pod_delete_change(pod, p) is None:
+        return Result(data={"pod": name, "deleted": True}, already_done=True,
+                      message=f"pod {name} is already gone or being deleted")
+    try:
+        k.delete_pod(namespace=p.namespace, name=p.pod, uid=str(uid),
+                     grace_period_seconds=p.grace_period_seconds)
+    except PermanentError as e:
+        if e.code != "NotFound":
+            raise
+    why = (f"pod {name} tolerates {OUT_OF_SERVICE_TAINT}, so the taint would never move it: "
+           if pod_view(pod)["tolerates_out_of_service"] else f"pod {name}: ")
+    return Result(data={"pod": name, "deleted": True},
+                  message=why + f"deleted gracefully from {p.node}; pod GC removes it from the "
+                                "out-of-service node and its controller recreates it elsewhere")
 
 
 # -- the actions ------------------------------------------------------------------------------
@@ -305,5 +463,23 @@ POD_EVENTS = action(
     description="Event reasons and messages; detects Multi-Attach and affinity conflicts.",
     plan=plan_events, apply=apply_events)
 
+POD_DELETE = action(
+    "k8s.pod.delete", PodDeleteParams, destructive=True,
+    summary="Delete pod {{ namespace }}/{{ pod }} gracefully",
+    description="A graceful delete of a pod still bound to the given node; never a force delete.",
+    plan=plan_pod_delete, apply=apply_pod_delete)
+
+NODE_DETACH_RISK = action(
+    "k8s.node.detach_risk", NodeParams, destructive=False,
+    summary="Find volumes on {{ node }} whose pods were deleted",
+    description="Volumes the attach/detach controller will detach after its 6-minute timeout.",
+    plan=plan_detach_risk, apply=apply_detach_risk)
+POD_GET = action(
+    "k8s.pod.get", PodParams, destructive=False,
+    summary="Read pod {{ namespace }}/{{ pod }}",
+    description="Node, phase, claims and the PodScheduled condition.",
+    plan=plan_pod_get, apply=apply_pod_get)
+
 ACTIONS: tuple[ActionSpec[Any], ...] = (NODE_GET, NODE_TAINT, NODE_UNTAINT, NODE_CORDON,
-                                        NODE_UNCORDON, PODS_LIST, POD_EVENTS)
+                                        NODE_UNCORDON, NODE_DETACH_RISK, PODS_LIST, POD_GET,
+                                        POD_EVENTS, POD_DELETE)

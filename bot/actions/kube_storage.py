@@ -57,6 +57,9 @@ def va_view(va: Obj, volume_ids: dict[str, str | None]) -> Obj:
             "attached": bool(status.get("attached")),
             "attach_error": _error_message(status.get("attachError")),
             "detach_error": _error_message(status.get("detachError")),
+            # Kubernetes let go of the volume once its VolumeAttachment is being deleted, even
+            # while the attacher still reports attached with a detachError
+            "deleting": terminating(va),
             "volume_id": volume_ids.get(pv) if pv else None}
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 Obj = dict[str, Any]
@@ -157,3 +158,64 @@ def pod_claims(pod: Obj) -> list[str]:
 def pod_finished(pod: Obj) -> bool:
     """A pod in a terminal phase (Succeeded, Failed) no longer uses its volumes."""
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+# -- node liveness, boot and the records the bot keeps on a node --------------------------------
+
+# What the out-of-service taint's action records on the node, in the same write as the taint: the
+# boot the node was on and when. node-recovered may remove the taint only once that boot is gone.
+TAINT_BOOT_ID = "runbook-bot.io/out-of-service-boot-id"
+TAINT_AT = "runbook-bot.io/out-of-service-at"
+# The run that cordoned a node: only such a cordon is lifted by the bot.
+CORDONED_BY = "runbook-bot.io/cordoned-by-run"
+LIVE_STATES = frozenset({"pending", "running", "stopping", "shutting-down"})
+
+
+def annotations_of(obj: Obj) -> dict[str, str]:
+    return dict(meta(obj).get("annotations") or {})
+
+
+def heartbeat_of(node: Obj) -> str | None:
+    """The Ready condition's ``lastHeartbeatTime``: when the kubelet last posted its status."""
+    for cond in (node.get("status") or {}).get("conditions") or ():
+        if cond.get("type") == "Ready":
+            beat = cond.get("lastHeartbeatTime")
+            return str(beat) if beat else None
+    return None
+
+
+def boot_id_of(node: Obj) -> str | None:
+    """``status.nodeInfo.bootID``: the kubelet reports the kernel's boot id; a reboot changes it."""
+    value = ((node.get("status") or {}).get("nodeInfo") or {}).get("bootID")
+    return str(value) if value else None
+
+
+def parse_time(value: Any) -> datetime | None:
+    """An API timestamp (``2026-01-01T00:00:00Z``, or an ISO datetime) as an aware datetime."""
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    if not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def nodes_of_instance(nodes: list[Obj], instance_id: str) -> list[Obj]:
+    """The Nodes whose providerID (or EBS CSI registration) names the instance."""
+    return [n for n in nodes if instance_id in (instance_id_of(n), csi_instance_id_of(n))]
+
+
+def tolerates(pod: Obj, *, key: str, value: str, effect: str) -> bool:
+    """Whether one of the pod's tolerations matches the taint ``key=value:effect``."""
+    for t in (pod.get("spec") or {}).get("tolerations") or ():
+        if t.get("effect") not in (None, "", effect):
+            continue
+        if t.get("operator") == "Exists" and not t.get("key"):
+            return True
+        if t.get("key") == key and (t.get("operator") == "Exists"
+                                     or (t.get("value") or "") == value):
+            return True
+    return False

@@ -15,8 +15,8 @@ reached the same way. ``Ec2Client`` wraps it for the actions:
   the attempt that succeeded), so the audit shows the throttling an action went through;
 - secrets redacted (``redact``) from every error message and record;
 - a read-only view (``bound(calls, read_only=True)``, what a dry run gets) refuses every write
-  before it is sent, EC2's own ``DryRun`` checks excepted. For ``DeleteVolume`` and
-  ``CreateSnapshot`` an endpoint that ignores ``DryRun`` (answers success) is an error.
+  before it is sent, EC2's own ``DryRun`` checks excepted; an endpoint that ignores ``DryRun``
+  (answers success instead of ``DryRunOperation``) is an error, never "permitted".
 """
 
 from __future__ import annotations
@@ -284,7 +284,12 @@ class Ec2Client:
             if e.code == DRY_RUN_OK:
                 return True
             raise
-        return True  # an endpoint that ignores DryRun: treat as permitted
+        # the call was carried out: this endpoint ignores DryRun, so nothing it answers to a
+        # dry run can be trusted as a check, and it may have made the change
+        raise PermanentError(f"{operation} {', '.join(targets)}: the EC2 endpoint ignored DryRun "
+                             "and answered as if it had made the call; it cannot be used to "
+                             "check permissions", service=SERVICE, operation=operation,
+                             code="DryRunIgnored")
 
     def stop_instances(self, instance_ids: Sequence[str], *, force: bool,
                        dry_run: bool = False) -> dict[str, Any]:

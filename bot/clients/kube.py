@@ -282,6 +282,21 @@ class KubeClient:
 
     # -- writes -------------------------------------------------------------------------------
 
+    def delete_pod(self, *, namespace: str, name: str, uid: str,
+                   grace_period_seconds: int | None = None) -> Obj:
+        """A graceful delete of exactly this pod (``preconditions.uid``: never its replacement).
+
+        The pod's own grace period applies unless one is given; zero (a force delete, which only
+        removes the API object and frees no volume) is refused before it is sent."""
+        if grace_period_seconds is not None and grace_period_seconds < 1:
+            raise PolicyError(f"delete pod {namespace}/{name}: a grace period below 1 s is a force "
+                              "delete, which the bot never sends")
+        body: Obj = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
+        if grace_period_seconds is not None:
+            body["gracePeriodSeconds"] = grace_period_seconds
+        return self._request("core", "delete_namespaced_pod", (f"{namespace}/{name}",), name,
+                             namespace, body=body, read=False)
+
     _KINDS: ClassVar[dict[str, tuple[str, str, str]]] = {  # kind -> (group, read, replace)
         "Node": ("core", "read_node", "replace_node"),
         "PersistentVolume": ("core", "read_persistent_volume", "replace_persistent_volume"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -159,16 +160,39 @@ class World:
 
     def node(self, name: str, *, ready: str = "True", instance_id: str | None = None,
              zone: str = ZONE, taints: list[dict[str, str]] | None = None,
-             provider_id: str | None = None) -> dict[str, Any]:
+             provider_id: str | None = None, rebooted: bool = True,
+             cordoned_by: str | None = None) -> dict[str, Any]:
+        """A node; one with the out-of-service taint carries the bot's record of the boot it was
+        tainted on, and has booted again since unless ``rebooted=False``."""
         pid = provider_id if provider_id is not None else (
             f"aws:///{zone}/{instance_id}" if instance_id else "")
+        notes: dict[str, str] = {}
+        if any(t.get("key") == "node.kubernetes.io/out-of-service" for t in taints or ()):
+            notes = {"runbook-bot.io/out-of-service-boot-id": "boot-at-taint",
+                     "runbook-bot.io/out-of-service-at": "2026-01-01T00:00:00+00:00"}
+        if cordoned_by:
+            notes["runbook-bot.io/cordoned-by-run"] = cordoned_by
         return dict(self.kube.put("nodes", {
             "apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": {"topology.kubernetes.io/zone": zone}},
+            "metadata": {"name": name, "labels": {"topology.kubernetes.io/zone": zone},
+                         "annotations": notes},
             "spec": {"providerID": pid, "taints": list(taints or [])},
             "status": {"conditions": [{"type": "Ready", "status": ready,
-                                       "lastTransitionTime": "2026-01-01T00:00:00Z"}]},
+                                       "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+                       "nodeInfo": {"bootID": "boot-now" if rebooted else "boot-at-taint"}},
         }))
+
+    def dead_node(self, instance_id: str, *, name: str | None = None,
+                  down_for: float = 600.0) -> str:
+        """A node on the instance, NotReady for ``down_for`` seconds: what a fence needs."""
+        name = name or f"ip-{instance_id[2:14]}.ec2.internal"
+        since = self.clock.now() - timedelta(seconds=down_for)
+        self.node(name, ready="Unknown", instance_id=instance_id)
+        obj = self.kube.get("nodes", name)
+        stamp = since.strftime("%Y-%m-%dT%H:%M:%SZ")
+        obj["status"]["conditions"][0].update(lastTransitionTime=stamp, lastHeartbeatTime=stamp)
+        self.kube.put("nodes", obj)
+        return name
 
     def pv(self, name: str, *, volume_id: str, zone: str = ZONE, legacy: bool = False,
            claim: tuple[str, str] | None = None, finalizers: list[str] | None = None,
@@ -233,17 +257,21 @@ class World:
             "status": status})
 
     def pod(self, name: str, *, node: str, namespace: str = "default", terminating: bool = False,
-            pvc: str | None = None, waiting: str | None = None, labels: dict[str, str] | None = None
-            ) -> None:
-        meta: dict[str, Any] = {"name": name, "namespace": namespace, "labels": labels or {}}
+            pvc: str | None = None, waiting: str | None = None, labels: dict[str, str] | None = None,
+            tolerations: list[dict[str, str]] | None = None) -> None:
+        meta: dict[str, Any] = {"name": name, "namespace": namespace, "labels": labels or {},
+                                "uid": f"uid-{namespace}-{name}"}
         if terminating:
             meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
         status: dict[str, Any] = {"phase": "Pending" if waiting else "Running"}
         if waiting:
             status["containerStatuses"] = [{"name": "c", "state": {"waiting": {"reason": waiting}}}]
         vols = [{"name": "data", "persistentVolumeClaim": {"claimName": pvc}}] if pvc else []
+        spec: dict[str, Any] = {"nodeName": node, "volumes": vols}
+        if tolerations:
+            spec["tolerations"] = tolerations
         self.kube.put("pods", {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
-                               "spec": {"nodeName": node, "volumes": vols}, "status": status})
+                               "spec": spec, "status": status})
 
     def event(self, pod: str, *, reason: str, message: str, namespace: str = "default",
               when: str = "2026-01-01T00:00:00Z") -> None:

@@ -30,7 +30,7 @@ def _arrange(world, case):
                                  {"key": "example.com/keep", "value": "yes", "effect": "NoSchedule"}])
         return action, {"node": "n1"}
     if action in {"k8s.node.cordon", "k8s.node.uncordon"}:
-        node = world.node("n1")
+        node = world.node("n1", cordoned_by="rb-earlier" if action.endswith("uncordon") else None)
         node["spec"]["unschedulable"] = action.endswith("uncordon")
         world.kube.put("nodes", node)
         return action, {"node": "n1"}
@@ -48,7 +48,9 @@ def _arrange(world, case):
                         "namespace": "default" if variant == "PersistentVolumeClaim" else None}
     if action == "aws.ec2.instance.stop":
         world.instance(state="stopped")  # a bystander that must not change
-        return action, {"instance_id": world.instance()}
+        iid = world.instance()
+        world.dead_node(iid)
+        return action, {"instance_id": iid}
     if action == "aws.ec2.volume.detach":
         iid = world.instance(state="stopped")
         world.volume(attach_to=world.instance(state="stopped"))  # a bystander
@@ -56,6 +58,10 @@ def _arrange(world, case):
     if action == "aws.ec2.volume.delete":
         world.volume()
         return action, {"volume_id": world.released_volume()}
+    if action == "k8s.pod.delete":
+        world.pod("es-1", node="n1", pvc="data-es-1")  # a bystander
+        world.pod("es-0", node="n1", pvc="data-es-0")
+        return action, {"pod": "es-0", "namespace": "default", "node": "n1"}
     raise AssertionError(case)
 
 
@@ -74,6 +80,10 @@ def _snapshot(world):
             meta = obj["metadata"]
             name = f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else meta["name"]
             out[kind, name] = set(meta.get("finalizers") or ())
+    for pod in world.kube.items("pods"):
+        meta = pod["metadata"]
+        out["Pod", f"{meta['namespace']}/{meta['name']}"] = (
+            {"deleted gracefully"} if meta.get("deletionTimestamp") else {f"on {pod['spec']['nodeName']}"})
     for iid in world.instances:
         out["Instance", iid] = {world.instance_state(iid)}
     for vid in world.volumes:
@@ -93,7 +103,8 @@ DESTRUCTIVE = sorted(s.name for s in builtin_actions() if s.destructive)
 
 def test_the_destructive_actions_are_exactly_the_changing_ones():
     assert DESTRUCTIVE == ["aws.ec2.instance.stop", "aws.ec2.volume.delete", "aws.ec2.volume.detach",
-                           "k8s.finalizers.remove", "k8s.node.taint", "k8s.node.untaint"]
+                           "k8s.finalizers.remove", "k8s.node.taint", "k8s.node.untaint",
+                           "k8s.pod.delete"]
 
 
 HONESTY = sorted([*(a for a in DESTRUCTIVE if a != "k8s.finalizers.remove"),
@@ -163,11 +174,13 @@ def test_a_dry_run_gets_clients_that_refuse_every_write_before_it_is_sent(world)
 
 def test_every_api_call_is_in_the_result_with_service_targets_and_outcome(world):
     iid = world.instance()
+    world.dead_node(iid)
     plan, _ = world.plan("aws.ec2.instance.stop", instance_id=iid)
     result, calls = world.apply(plan)
     assert list(result.calls) == calls
     assert [(c.service, c.operation, c.targets, c.outcome) for c in result.calls] == [
-        ("ec2", "DescribeInstances", (iid,), "ok"), ("ec2", "StopInstances", (iid,), "ok")]
+        ("ec2", "DescribeInstances", (iid,), "ok"), ("ec2", "DescribeInstanceStatus", (iid,), "ok"),
+        ("kubernetes", "list_node", (), "ok"), ("ec2", "StopInstances", (iid,), "ok")]
 
 
 def test_clients_are_built_once_per_cluster(world):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.errors import InterlockBlocked, PermanentError
+from bot.errors import InterlockBlocked, PermanentError, RetryableError
 
 
 def _ops(calls):
@@ -31,12 +31,15 @@ def test_instance_get_of_an_unknown_id_is_not_an_error(world):
 
 def test_force_stop_fences_the_instance_and_a_second_apply_is_a_no_op(world):
     iid = world.instance()
+    node = world.dead_node(iid)
     plan, plan_calls = world.plan("aws.ec2.instance.stop", instance_id=iid)
     assert [c.summary() for c in plan.changes] == [f"force-stop Instance {iid}: running -> stopped"]
     assert plan.summary == f"Stop EC2 instance {iid} (force)"
-    assert _ops(plan_calls) == ["DescribeInstances"]
+    assert _ops(plan_calls) == ["DescribeInstances", "DescribeInstanceStatus", "list_node"]
+    assert plan.fact(f"node {node}", "ready") == "Unknown"
     result, calls = world.apply(plan)
-    assert _ops(calls) == ["DescribeInstances", "StopInstances"]
+    assert _ops(calls) == ["DescribeInstances", "DescribeInstanceStatus", "list_node",
+                           "StopInstances"]
     # moto answers "stopping" and is stopped on the next read: the engine polls apply again
     assert result.done is False and result.retry_after > 0 and "stopping" in result.progress
     final, final_calls = world.apply(plan)
@@ -95,7 +98,8 @@ def test_detach_from_a_stopped_instance_waits_for_available_and_is_idempotent(wo
         f"{op} Volume {vid}: attached to {iid} (attached) -> available"]
     result, calls = world.apply(plan)
     assert "DetachVolume" in _ops(calls)
-    assert result.done and result.data == {"volume_id": vid, "state": "available"}
+    # an attachment that is not stuck gets a normal DetachVolume, even when force is allowed
+    assert result.done and result.data == {"volume_id": vid, "state": "available", "forced": False}
     assert world.volume_state(vid) == "available"
     again, again_calls = world.apply(plan)
     assert again.already_done and _ops(again_calls) == ["DescribeVolumes"]
@@ -152,8 +156,19 @@ def test_ec2_dry_run_operation_means_permitted(world):
     assert ctx.calls[0].outcome == "DryRunOperation" and world.instance_state(iid) == "running"
 
 
+def test_an_ec2_endpoint_that_ignores_dry_run_is_an_error_not_permitted(world):
+    iid = world.instance()
+    ctx = world.ctx()
+    env = world.catalog._env(world.catalog.validate("aws.ec2.instance.get", {"instance_id": iid}), ctx)
+    world.proxy.ignore_dry_run = True
+    with pytest.raises(PermanentError) as e:
+        env.ec2.stop_instances([iid], force=True, dry_run=True)
+    assert e.value.code == "DryRunIgnored" and "ignored DryRun" in str(e.value)
+
+
 def test_a_stop_ec2_refuses_while_the_instance_boots_is_tried_again_at_the_next_poll(world):
     iid = world.instance()
+    world.dead_node(iid)
     plan, _ = world.plan("aws.ec2.instance.stop", instance_id=iid)
     world.proxy.fail_actions["StopInstances"] = [
         (400, "IncorrectInstanceState", f"The instance '{iid}' is not in a state from which it "
@@ -161,7 +176,71 @@ def test_a_stop_ec2_refuses_while_the_instance_boots_is_tried_again_at_the_next_
     first, first_calls = world.apply(plan)
     assert not first.done and world.instance_state(iid) == "running"
     assert [(c.operation, c.outcome) for c in first_calls] == [
-        ("DescribeInstances", "ok"), ("StopInstances", "IncorrectInstanceState")]
+        ("DescribeInstances", "ok"), ("DescribeInstanceStatus", "ok"), ("list_node", "ok"),
+        ("StopInstances", "IncorrectInstanceState")]
     results, _ = world.until_done(plan)
     assert results[-1].data == {"instance_id": iid, "state": "stopped"}
     assert world.instance_state(iid) == "stopped"
+
+
+def _held_volume(world, *, deleting: bool, node_exists: bool = True):
+    iid = world.instance(state="stopped")
+    vid = world.volume(attach_to=iid)
+    if node_exists:
+        world.node("n1", ready="Unknown", instance_id=iid)
+    world.pv("pv-1", volume_id=vid)
+    world.va("csi-1", node="n1", pv="pv-1", detach_error="rpc error: DetachVolume timed out")
+    if deleting:
+        va = world.kube.get("volumeattachments", "csi-1")
+        va["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+        world.kube.put("volumeattachments", va)
+    return iid, vid
+
+
+@pytest.mark.parametrize("node_exists", [True, False])
+def test_force_detach_is_refused_while_a_volumeattachment_still_holds_the_volume(world, node_exists):
+    _, vid = _held_volume(world, deleting=False, node_exists=node_exists)
+    with pytest.raises(InterlockBlocked) as e:
+        world.plan("aws.ec2.volume.detach", volume_id=vid, force=True)
+    assert e.value.rule == "force-detach" and "csi-1" in e.value.message
+    assert "not let go" in e.value.message and world.writes() == []
+
+
+def test_force_detach_goes_ahead_once_kubernetes_deleted_the_attachment_and_shows_its_error(world):
+    _, vid = _held_volume(world, deleting=True)  # deleting, attached: true, detachError
+    plan, _ = world.plan("aws.ec2.volume.detach", volume_id=vid, force=True)
+    [row] = plan.fact(f"volume {vid}", "volume_attachments")
+    assert row == {"name": "csi-1", "node": "n1", "deleting": True, "attached": True,
+                   "detach_error": "rpc error: DetachVolume timed out"}
+    results, _ = world.until_done(plan)
+    assert results[-1].data["state"] == "available" and world.volume_state(vid) == "available"
+
+
+@pytest.mark.parametrize("code", ["IncorrectState", "InvalidAttachment.NotFound"])
+def test_a_detach_answered_from_a_stale_view_is_re_read_then_decided(world, code):
+    iid = world.instance(state="stopped")
+    vid = world.volume(attach_to=iid)
+    plan, _ = world.plan("aws.ec2.volume.detach", volume_id=vid, instance_id=iid)
+
+    class FinishedMeanwhile(list):  # EC2 completed a detach just as ours arrived
+        def pop(self, index=-1):
+            world.ec2.detach_volume(VolumeId=vid, InstanceId=iid)
+            return super().pop(index)
+
+    world.proxy.fail_actions["DetachVolume"] = FinishedMeanwhile([(400, code, f"{vid} is not attached")])
+    result, calls = world.apply(plan)
+    assert [(c.operation, c.outcome) for c in calls] == [
+        ("DescribeVolumes", "ok"), ("DetachVolume", code), ("DescribeVolumes", "ok")]
+    assert result.done and result.data["state"] == "available"
+
+
+def test_a_detach_refused_as_stale_while_the_volume_is_still_attached_is_retried(world):
+    iid = world.instance(state="stopped")
+    vid = world.volume(attach_to=iid)
+    plan, _ = world.plan("aws.ec2.volume.detach", volume_id=vid, instance_id=iid)
+    world.proxy.fail_actions["DetachVolume"] = [(400, "IncorrectState", "eventually consistent")]
+    with pytest.raises(RetryableError) as e:
+        world.apply(plan)
+    assert e.value.code == "IncorrectState" and world.volume_state(vid) == "in-use"
+    results, _ = world.until_done(plan)
+    assert results[-1].data["state"] == "available"

@@ -10,29 +10,37 @@ import pytest
 
 from bot.actions.catalog import ClusterClients, build_catalog
 from bot.clients.ec2 import Ec2Client, boto3_client
+from bot.clients.kube import KubeClient
 from bot.config import ClusterConfig, Settings
 from bot.engine.ports import ManualClock, StepContext
 from bot.errors import InterlockBlocked
+from tests.fakes.kube_api import FakeKubeApi
 
 ec2_sim = pytest.importorskip("bot.sim.ec2")
 CREDS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
 
 
 class Sim:
-    def __init__(self, sim: Any) -> None:
-        self.sim = sim
+    def __init__(self, sim: Any, kube: FakeKubeApi, kubeconfig: Any) -> None:
+        self.sim, self.kube = sim, kube
         self.raw = boto3_client(region="us-east-1", endpoint_url=sim.endpoint, credentials=CREDS)
-
-        def no_kube() -> Any:
-            raise AssertionError("EC2 actions must not build a Kubernetes client")
-
-        clients = ClusterClients(make_kube=no_kube, make_ec2=lambda: Ec2Client(client=self.raw))
+        clients = ClusterClients(
+            make_kube=lambda: KubeClient.from_config(kubeconfig=str(kubeconfig)),
+            make_ec2=lambda: Ec2Client(client=self.raw))
         self.catalog = build_catalog(Settings(database_url="sqlite://", clusters={
             "c": ClusterConfig(name="c")}), clients_factory=lambda _c: clients)
 
     def instance(self) -> str:
-        return str(self.raw.run_instances(ImageId="ami-12c6146b", MinCount=1, MaxCount=1, Placement={
+        """An instance whose node has been NotReady since long before the clock's start."""
+        iid = str(self.raw.run_instances(ImageId="ami-12c6146b", MinCount=1, MaxCount=1, Placement={
             "AvailabilityZone": "us-east-1a"})["Instances"][0]["InstanceId"])
+        self.kube.put("nodes", {"apiVersion": "v1", "kind": "Node",
+                                "metadata": {"name": f"ip-{iid[2:]}.ec2.internal"},
+                                "spec": {"providerID": f"aws:///us-east-1a/{iid}"},
+                                "status": {"conditions": [{
+                                    "type": "Ready", "status": "Unknown",
+                                    "lastTransitionTime": "2025-12-31T23:00:00Z"}]}})
+        return iid
 
     def step(self, action: str, **params: Any) -> tuple[Any, Any]:
         ctx = StepContext(run_id="r", step_id="s", requester="alice", clock=ManualClock())
@@ -44,10 +52,11 @@ class Sim:
 
 
 @pytest.fixture(scope="module")
-def sim() -> Iterator[Sim]:
+def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sim]:
     server = ec2_sim.Ec2Sim(region="us-east-1")
     server.start()
-    yield Sim(server)
+    with FakeKubeApi() as kube:
+        yield Sim(server, kube, kube.kubeconfig(tmp_path_factory.mktemp("kube")))
     server.stop()
 
 
@@ -90,4 +99,17 @@ def test_a_stuck_attachment_needs_force_and_force_needs_a_fenced_instance(sim):
     result, _ = sim.apply(forced)
     while not result.done:
         result, _ = sim.apply(forced)
-    assert result.data == {"volume_id": vid, "state": "available"}
+    assert result.data == {"volume_id": vid, "state": "available", "forced": True}
+
+
+def test_a_shutting_down_instance_is_waited_on_until_terminated_never_stopped(sim):
+    iid = sim.instance()
+    sim.sim.set_state(iid, "shutting-down")
+    plan, _ = sim.step("aws.ec2.instance.stop", instance_id=iid, force=True)
+    assert plan.is_noop
+    waiting, calls = sim.apply(plan)
+    assert not waiting.done and "waiting for terminated" in waiting.progress
+    assert [c.operation for c in calls] == ["DescribeInstances"]
+    sim.sim.set_state(iid, "terminated")
+    done, _ = sim.apply(plan)
+    assert done.done and done.data["state"] == "terminated"

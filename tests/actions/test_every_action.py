@@ -17,8 +17,8 @@ from bot.actions.builtin import builtin_actions
 from bot.actions.declarations import OUT_OF_SERVICE_TAINT
 
 OOS = {"key": OUT_OF_SERVICE_TAINT, "value": "nodeshutdown", "effect": "NoExecute"}
-WRITE_OPS = {"replace_node", "replace_persistent_volume", "replace_namespaced_persistent_volume_claim",
-             "replace_volume_attachment", "StopInstances", "DetachVolume", "DeleteVolume",
+WRITE_OPS = {"delete_namespaced_pod", "replace_node", "replace_persistent_volume",
+             "replace_namespaced_persistent_volume_claim", "replace_volume_attachment", "StopInstances", "DetachVolume", "DeleteVolume",
              "CreateSnapshot"}
 OWNER_READS = ["read_persistent_volume", "read_namespaced_persistent_volume_claim",
                "list_namespaced_pod"]
@@ -45,7 +45,7 @@ def _dead(world):
 
 
 def _unschedulable(world, flag):
-    node = world.node("n1")
+    node = world.node("n1", cordoned_by="rb-earlier" if flag else None)
     node["spec"]["unschedulable"] = flag
     world.kube.put("nodes", node)
     return {"node": "n1"}
@@ -60,6 +60,26 @@ def _gone_volume_pv(world):
 
 def _is(expected):
     return lambda world, params, result: result.data == expected
+
+
+def _force_deleted(w: Any) -> dict[str, Any]:
+    """es-0's pod object is gone from n1 (recreated on n2) while its volume is attached on n1."""
+    w.pv("pv-1", volume_id="vol-0123456789abcdef0", claim=("default", "data-es-0"))
+    w.va("csi-1", node="n1", pv="pv-1")
+    w.pod("es-0", node="n2", pvc="data-es-0", waiting="ContainerCreating")
+    return {"node": "n1"}
+
+
+def _detaching(w: Any) -> dict[str, Any]:
+    iid = w.instance(state="stopped")
+    w.facts = {"volume_id": w.volume(attach_to=iid), "instance_id": iid}
+    return {"volume_ids": [w.facts["volume_id"]], "instance_id": iid}
+
+
+def _fenceable(w: Any) -> dict[str, Any]:
+    iid = w.instance()
+    w.dead_node(iid)
+    return {"instance_id": iid}
 
 
 CASES: dict[str, Case] = {
@@ -89,6 +109,22 @@ CASES: dict[str, Case] = {
         lambda w: (w.pod("es-0", node="n1"), w.pod("es-1", node="n2"), {"node": "n1"})[-1],
         [], ["list_pod_for_all_namespaces"],
         lambda w, p, r: [i["name"] for i in r.data["items"]] == ["es-0"]),
+    "k8s.node.detach_risk": Case(
+        _force_deleted, [],
+        ["list_volume_attachment", "list_persistent_volume", "list_pod_for_all_namespaces"],
+        lambda w, p, r: [i["claim"] for i in r.data["items"]] == ["default/data-es-0"]),
+    "k8s.pod.get": Case(
+        lambda w: (w.pod("es-0", node="n1", pvc="data-es-0"), {"pod": "es-0"})[-1],
+        [], ["read_namespaced_pod"],
+        lambda w, p, r: (r.data["exists"], r.data["scheduled"], r.data["claims"]) == (
+            True, True, ["default/data-es-0"])),
+    "k8s.pod.delete": Case(
+        lambda w: (w.pod("es-0", node="n1", pvc="data-es-0", tolerations=[{"operator": "Exists"}]),
+                   {"pod": "es-0", "node": "n1"})[-1],
+        ["read_namespaced_pod"], ["read_namespaced_pod", "delete_namespaced_pod"],
+        lambda w, p, r: bool(w.kube.get("pods", "es-0", "default")["metadata"]["deletionTimestamp"])
+        and r.data["deleted"] is True,
+        again_ops=["read_namespaced_pod"]),
     "k8s.pod.events": Case(
         lambda w: (w.event("es-0", reason="FailedAttachVolume",
                            message='Multi-Attach error for volume "pvc-1" Volume is already '
@@ -133,8 +169,10 @@ CASES: dict[str, Case] = {
         ["DescribeInstances", "DescribeInstanceStatus"],
         lambda w, p, r: (r.data["state"], r.data["state_code"]) == ("running", 16)),
     "aws.ec2.instance.stop": Case(
-        lambda w: {"instance_id": w.instance()}, ["DescribeInstances"],
-        ["DescribeInstances", "StopInstances", "DescribeInstances"],
+        _fenceable,
+        ["DescribeInstances", "DescribeInstanceStatus", "list_node"],
+        ["DescribeInstances", "DescribeInstanceStatus", "list_node", "StopInstances",
+         "DescribeInstances"],
         lambda w, p, r: w.instance_state(p["instance_id"]) == "stopped",
         again_ops=["DescribeInstances"]),
     "aws.ec2.volumes.list": Case(
@@ -146,10 +184,16 @@ CASES: dict[str, Case] = {
         lambda w, p, r: r.data["state"] == "available"),
     "aws.ec2.volume.detach": Case(
         lambda w: {"volume_id": w.volume(attach_to=w.instance(state="stopped")), "force": True},
-        ["DescribeVolumes", "DescribeInstances"],
-        ["DescribeVolumes", "DescribeInstances", "DetachVolume", "DescribeVolumes"],
+        ["DescribeVolumes", "DescribeInstances", "list_volume_attachment"],
+        ["DescribeVolumes", "DescribeInstances", "list_volume_attachment", "DetachVolume",
+         "DescribeVolumes"],
         lambda w, p, r: w.volume_state(p["volume_id"]) == "available",
         again_ops=["DescribeVolumes"]),
+    "aws.ec2.volumes.wait_detached": Case(
+        _detaching, [], ["DescribeVolumes", "DescribeVolumes"],
+        lambda w, p, r: r.data["count"] == 0,
+        between=lambda w: w.ec2.detach_volume(VolumeId=w.facts["volume_id"],
+                                              InstanceId=w.facts["instance_id"])),
     "aws.ec2.volume.delete": Case(
         lambda w: {"volume_id": w.released_volume()}, ["DescribeVolumes", *OWNER_READS],
         ["DescribeVolumes", *OWNER_READS, "DeleteVolume", "DescribeVolumes"],

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from bot.actions.declarations import OUT_OF_SERVICE_TAINT
-from bot.errors import InterlockBlocked, ParamError, RetryableError
+from bot.errors import InterlockBlocked, ParamError, PermanentError, RetryableError
 
 OOS = f"{OUT_OF_SERVICE_TAINT}=nodeshutdown:NoExecute"
 
@@ -206,11 +206,12 @@ def test_terminating_pods_on_other_nodes_do_not_block_the_untaint(world):
 @pytest.mark.parametrize("action, before, after", [("k8s.node.cordon", False, True),
                                                    ("k8s.node.uncordon", True, False)])
 def test_cordon_and_uncordon_flip_unschedulable_once(world, action, before, after):
-    node = world.node("n1")
+    node = world.node("n1", cordoned_by="rb-earlier" if before else None)
     node["spec"]["unschedulable"] = before
     world.kube.put("nodes", node)
     result = world.run(action, node="n1")
-    assert result.data == {"node": "n1", "unschedulable": after} and not result.already_done
+    assert result.data["unschedulable"] is after and not result.already_done
+    assert ("compensation" in result.data) is after  # a bot cordon is an open compensation
     assert world.kube.get("nodes", "n1")["spec"]["unschedulable"] is after
     plan, _ = world.plan(action, node="n1")
     assert plan.is_noop and world.apply(plan)[0].already_done
@@ -259,6 +260,7 @@ def test_invalid_params_never_reach_an_api_and_say_what_was_expected(world, acti
 
 def test_a_plan_whose_params_were_tampered_with_is_refused_at_apply_before_any_call(world):
     iid = world.instance()
+    world.dead_node(iid)
     plan, _ = world.plan("aws.ec2.instance.stop", instance_id=iid)
     forged = replace(plan, params={**plan.params, "instance_id": "i-*"})
     ctx = world.ctx()
@@ -283,3 +285,90 @@ def test_oos_taint_is_refused_when_the_csi_driver_names_another_instance(world):
     world.kube.put("nodes", node)
     world.run("k8s.node.taint", node=name)  # agreeing ids: the usual checks decide
     assert world.taints(name) == [OOS]
+
+
+def test_a_pod_delete_is_graceful_and_only_of_the_pod_still_on_the_named_node(world):
+    world.pod("es-0", node="n2", pvc="data-es-0")  # already rescheduled elsewhere
+    with pytest.raises(PermanentError) as e:
+        world.plan("k8s.pod.delete", pod="es-0", node="n1")
+    assert e.value.code == "WrongNode" and world.writes() == []
+    with pytest.raises(ParamError):
+        world.plan("k8s.pod.delete", pod="es-0", node="n2", grace_period_seconds=0)
+
+
+def test_a_pod_replaced_between_approval_and_apply_is_not_deleted(world):
+    world.pod("es-0", node="n1", pvc="data-es-0")
+    plan, _ = world.plan("k8s.pod.delete", pod="es-0", node="n1")
+    pod = world.kube.get("pods", "es-0", "default")
+    pod["metadata"]["uid"] = "uid-of-the-replacement"
+    world.kube.put("pods", pod)
+    result, _ = world.apply(plan)
+    assert result.already_done and world.writes() == []
+    assert "deletionTimestamp" not in world.kube.get("pods", "es-0", "default")["metadata"]
+
+
+def test_uncordon_leaves_a_node_that_a_person_cordoned(world):
+    node = world.node("n1")
+    node["spec"]["unschedulable"] = True
+    world.kube.put("nodes", node)
+    plan, _ = world.plan("k8s.node.uncordon", node="n1")
+    assert plan.is_noop
+    result, _ = world.apply(plan)
+    assert result.already_done and "someone else" in result.message
+    assert world.kube.get("nodes", "n1")["spec"]["unschedulable"] is True and world.writes() == []
+
+
+def test_a_bot_cordon_records_its_run_and_uncordon_lifts_it(world):
+    world.node("n1")
+    world.run("k8s.node.cordon", node="n1")
+    notes = world.kube.get("nodes", "n1")["metadata"]["annotations"]
+    assert notes["runbook-bot.io/cordoned-by-run"] == "rb-test1"
+    assert world.run("k8s.node.uncordon", node="n1").data["unschedulable"] is False
+    assert "runbook-bot.io/cordoned-by-run" not in world.kube.get("nodes", "n1")["metadata"]["annotations"]
+
+
+OOS_TAINT = {"key": OUT_OF_SERVICE_TAINT, "value": "nodeshutdown", "effect": "NoExecute"}
+
+
+def test_the_taint_records_the_boot_it_was_applied_on(world):
+    iid = world.instance(state="stopped")
+    node = world.node("n1", ready="False", instance_id=iid)
+    node["status"]["nodeInfo"]["bootID"] = "boot-before"
+    world.kube.put("nodes", node)
+    world.run("k8s.node.taint", node="n1")
+    notes = world.kube.get("nodes", "n1")["metadata"]["annotations"]
+    assert notes["runbook-bot.io/out-of-service-boot-id"] == "boot-before"
+    assert notes["runbook-bot.io/out-of-service-at"] == world.clock.now().isoformat()
+
+
+def test_untaint_is_refused_while_the_node_runs_the_kernel_it_was_tainted_on(world):
+    world.node("n1", taints=[dict(OOS_TAINT)], rebooted=False)
+    with pytest.raises(InterlockBlocked) as e:
+        world.plan("k8s.node.untaint", node="n1")
+    assert e.value.rule == "oos-untaint" and "bootID is still boot-at-taint" in e.value.message
+    assert world.writes() == []
+
+
+def test_untaint_is_refused_without_a_record_of_the_boot_it_was_tainted_on(world):
+    world.node("n1", taints=[dict(OOS_TAINT)])
+    node = world.kube.get("nodes", "n1")
+    node["metadata"]["annotations"] = {}  # tainted by hand
+    world.kube.put("nodes", node)
+    with pytest.raises(InterlockBlocked) as e:
+        world.plan("k8s.node.untaint", node="n1")
+    assert "nothing proves the old kernel is gone" in e.value.message
+
+
+def test_an_instance_started_after_the_taint_proves_a_new_boot(world):
+    iid = world.instance()  # launched now, after the taint recorded in the node's annotations
+    world.clock.advance(3600)
+    world.node("n1", taints=[dict(OOS_TAINT)], rebooted=False, instance_id=iid)
+    node = world.kube.get("nodes", "n1")
+    node["metadata"]["annotations"]["runbook-bot.io/out-of-service-at"] = "2020-01-01T00:00:00+00:00"
+    world.kube.put("nodes", node)
+    plan, _ = world.plan("k8s.node.untaint", node="n1")
+    assert plan.fact(f"instance {iid}", "launch_time") is not None and len(plan.changes) == 1
+    world.apply(plan)
+    assert world.taints("n1") == []
+    notes = world.kube.get("nodes", "n1")["metadata"]["annotations"]
+    assert "runbook-bot.io/out-of-service-boot-id" not in notes

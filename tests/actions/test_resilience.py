@@ -57,6 +57,7 @@ def test_a_kubernetes_write_that_meets_409_conflicts_re_reads_and_succeeds(world
 
 def _stop(world):
     iid = world.instance()
+    world.dead_node(iid)
     return {"instance_id": iid}, "StopInstances", lambda: world.instance_state(iid) == "stopped"
 
 

@@ -25,7 +25,8 @@ def test_pods_list_by_node_reports_reasons_terminating_and_claims(world):
     assert result.data["count"] == 1
     assert result.data["items"][0] == {"name": "es-0", "namespace": "default", "node": "n1",
                                        "phase": "Running", "reason": None, "terminating": True,
-                                       "pvcs": ["data-es-0"], "claims": ["default/data-es-0"]}
+                                       "pvcs": ["data-es-0"], "claims": ["default/data-es-0"],
+                                       "tolerates_out_of_service": False}
     assert _ops(calls) == ["list_pod_for_all_namespaces"]
     by_ns = world.run("k8s.pods.list", namespace="default", selector="app=none")
     assert by_ns.data["count"] == 0
@@ -54,7 +55,7 @@ def test_volumeattachments_list_for_one_node_is_one_list_with_errors_and_volume_
     assert result.data["items"] == [{"name": "csi-a", "node": "dead", "pv": "pv-1", "attached": True,
                                      "attach_error": None,
                                      "detach_error": "rpc error: DeadlineExceeded",
-                                     "volume_id": "vol-0123456789abcdef0"}]
+                                     "deleting": False, "volume_id": "vol-0123456789abcdef0"}]
     assert _ops(calls) == ["list_volume_attachment", "list_persistent_volume"]
     assert world.run("k8s.volumeattachments.list", pv="pv-1").data["count"] == 2
 

@@ -71,6 +71,9 @@ class FakeKubeApi:
             def do_PUT(self) -> None:
                 outer._handle(self, "PUT")
 
+            def do_DELETE(self) -> None:
+                outer._handle(self, "DELETE")
+
         self.server = ThreadingHTTPServer(("127.0.0.1", _free_port()), Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
 
@@ -177,7 +180,26 @@ class FakeKubeApi:
             return self._reply(h, 200, obj)
         length = int(h.headers.get("Content-Length") or 0)
         body = json.loads(h.rfile.read(length) or b"{}")
+        if method == "DELETE":
+            return self._delete(h, plural, ns, name or "", body)
         return self._replace(h, plural, ns, name or "", body)
+
+    def _delete(self, h: BaseHTTPRequestHandler, plural: str, ns: str, name: str, body: Obj) -> None:
+        """A graceful pod delete and a finalizer-held delete only mark the object; others remove."""
+        with self.lock:
+            live = self.objects.get((plural, ns, name))
+            if live is None:
+                return self._status(h, 404, "NotFound", f'{plural} "{name}" not found')
+            uid = (body.get("preconditions") or {}).get("uid")
+            if uid and uid != live["metadata"].get("uid"):
+                return self._status(h, 409, "Conflict", f"Precondition failed: UID in precondition: "
+                                    f"{uid}, UID in object meta: {live['metadata'].get('uid')}")
+            if plural == "pods" or live["metadata"].get("finalizers"):
+                live = copy.deepcopy(live)
+                live["metadata"].setdefault("deletionTimestamp", "2026-01-01T00:00:00Z")
+                return self._reply(h, 200, self.put(plural, live))
+            self.delete(plural, name, ns)
+            return self._reply(h, 200, live)
 
     def _list(self, h: BaseHTTPRequestHandler, plural: str, ns: str, query: dict[str, str]) -> None:
         items = [o for o in self.items(plural) if not ns or o["metadata"].get("namespace") == ns]

@@ -103,13 +103,6 @@ def test_a_hung_node_is_fenced_before_the_taint_never_after(rehearse):
     assert_clean(r, st.run_id)
 
 
-STUCK_DETACH_DEFECT = (
-    "node-dead-ngns defect: its force-detach step counts a volume as stuck only when no "
-    "VolumeAttachment on the node says attached, but a real stuck detach keeps the VolumeAttachment "
-    "(deleting, attached: true, detachError), so the force detach is never offered")
-
-
-@pytest.mark.xfail(strict=True, reason=STUCK_DETACH_DEFECT)
 def test_stuck_detach_is_forced_only_after_the_wait_and_with_two_approvals(rehearse):
     r = rehearse("stuck-detach")
     f = r.facts
@@ -146,3 +139,67 @@ def test_a_dry_run_on_a_hung_node_plans_the_fence_and_taint_and_changes_nothing(
                and e.payload["step"] in ("fence", "taint")]
     assert applied == []
     assert_clean(r, st.run_id)
+
+
+def test_a_node_that_recovers_while_the_fence_waits_for_approval_is_never_stopped(rehearse):
+    r = rehearse("node-hung")
+    f = r.facts
+    came_back: list[bool] = []
+
+    def recover_then_approve(state, s):
+        if s.key == "fence" and not came_back:
+            r.sandbox.repair_node(f["node"])  # the kernel came back during the approval window
+            r.sandbox.advance(20)  # the kubelet posts Ready again
+            came_back.append(True)
+        return r.approve_all(state, s)
+
+    st = r.run("node-dead-ngns", node=f["node"], decide=recover_then_approve)
+    fence = st.steps["fence"]
+    assert came_back and st.status == "awaiting_approval"
+    assert fence.blocked is not None and fence.blocked["rule"] == "fence-live"
+    assert "Ready again" in fence.blocked["message"]
+    assert r.sandbox.ec2.instance_state(f["instance_id"]) == "running"
+    kinds = [t for t, k in types(r, st.run_id) if k == "fence"]
+    assert "interlock.blocked" in kinds and "step.applying" not in kinds
+    assert_clean(r, st.run_id)
+
+
+def test_an_instance_being_started_is_asked_about_not_fenced(rehearse):
+    r = rehearse("node-dead")
+    f = r.facts
+    r.sandbox.ec2.set_state(f["instance_id"], "pending")  # someone's restart
+    st = r.run("node-dead-ngns", node=f["node"])
+    fence = st.steps["fence"]
+    assert fence.blocked is not None and fence.blocked["rule"] == "fence-live"
+    assert "pending" in fence.blocked["message"] and "ask" in fence.blocked["message"]
+    assert r.sandbox.ec2.instance_state(f["instance_id"]) == "pending"
+    assert not [k for t, k in types(r, st.run_id) if t == "step.applying" and k == "fence"]
+
+
+@pytest.mark.parametrize("how", ["absent", "not-ready"])
+def test_node_recovered_fails_for_a_node_that_is_absent_or_not_ready(rehearse, how):
+    r = rehearse("node-dead")
+    f = r.facts
+    if how == "absent":
+        r.sandbox.store.remove(r.sandbox.res("Node"), None, f["dead_node"])
+    st = r.run("node-recovered", node=f["dead_node"])
+    assert st.status == "failed", st.outcome
+    why = st.steps["pods"].error
+    assert ("does not exist" if how == "absent" else "not Ready") in why
+    assert "untaint" not in [k for t, k in types(r, st.run_id) if t == "step.applying"]
+
+
+def test_node_recovered_leaves_a_cordon_it_did_not_make(rehearse):
+    r = rehearse("node-dead")
+    f = r.facts
+    st = r.run("node-dead-ngns", node=f["node"])
+    assert st.status == "succeeded", st.outcome
+    r.sandbox.store.mutate("Node", None, f["dead_node"],
+                           lambda n: n["spec"].update(unschedulable=True))  # a person's cordon
+    r.sandbox.repair_node(f["dead_node"])
+    r.sandbox.advance(60)
+    back = r.run("node-recovered", node=f["dead_node"])
+    assert back.status == "succeeded", back.outcome
+    node = r.sandbox.get("Node", None, f["dead_node"])
+    assert OOS not in taint_keys(node) and node["spec"]["unschedulable"] is True
+    assert back.steps["uncordon"].status == "skipped"

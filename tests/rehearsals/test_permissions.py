@@ -37,3 +37,19 @@ def test_the_shipped_manifest_grants_everything_node_dead_ngns_needs(rehearse):
     assert st.status == "succeeded", st.outcome
     assert r.sandbox.api.authorizer is not None
     assert r.settings.clusters["sandbox"].context == "runbook-bot"
+
+
+def test_without_delete_on_pods_the_release_of_a_tolerating_pod_is_refused_with_403(rehearse, tmp_path):
+    from bot.sim.authz import RBAC_FILE
+
+    grant = ("  - apiGroups: [\"\"]\n    resources: [pods]\n    verbs: [delete]")
+    manifest = RBAC_FILE.read_text()
+    assert grant in manifest
+    reduced = tmp_path / "rbac.yaml"
+    reduced.write_text(manifest.replace(grant, grant.replace("[delete]", "[get]")))
+    r = rehearse("tolerating-pod", rbac=str(reduced))
+    f = r.facts
+    st = r.run("node-dead-ngns", node=f["dead_node"])
+    release = next(s for k, s in st.steps.items() if k.startswith("release"))
+    assert release.status == "failed" and "Forbidden" in str(release.error), release.error
+    assert r.sandbox.get("Pod", f["namespace"], f["pod"])["spec"]["nodeName"] == f["dead_node"]

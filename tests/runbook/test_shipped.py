@@ -27,9 +27,10 @@ def ngns(catalog: Registry) -> Runbook:
 
 
 def context(*, state: str = "stopped", ready: bool = False, still_attached: bool = False,
-            running_elsewhere: bool = True) -> dict[str, Any]:
+            deleting: bool = False, running_elsewhere: bool = True) -> dict[str, Any]:
     va = [{"name": "csi-1", "node": NODE, "pv": "pv-1", "attached": True, "attach_error": None,
-           "detach_error": None, "volume_id": "vol-0aaaaaaaaaaaaaaaa"}]
+           "detach_error": "rpc error: timed out" if deleting else None, "deleting": deleting,
+           "volume_id": "vol-0aaaaaaaaaaaaaaaa"}]
     ec2 = [
         {"volume_id": "vol-0rootrootrootroot", "exists": True, "state": "in-use", "zone": "a",
          "attachments": [{"instance_id": INSTANCE, "state": "attached", "device": "/dev/xvda"}]},
@@ -63,9 +64,11 @@ def context(*, state: str = "stopped", ready: bool = False, still_attached: bool
                               "outputs": {}},
         "pods": {"result": {"items": pods_after[:1], "count": 1}, "outputs": {}},
         "ec2_volumes": {"result": {"items": ec2, "count": 2}, "outputs": {}},
+        "still_stuck": {"result": {"items": ec2, "count": 2}, "outputs": {}, "status": "succeeded"},
         "pods_running": {"result": {"items": pods_after, "count": 2}, "outputs": {}},
     }
-    return {"params": {"node": NODE, "cluster": None, "detach_wait": 360.0}, "steps": steps,
+    return {"params": {"node": NODE, "cluster": None, "detach_wait": 360.0,
+                       "force_detach_after": 600.0}, "steps": steps,
             "run": {"id": "r1", "requester": "alice", "started_at": "2026-01-01T00:00:00Z"}}
 
 
@@ -100,13 +103,14 @@ def test_ngns_finds_the_data_volumes_and_their_claims_but_not_the_root_volume(ng
 
 def test_ngns_destructive_steps_are_fence_taint_and_force_detach(ngns: Runbook, catalog: Registry) -> None:
     destructive = [s.id for s in ngns.spec.steps if s.action and catalog.get(s.action).destructive]
-    assert destructive == ["fence", "taint", "force_detach"]
+    assert destructive == ["fence", "taint", "release", "detach", "force_detach"]
     assert ngns.step("force_detach").approval is not None
     assert ngns.step("force_detach").approval.min_approvers == 2
 
 
 @pytest.mark.parametrize(("state", "fences"), [("running", True), ("pending", True),
-                                               ("stopping", True), ("stopped", False),
+                                               ("stopping", True), ("shutting-down", True),
+                                               ("stopped", False),
                                                ("terminated", False)])
 def test_ngns_fences_only_an_instance_that_may_still_run(ngns: Runbook, state: str, fences: bool) -> None:
     assert evaluate(ngns.step("fence").when or "", context(state=state)) is fences
@@ -129,13 +133,17 @@ def test_ngns_taint_guard_message_says_what_to_do_instead(ngns: Runbook) -> None
     assert "fence it first" in message
 
 
-@pytest.mark.parametrize(("still_attached", "stuck"), [(False, ["vol-0aaaaaaaaaaaaaaaa"]),
-                                                        (True, [])])
+@pytest.mark.parametrize(("still_attached", "deleting", "stuck"), [
+    (False, False, ["vol-0aaaaaaaaaaaaaaaa"]),  # no VolumeAttachment left
+    (True, True, ["vol-0aaaaaaaaaaaaaaaa"]),  # deleting, attached: true, detachError
+    (True, False, []),  # Kubernetes still holds it
+])
 def test_ngns_force_detaches_only_volumes_kubernetes_let_go_of(
-    ngns: Runbook, still_attached: bool, stuck: list[str]
+    ngns: Runbook, still_attached: bool, deleting: bool, stuck: list[str]
 ) -> None:
-    ctx = with_outputs(ngns, context(still_attached=still_attached))
+    ctx = with_outputs(ngns, context(still_attached=still_attached, deleting=deleting))
     assert ctx["steps"]["ec2_volumes"]["outputs"]["stuck"] == stuck
+    assert evaluate(ngns.step("detach").foreach or "", ctx) == stuck
     assert evaluate(ngns.step("force_detach").foreach or "", ctx) == stuck
 
 

@@ -41,16 +41,16 @@ def test_the_bot_reads_and_updates_what_rbac_yaml_grants(sb, bot):
     assert k8s.StorageV1Api(bot).list_volume_attachment() is not None
 
 
-def test_deleting_a_pod_as_the_bot_is_forbidden_and_the_pod_stays(sb, bot):
-    sb.create("Pod", {"metadata": {"name": "rbac-victim", "namespace": "search"},
-                      "spec": {"containers": [{"name": "c", "image": "busybox"}]}}, "search")
+def test_deleting_a_statefulset_as_the_bot_is_forbidden(sb, bot):
+    # the bot may delete pods (gracefully, a pod that tolerates the out-of-service taint), never
+    # their controllers; authorization comes before the object is looked up
     with pytest.raises(ApiException) as e:
-        k8s.CoreV1Api(bot).delete_namespaced_pod("rbac-victim", "search")
+        k8s.AppsV1Api(bot).delete_namespaced_stateful_set("es-data", "search")
     body = json.loads(e.value.body)
     assert (e.value.status, body["reason"]) == (403, "Forbidden")
-    assert body["message"] == (f'pods "rbac-victim" is forbidden: User "{BOT}" cannot delete resource '
-                               '"pods" in API group "" in the namespace "search"')
-    assert sb.find("Pod", "search", "rbac-victim") is not None
+    assert body["message"] == (f'statefulsets.apps "es-data" is forbidden: User "{BOT}" cannot '
+                               'delete resource "statefulsets" in API group "apps" in the namespace '
+                               '"search"')
 
 
 @pytest.mark.parametrize(("method", "path", "body", "verb"), [
