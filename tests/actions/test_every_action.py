@@ -18,8 +18,8 @@ from bot.actions.declarations import OUT_OF_SERVICE_TAINT
 
 OOS = {"key": OUT_OF_SERVICE_TAINT, "value": "nodeshutdown", "effect": "NoExecute"}
 WRITE_OPS = {"delete_namespaced_pod", "replace_node", "replace_persistent_volume",
-             "replace_namespaced_persistent_volume_claim", "replace_volume_attachment", "StopInstances", "DetachVolume", "DeleteVolume",
-             "CreateSnapshot"}
+             "replace_namespaced_persistent_volume_claim", "replace_volume_attachment",
+             "StopInstances", "DetachVolume", "DeleteVolume", "CreateSnapshot"}
 OWNER_READS = ["read_persistent_volume", "read_namespaced_persistent_volume_claim",
                "list_namespaced_pod"]
 
