@@ -208,9 +208,9 @@ def test_a_detach_answered_incorrect_state_reads_again_before_deciding(world):
     plan, _ = world.plan("aws.ec2.volume.detach", volume_id=vid)
     world.proxy.fail_actions["DetachVolume"] = [  # EC2's view of the volume lags a change
         (400, "IncorrectState", f"Volume '{vid}' is in the 'available' state.")]
-    first, calls = world.apply(plan)
-    assert [c.operation for c in calls][-2:] == ["DetachVolume", "DescribeVolumes"]
-    assert not first.done  # read again: still attached, so it polls rather than fails
+    with pytest.raises(RetryableError):  # read again: still attached, so tried again, not failed
+        world.apply(plan)
+    assert world.proxy.requests[-2:] == ["DetachVolume", "DescribeVolumes"]
     world.ec2.detach_volume(VolumeId=vid, InstanceId=iid)  # the detach lands
     result, _ = world.apply(plan)
     assert result.done and result.data["state"] == "available"
