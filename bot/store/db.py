@@ -9,6 +9,10 @@ code runs on the default SQLite file and on a shared PostgreSQL for several repl
 - ``steps``: one row per step instance, so a tick writes only the rows it changed;
 - ``events``: the append-only audit chain, primary key (run_id, seq).
 
+The tables are defined here; their changes are revisions in ``migrations/versions`` (Alembic),
+applied at start by ``bot.store.migrate`` under a lock, so replicas starting together and databases
+from an older version both come up at the newest schema.
+
 The database URL's password is never shown: ``masked`` replaces it in every message.
 
 A save is one transaction guarded by the lease (``UPDATE runs ... WHERE lease_owner = :me``): a
@@ -56,6 +60,7 @@ from bot.engine.runstate import AuditDraft, RunState, StepState
 from bot.engine.state import RUN_TERMINAL, RunStatus
 from bot.errors import ConfigError, LeaseHeld, NotFound, RunIdTaken
 from bot.store.audit import Event, Redactor, make_event
+from bot.store.migrate import Component, ensure_schema
 
 metadata = MetaData()
 
@@ -97,6 +102,10 @@ events_t = Table(
     Column("prev_hash", String(64), nullable=False),
     Column("hash", String(64), nullable=False),
 )
+
+STORE = Component(name="store", metadata=metadata,
+                  versions=Path(__file__).with_name("migrations") / "versions",
+                  version_table="alembic_version")
 
 _HEAD = select(runs.c.audit_seq, runs.c.audit_hash).where(runs.c.id == bindparam("rid"))
 _OWNED = and_(runs.c.id == bindparam("rid"), runs.c.lease_owner == bindparam("owner"))
@@ -198,8 +207,12 @@ class Database:
         self._sqlite_lock = threading.Lock() if self.engine.dialect.name == "sqlite" else None
         self._shown = masked(url)
         try:
-            metadata.create_all(self.engine)
+            ensure_schema(self.engine, STORE, shown=self._shown)
+        except ConfigError:  # a schema newer than this code
+            self.engine.dispose()
+            raise
         except DatabaseError as e:  # unreachable, not a database (corrupt), or not writable
+            self.engine.dispose()
             raise ConfigError(f"cannot open the state database {self._shown}: "
                               f"{_without_password(str(e.orig), url)}") from None
 
