@@ -262,6 +262,13 @@ class Database:
                                .values(lease_owner=owner, lease_until=t + ttl))
             return bool(res.rowcount)
 
+    def renew(self, run_id: str, *, owner: str, now: datetime, ttl: float) -> bool:
+        """Extend the lease to ``now + ttl`` if ``owner`` still holds it (the heartbeat)."""
+        with self._tx() as conn:
+            res = conn.execute(update(runs).where(and_(runs.c.id == run_id, runs.c.lease_owner == owner))
+                               .values(lease_until=now.timestamp() + ttl))
+            return bool(res.rowcount)
+
     def lease_of(self, run_id: str) -> tuple[str | None, float | None]:
         with self.engine.connect() as conn:
             row = conn.execute(select(runs.c.lease_owner, runs.c.lease_until)
