@@ -229,14 +229,18 @@ def _titles(state: Any) -> list[tuple[str, str]] | None:
 def cmd_worker(args: argparse.Namespace) -> int:
     from bot.cli.wiring import build_runner
     from bot.frontends.term.printer import TerminalPrinter
+    from bot.runtime.drain import stop_on_signals
 
     runner = build_runner(_settings(), notifiers=[TerminalPrinter()])
     if args.once:
         print(f"drove {runner.run_due()} run(s)")
         return 0
-    print("worker: resuming unfinished runs; Ctrl-C stops")
+    print("worker: resuming unfinished runs; SIGTERM or Ctrl-C drains and stops", flush=True)
     try:
-        runner.serve(interval=args.interval)
-    except KeyboardInterrupt:
+        with stop_on_signals(runner.stop):
+            runner.serve(interval=args.interval)
+    except KeyboardInterrupt:  # a second signal: stop without waiting for the tick in flight
         runner.stop()
+        return 130
+    print("worker: stopped", flush=True)
     return 0
