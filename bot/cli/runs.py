@@ -235,9 +235,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if args.once:
         print(f"drove {runner.run_due()} run(s)")
         return 0
-    print("worker: resuming unfinished runs; SIGTERM or Ctrl-C drains and stops", flush=True)
     try:
         with stop_on_signals(runner.stop):
+            print("worker: resuming unfinished runs; SIGTERM or Ctrl-C drains and stops", flush=True)
             runner.serve(interval=args.interval)
     except KeyboardInterrupt:  # a second signal: stop without waiting for the tick in flight
         runner.stop()

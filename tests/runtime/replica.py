@@ -16,6 +16,7 @@ crash-takeover test and ``bench/takeover.py`` both use it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -77,10 +78,9 @@ def _approve_waiting(runner: Runner, db: Database, stopping: threading.Event) ->
     while not stopping.wait(0.1):
         for st in db.runs(active=True):
             if st.status == "awaiting_approval":
-                try:
+                # the other replica may hold the run, or have approved first
+                with contextlib.suppress(RunbookBotError):
                     runner.submit(Approve(run_id=st.run_id, actor="bob"))
-                except RunbookBotError:
-                    pass  # the other replica holds it, or approved first
 
 
 def main(url: str, workdir: Path, name: str) -> int:
@@ -95,8 +95,8 @@ def main(url: str, workdir: Path, name: str) -> int:
                     lease_wait=1.0)
     stopping = threading.Event()
     threading.Thread(target=_approve_waiting, args=(runner, db, stopping), daemon=True).start()
-    print("serving", flush=True)
     with stop_on_signals(runner.stop):
+        print("serving", flush=True)
         runner.serve(interval=0.2)
     stopping.set()
     db.close()
@@ -120,7 +120,7 @@ def launch(url: str, workdir: Path, name: str, *, host: str | None = None,
     PID namespace, as a container's entrypoint is."""
     cmd = [sys.executable, "-m", "tests.runtime.replica", url, str(workdir), name]
     if host is not None:
-        cmd = ["unshare", "--uts", "sh", "-c", f'hostname "$0" && exec "$@"', host, *cmd]
+        cmd = ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', host, *cmd]
     if pid1:
         cmd = ["unshare", "--pid", "--fork", "--kill-child", *cmd]
     return subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **env}, text=True,
