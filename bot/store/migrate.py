@@ -71,6 +71,11 @@ def heads(component: Component) -> set[str]:
     return set(_script(component).get_heads())
 
 
+def known(component: Component) -> set[str]:
+    """Every revision this code has for ``component``."""
+    return {s.revision for s in _script(component).walk_revisions()}
+
+
 def current(conn: Connection, component: Component) -> set[str]:
     """The revisions the database is at for ``component`` (empty before its first migration)."""
     ctx = MigrationContext.configure(conn, opts={"version_table": component.version_table})
@@ -78,8 +83,7 @@ def current(conn: Connection, component: Component) -> set[str]:
 
 
 def _check_known(component: Component, at: set[str], url: str) -> None:
-    script = _script(component)
-    unknown = sorted(r for r in at if r not in {s.revision for s in script.walk_revisions()})
+    unknown = sorted(at - known(component))
     if unknown:
         raise ConfigError(
             f"the state database {url} has {component.name} schema revision {', '.join(unknown)}, "
