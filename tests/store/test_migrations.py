@@ -154,9 +154,13 @@ print("up")
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def test_replicas_starting_together_on_a_fresh_database_all_come_up(backend, tmp_path, request):
+@pytest.mark.parametrize("database", ["fresh", "older"])
+def test_replicas_starting_together_all_come_up(backend, database, tmp_path, request):
     url = (f"sqlite:///{tmp_path / 'state.db'}" if backend == "sqlite"
            else request.getfixturevalue("pg_url"))
+    if database == "older":  # from the release before migrations, with runs in it
+        _old_database(url, "sqlite" if backend == "sqlite" else "postgresql", slack=False,
+                      tmp_path=tmp_path, runs=3)
     go = tmp_path / "go"
     procs = [subprocess.Popen([sys.executable, "-c", _STARTER, url, str(go)], cwd=ROOT,
                               env={**os.environ, "PYTHONPATH": str(ROOT)}, text=True,
@@ -169,4 +173,5 @@ def test_replicas_starting_together_on_a_fresh_database_all_come_up(backend, tmp
     db = Database(url)
     with db.engine.connect() as conn:
         assert conn.execute(sa.text("SELECT count(*) FROM alembic_version")).scalar() == 1
+    assert len(db.runs(active=None)) == (3 if database == "older" else 0)
     db.close()
