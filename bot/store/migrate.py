@@ -10,7 +10,7 @@ to ``ensure_schema`` on the same engine, so the store never imports a front-end.
 first after an upgrade) it changes nothing and takes no lock. Otherwise it takes an exclusive lock
 and migrates: on PostgreSQL a session advisory lock keyed by the schema (``current_schema()``), so
 replicas starting together on one database take turns and the later ones find nothing to do, while
-the same server's other schemas are not held up; on a SQLite file a lock file beside it. A database
+the same server's other schemas are not held up; on SQLite an exclusive transaction. A database
 whose revision this code does not know (written by a newer version) is refused with a message
 saying so, rather than run against a schema it does not understand.
 
@@ -20,7 +20,6 @@ revision: the first revision adopts tables already there and creates what is mis
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import threading
 from collections.abc import Iterator
@@ -143,16 +142,14 @@ def _exclusive(engine: Engine) -> Iterator[Connection]:
                 conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
                 conn.commit()
             return
-        database = engine.url.database
-        if engine.dialect.name != "sqlite" or not database or database == ":memory:":
+        if engine.dialect.name == "sqlite":
+            # SQLite's own write lock, held from here to the migration's commit: another process
+            # waits for it (the busy timeout), then finds the schema migrated
+            conn.exec_driver_sql("BEGIN EXCLUSIVE")
+        try:
             yield conn
-            return
-        with open(f"{database}.migrate-lock", "a+b") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                yield conn
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+        finally:
+            conn.rollback()  # nothing left to undo after a migration's commit
 
 
 def lock_key(schema: str) -> int:
