@@ -8,7 +8,7 @@ File: ``$RUNBOOK_BOT_CONFIG``, else ``./runbook-bot.yaml`` if present, else buil
 Its keys (deploy/runbook-bot.example.yaml shows each one):
 
     database_url, audit_key, runbooks_dir, redact_patterns (Python regular expressions),
-    lease_seconds (> 0)
+    lease_seconds (> 0; default 6: a run lease's length, renewed by a heartbeat while held)
     clusters.NAME: kubeconfig, context, region, profile, role_arn, retry_mode
         (legacy|standard|adaptive), max_attempts (1-20), request_timeout (seconds > 0)
     policy: groups (group -> identities), aliases (identity -> identity),
@@ -101,7 +101,7 @@ class Settings:
     clusters: Mapping[str, ClusterConfig] = field(default_factory=dict)
     policy: PolicyConfig = PolicyConfig()
     slack: SlackConfig = SlackConfig()
-    lease_seconds: float = 60.0
+    lease_seconds: float = 6.0
 
     def cluster(self, name: str | None) -> ClusterConfig:
         if not self.clusters:
@@ -175,7 +175,7 @@ class _File(_Strict):
     clusters: dict[Text, _Cluster] = {}
     policy: _Policy = _Policy()
     slack: _Slack = _Slack()
-    lease_seconds: Seconds = 60.0
+    lease_seconds: Seconds = 6.0
 
     @field_validator("redact_patterns")
     @classmethod

@@ -41,6 +41,7 @@ COMMAND_MODULES = (
     "bot.cli.demo",  # demo
     "bot.cli.sim",  # sim up, sim scenarios
     "bot.cli.slack",  # slack serve
+    "bot.cli.db",  # db status, db upgrade
 )
 
 DESCRIPTION = """\

@@ -238,6 +238,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from bot.frontends.http import stop_server
     from bot.frontends.metrics import Metrics
     from bot.frontends.term.printer import TerminalPrinter
+    from bot.runtime.drain import stop_on_signals
 
     settings = _settings()
     store = open_store(settings)
@@ -247,11 +248,14 @@ def cmd_worker(args: argparse.Namespace) -> int:
         print(f"drove {runner.run_due()} run(s)")
         return 0
     side = start_side_server(ops_endpoints(runner, store, metrics, interval=args.interval), args)
-    print("worker: resuming unfinished runs; Ctrl-C stops", flush=True)
     try:
-        runner.serve(interval=args.interval)
-    except KeyboardInterrupt:
+        with stop_on_signals(runner.stop):
+            print("worker: resuming unfinished runs; SIGTERM or Ctrl-C drains and stops", flush=True)
+            runner.serve(interval=args.interval)
+    except KeyboardInterrupt:  # a second signal: stop without waiting for the tick in flight
         runner.stop()
+        return 130
     finally:
         stop_server(side)
+    print("worker: stopped", flush=True)
     return 0

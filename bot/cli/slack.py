@@ -5,7 +5,8 @@ production WSGI server); ``--socket-mode`` connects out to Slack with the app-le
 and serves the last three on a side port (``--metrics-port``). Either way the runner's
 worker loop runs in a thread beside it, so waits end and approvals expire without anyone typing,
 and the Slack outbox draws runs on a thread of its own (including runs changed from the terminal or
-left half-drawn by a restart).
+left half-drawn by a restart). SIGTERM (or Ctrl-C) drains: no new requests, the work and ticks in
+hand finish, leases are released, exit 0 (``bot.runtime.drain``).
 Configuration is checked first, and what is missing is named in one message.
 """
 
@@ -68,6 +69,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         socket_mode_handler,
         stop_http_server,
     )
+    from bot.runtime.drain import stop_on_signals
 
     settings = load_settings()
     check_config(settings.slack, socket_mode=args.socket_mode)
@@ -84,28 +86,43 @@ def cmd_serve(args: argparse.Namespace) -> int:
         runner.serve(interval=args.interval)
 
     worker = threading.Thread(target=work, name="runbook-bot-worker", daemon=True)
-    worker.start()
-    parts.start()
-    collect_garbage_for_latency()
-    server = side = None
+    stop = threading.Event()
+    server: Any = None
+    side: Any = None
+    socket: Any = None
     try:
-        if args.socket_mode:
-            side = start_side_server(ops, args)
-            print("runbook-bot: connected to Slack over Socket Mode; Ctrl-C stops", flush=True)
-            socket_mode_handler(app, settings.slack).start()
-        else:
-            server = http_server(app, host=args.host, port=args.port, threads=args.threads, ops=ops)
-            print(f"runbook-bot: serving Slack on http://{args.host}:{server.effective_port}"
-                  "/slack/events (health: /healthz, readiness: /readyz, metrics: /metrics); "
-                  "Ctrl-C stops", flush=True)
-            server.run()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        for s in (server, side):
-            if s is not None:
-                stop_http_server(s)
+        with stop_on_signals(stop.set):
+            worker.start()
+            parts.start()
+            collect_garbage_for_latency()
+            if args.socket_mode:
+                side = start_side_server(ops, args)
+                socket = socket_mode_handler(app, settings.slack)
+                socket.connect()
+                print("runbook-bot: connected to Slack over Socket Mode; SIGTERM or Ctrl-C drains "
+                      "and stops", flush=True)
+            else:
+                server = http_server(app, host=args.host, port=args.port, threads=args.threads,
+                                     ops=ops)
+                threading.Thread(target=server.run, name="runbook-bot-http", daemon=True).start()
+                print(f"runbook-bot: serving Slack on http://{args.host}:{server.effective_port}"
+                      "/slack/events (health: /healthz, readiness: /readyz, metrics: /metrics); "
+                      "SIGTERM or Ctrl-C drains and stops",
+                      flush=True)
+            while not stop.wait(0.5):
+                pass
+            # draining: take no more requests, finish those in hand and the ticks in flight
+            if server is not None:
+                stop_http_server(server)
+            if socket is not None:
+                socket.close()
+            runner.stop()
+            parts.close()  # the Slack work in hand (drives included), then the outbox
+            worker.join(timeout=20)
+            if side is not None:
+                stop_http_server(side)
+    except KeyboardInterrupt:  # a second signal: stop without waiting
         runner.stop()
-        worker.join(timeout=10)
-        parts.close()
+        return 130
+    print("runbook-bot: stopped", flush=True)
     return 0

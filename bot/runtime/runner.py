@@ -10,7 +10,8 @@ checks. Waiting is a stored ``next_check_at`` that any worker picks up (``run_du
 sleeping thread.
 
 Several workers (threads, processes, replicas on a shared PostgreSQL) can serve the same store: the
-lease makes sure one of them at a time touches a run (``leases.py``).
+lease makes sure one of them at a time touches a run, and a heartbeat keeps it short, so a dead
+replica's runs are taken over within seconds (``leases.py``).
 
 What the runner keeps in memory is bounded by count: per-run locks (only while a thread holds or
 waits for one). It keeps no parsed runbooks of its own: it reads them through the runbook source's
@@ -60,7 +61,7 @@ log = logging.getLogger(__name__)
 class Runner:
     def __init__(self, *, store: RunStore, catalog: ActionCatalog, runbooks: RunbookSource,
                  policy: PolicyConfig, clock: Clock, membership: Membership | None = None,
-                 notifiers: Sequence[Notifier] = (), lease_seconds: float = 60.0,
+                 notifiers: Sequence[Notifier] = (), lease_seconds: float = 6.0,
                  lease_wait: float = 15.0, redact: Redactor | None = None) -> None:
         self.store = store
         self.catalog = catalog
@@ -153,6 +154,10 @@ class Runner:
                             # writes (cordon too) has its attempt in the chain before the call
                             continue
                     elif isinstance(decision, ApplyStep):
+                        if not self.leases.renew(run_id, owner):
+                            # another worker took the run over while this one was away: it
+                            # applies, this one writes nothing more
+                            raise LeaseHeld(f"run {run_id}: the lease was lost before an apply")
                         outcome, overridden, calls = self._apply(state, decision)
                         conductor.applied(decision.key, outcome, self.clock.now(), tick,
                                           overridden=overridden, poll=decision.poll, calls=calls)
@@ -173,6 +178,8 @@ class Runner:
         count = 0
         self.heartbeat.beat()  # each pass and each run driven: the loop is alive
         for run_id in self.store.due(now=self.clock.now(), limit=limit):
+            if self._stop.is_set():  # draining: start nothing new
+                break
             try:
                 self.drive(run_id)
             except Exception:  # one broken run must not stop the others
@@ -181,14 +188,19 @@ class Runner:
             count += 1
         return count
 
-    def serve(self, *, interval: float = 1.0, stop: threading.Event | None = None) -> None:
-        """Drive due runs until stopped: the worker loop of ``slack serve`` and ``worker``."""
-        stop = stop or self._stop
-        while not stop.is_set():
+    def serve(self, *, interval: float = 1.0) -> None:
+        """Drive due runs until ``stop``: the worker loop of ``slack serve`` and ``worker``.
+
+        A run is due again on another replica within ``lease_seconds`` of this one dying, so
+        ``interval`` plus ``lease_seconds`` bounds how long a dead replica's runs wait.
+        """
+        while not self._stop.is_set():
             self.run_due()
-            stop.wait(interval)
+            self._stop.wait(interval)
 
     def stop(self) -> None:
+        """Drain: the tick in flight finishes and is saved, its lease is released, nothing new
+        starts. Commands still submitted afterwards are applied as usual."""
         self._stop.set()
 
     # -- internals ------------------------------------------------------------------------------

@@ -6,9 +6,14 @@ code runs on the default SQLite file and on a shared PostgreSQL for several repl
 - ``runs``: one row per run: the header as JSON, the status, the lease (owner and expiry as epoch
   seconds), ``next_check_at`` (epoch seconds; what the workers poll for), and the audit head (last
   seq and hash, and with an audit key its signature ``audit_mac``), which is what lets ``audit
-  verify`` detect a truncated chain (a database from before signed heads gets the column added);
+  verify`` detect a truncated chain (a database from before signed heads gets the column from
+  migration store_0002);
 - ``steps``: one row per step instance, so a tick writes only the rows it changed;
 - ``events``: the append-only audit chain, primary key (run_id, seq).
+
+The tables are defined here; their changes are revisions in ``migrations/versions`` (Alembic),
+applied at start by ``bot.store.migrate`` under a lock, so replicas starting together and databases
+from an older version both come up at the newest schema.
 
 The database URL's password is never shown: ``masked`` replaces it in every message.
 
@@ -44,13 +49,9 @@ from sqlalchemy import (
     delete,
     event,
     insert,
-    inspect,
     or_,
     select,
     update,
-)
-from sqlalchemy import (
-    text as sql_text,
 )
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DatabaseError, IntegrityError, InternalError, OperationalError
@@ -61,6 +62,7 @@ from bot.engine.runstate import AuditDraft, RunState, StepState
 from bot.engine.state import RUN_TERMINAL, RunStatus
 from bot.errors import ConfigError, LeaseHeld, NotFound, RunIdTaken
 from bot.store.audit import Event, Redactor, head_mac, make_event
+from bot.store.migrate import Component, ensure_schema
 
 metadata = MetaData()
 
@@ -103,6 +105,10 @@ events_t = Table(
     Column("prev_hash", String(64), nullable=False),
     Column("hash", String(64), nullable=False),
 )
+
+STORE = Component(name="store", metadata=metadata,
+                  versions=Path(__file__).with_name("migrations") / "versions",
+                  version_table="alembic_version")
 
 _HEAD = select(runs.c.audit_seq, runs.c.audit_hash).where(runs.c.id == bindparam("rid"))
 _OWNED = and_(runs.c.id == bindparam("rid"), runs.c.lease_owner == bindparam("owner"))
@@ -205,18 +211,14 @@ class Database:
         self._sqlite_lock = threading.Lock() if self.engine.dialect.name == "sqlite" else None
         self._shown = masked(url)
         try:
-            metadata.create_all(self.engine)
-            self._add_missing_columns()
+            ensure_schema(self.engine, STORE, shown=self._shown)
+        except ConfigError:  # a schema newer than this code
+            self.engine.dispose()
+            raise
         except DatabaseError as e:  # unreachable, not a database (corrupt), or not writable
+            self.engine.dispose()
             raise ConfigError(f"cannot open the state database {self._shown}: "
                               f"{_without_password(str(e.orig), url)}") from None
-
-    def _add_missing_columns(self) -> None:
-        """Columns added since a database was created (nullable, so old rows stay valid)."""
-        have = {c["name"] for c in inspect(self.engine).get_columns("runs")}
-        if "audit_mac" not in have:
-            with self.engine.begin() as conn:
-                conn.execute(sql_text("ALTER TABLE runs ADD COLUMN audit_mac VARCHAR(64)"))
 
     def _mac(self, run_id: str, seq: int, hash_: str) -> str | None:
         return head_mac(run_id=run_id, seq=seq, hash_=hash_, key=self.key)
@@ -265,6 +267,13 @@ class Database:
         with self._tx() as conn:
             res = conn.execute(update(runs).where(and_(runs.c.id == run_id, free))
                                .values(lease_owner=owner, lease_until=t + ttl))
+            return bool(res.rowcount)
+
+    def renew(self, run_id: str, *, owner: str, now: datetime, ttl: float) -> bool:
+        """Extend the lease to ``now + ttl`` if ``owner`` still holds it (the heartbeat)."""
+        with self._tx() as conn:
+            res = conn.execute(update(runs).where(and_(runs.c.id == run_id, runs.c.lease_owner == owner))
+                               .values(lease_until=now.timestamp() + ttl))
             return bool(res.rowcount)
 
     def lease_of(self, run_id: str) -> tuple[str | None, float | None]:

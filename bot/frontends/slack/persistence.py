@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 
 from sqlalchemy import (
     Boolean,
@@ -34,8 +35,6 @@ from sqlalchemy import (
     bindparam,
     delete,
     insert,
-    inspect,
-    literal,
     or_,
     select,
     update,
@@ -45,6 +44,7 @@ from sqlalchemy.exc import IntegrityError
 
 from bot.store.db import ACTIVE
 from bot.store.db import runs as runs_t
+from bot.store.migrate import Component, ensure_schema
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +76,11 @@ slack_deliveries = Table(
     Column("key", String(200), primary_key=True),
     Column("seen_at", Float, nullable=False),
 )
+
+
+# registered with the store's migration environment: revisions in ./migrations, own version table
+SLACK = Component(name="slack", metadata=metadata, versions=Path(__file__).with_name("migrations"),
+                  version_table="alembic_version_slack")
 
 
 @dataclass(frozen=True)
@@ -126,20 +131,8 @@ class SlackStore:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        new_cursor_table = not inspect(engine).has_table("slack_runs")
-        metadata.create_all(engine)
-        if new_cursor_table:
-            self._adopt_existing_runs()
+        ensure_schema(engine, SLACK)  # a new cursor table adopts the runs already there
         self._recorded = 0
-
-    def _adopt_existing_runs(self) -> None:
-        """Runs from before the cursor existed count as drawn: never replay their history."""
-        with self.engine.begin() as conn:
-            conn.execute(insert(slack_runs).from_select(
-                ["run_id", "drawn_version", "replied_seq", "failures", "done"],
-                select(runs_t.c.id, runs_t.c.version, runs_t.c.audit_seq, literal(0),
-                       runs_t.c.status.not_in(ACTIVE))
-                .where(runs_t.c.channel.is_not(None))))
 
     def get(self, run_id: str, key: str) -> Posted | None:
         with self.engine.connect() as conn:

@@ -1,0 +1,1 @@
+"""The store's revisions: runs, steps and the audit chain."""
