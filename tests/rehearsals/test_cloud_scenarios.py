@@ -20,10 +20,6 @@ OOS = "node.kubernetes.io/out-of-service"
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "node-dead-ngns defect: the fence's guard re-checks readiness from the first read "
-    "(steps.node), not a fresh one, so a node whose guest recovered while the fence approval was "
-    "pending is force-stopped"))
 def test_a_node_that_recovers_while_the_fence_waits_for_approval_is_not_fenced(rehearse):
     r = rehearse("node-recovers-during-approval")
     f = r.facts
