@@ -76,9 +76,19 @@ def build_parser() -> argparse.ArgumentParser:
                 continue  # a command group not built into this install
             raise
         module.register(sub)
-    for command in sub.choices.values():
+    for command in _commands(parser):
         _global_options(command, default=argparse.SUPPRESS)
     return parser
+
+
+def _commands(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """Every command's parser, nested ones (``slack serve``) included."""
+    out: list[argparse.ArgumentParser] = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command in dict.fromkeys(action.choices.values()):  # aliases share a parser
+                out += [command, *_commands(command)]
+    return out
 
 
 def _global_options(parser: argparse.ArgumentParser, *, default: object) -> None:

@@ -125,6 +125,8 @@ def test_a_named_config_file_that_is_missing_is_a_config_error(
     assert main(["runs", "--config", str(home / "typo.yaml")]) == 2
     assert capsys.readouterr().err == (f"runbook-bot: error: --config names {home / 'typo.yaml'}, "
                                        "which does not exist or is not a file\n")
+    assert main(["config", "check", "--config", str(home / "typo.yaml")]) == 2  # a nested command
+    assert "--config names" in capsys.readouterr().err
     monkeypatch.setenv("RUNBOOK_BOT_CONFIG", str(home / "typo.yaml"))
     assert main(["list"]) == 2
     assert "RUNBOOK_BOT_CONFIG names" in capsys.readouterr().err

@@ -8,6 +8,7 @@ promises are checked on the rendered objects, for both the HTTP and the Socket M
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -144,3 +145,35 @@ def test_probes_service_and_ingress_rules_follow_the_slack_mode(variant: Any) ->
         assert policy["ingress"] == []  # nothing may connect in
         app_token = next(e for e in c["env"] if e["name"] == "SLACK_APP_TOKEN")
         assert app_token["valueFrom"]["secretKeyRef"]["name"] == "runbook-bot-slack"
+
+
+def test_the_overlay_in_the_deployment_guide_renders_valid_objects(tmp_path: Path) -> None:
+    """docs/deploy.md step 6 and 7, as an SRE would type them, beside a copy of the checkout."""
+    import kubernetes_validate
+
+    guide = (ROOT / "docs" / "deploy.md").read_text()
+    values = {"ACCOUNT_ID": "111122223333", "REGION": "eu-west-1", "CLUSTER": "prod",
+              "VERSION": "0.1.0"}
+    blocks = dict(re.findall(r"cat > ([\w.-]+) <<EOF\n(.*?)\nEOF\n", guide, re.S))
+    (ingress,) = re.findall(r"```yaml\n(apiVersion: networking.k8s.io/v1\nkind: Ingress\n.*?)```",
+                            guide, re.S)
+    shutil.copytree(ROOT / "deploy", tmp_path / "runbook-bot" / "deploy", symlinks=True)
+    mine = tmp_path / "my-runbook-bot"
+    mine.mkdir()
+    for name in ("kustomization.yaml", "runbook-bot.yaml"):
+        text = blocks[name]
+        for key, value in values.items():
+            text = text.replace(f"${key}", value)
+        (mine / name).write_text(text)
+    (mine / "ingress.yaml").write_text(ingress)
+    objects = render(mine)
+    for obj in objects:
+        kubernetes_validate.validate(json.loads(json.dumps(obj)), SCHEMA_VERSION, strict=True)
+    kinds = {o["kind"]: o for o in objects}
+    (c,) = kinds["Deployment"]["spec"]["template"]["spec"]["containers"]
+    assert c["image"] == "111122223333.dkr.ecr.eu-west-1.amazonaws.com/runbook-bot:0.1.0"
+    assert kinds["ServiceAccount"]["metadata"]["annotations"]["eks.amazonaws.com/role-arn"] == \
+        "arn:aws:iam::111122223333:role/runbook-bot"
+    assert "region: eu-west-1" in kinds["ConfigMap"]["data"]["runbook-bot.yaml"]
+    assert kinds["Ingress"]["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"] == {
+        "name": "runbook-bot", "port": {"name": "http"}}
