@@ -41,11 +41,13 @@ bench: $(VENV)/.stamp-dev
 	@failed=""; for f in bench/*.py; do echo "== $$f"; $(PY) $$f || failed="$$failed $$f"; done; \
 	if [ -n "$$failed" ]; then echo "missed their targets:$$failed"; exit 1; fi
 
-# The container image, with docker or podman (docs/deploy.md, "Building the image").
+# The container image, with docker or podman (docs/deploy.md, "Building the image"); more
+# options in BUILD_FLAGS, e.g. BUILD_FLAGS="--build-arg BASE=... --isolation chroot".
 CONTAINER ?= $(shell command -v podman >/dev/null 2>&1 && echo podman || echo docker)
 IMAGE     ?= runbook-bot:dev
+BUILD_FLAGS ?=
 image:
-	$(CONTAINER) build -t $(IMAGE) \
+	$(CONTAINER) build $(BUILD_FLAGS) -t $(IMAGE) \
 	  --build-arg VERSION=$$($(PYTHON) -c 'import re; print(re.search(r"__version__ = \"(.*)\"", open("bot/__init__.py").read())[1])') \
 	  --build-arg REVISION=$$(git rev-parse HEAD 2>/dev/null || echo unknown) \
 	  --build-arg CREATED=$$(date -u +%Y-%m-%dT%H:%M:%SZ) .
