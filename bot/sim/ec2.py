@@ -8,9 +8,12 @@ botocore parses them, before or instead of forwarding to moto (DOMAIN.md §4):
   an attachment marked stuck (``busy``/``detaching``) stays so until ``Force=true``; a missing
   ``InstanceId`` is filled from the attachment (moto crashes on it); nothing attached -> IncorrectState.
 - AttachVolume on an attached volume -> ``VolumeInUse`` (moto silently overwrites).
-- StartInstances on a terminated instance -> ``IncorrectInstanceState``.
-- StopInstances on a hung instance without ``Force`` stays ``stopping``; ``Force=true`` stops it.
+- Stop, start and terminate take simulated time, and refuse as EC2 does (``ec2_instances``).
+- DescribeInstances and DescribeVolumes lag a change by ``describe_lag`` seconds (``consistency``).
 - DescribeInstanceStatus reports the instance check ``impaired`` for hung or stopping instances.
+- Every caller but the sandbox itself is held to deploy/iam-policy.json (``iam``).
+- STS requests (``AWS_ENDPOINT_URL_STS`` may point here too) are recorded, then answered by moto
+  (``sts``).
 - Optional ``RequestLimitExceeded`` throttling at a configured rate (seeded, so reproducible).
 
 The sandbox inspects state through moto's backend objects directly (fast, and the truth the
@@ -28,6 +31,7 @@ import random
 import threading
 import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs
@@ -43,7 +47,11 @@ from moto.moto_server.werkzeug_app import (
 )
 from werkzeug.serving import BaseWSGIServer, make_server
 
+from bot.sim.consistency import StaleReads
+from bot.sim.ec2_instances import Ec2Refusal, InstanceLifecycle, Timing
+from bot.sim.iam import ADMIN_KEY, Policy, access_key, resources_of
 from bot.sim.net import POLL, no_delay
+from bot.sim.sts import StsLog, is_sts
 
 log = logging.getLogger(__name__)
 NS = "http://ec2.amazonaws.com/doc/2016-11-15/"
@@ -89,19 +97,30 @@ class MotoServer:
             self._thread = None
 
 
-class Ec2Error(Exception):
-    def __init__(self, code: str, message: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.code, self.message, self.status = code, message, status
+Ec2Error = Ec2Refusal
 
 
-class Ec2Sim:
-    """moto + the behaviour proxy. ``endpoint`` is what AWS_ENDPOINT_URL_EC2 points at."""
+class Ec2Sim(InstanceLifecycle):
+    """moto + the behaviour proxy. ``endpoint`` is what AWS_ENDPOINT_URL_EC2 (and _STS) point at."""
 
     def __init__(self, *, region: str, seed: int = 0, throttle_rate: float = 0.0,
                  enforce_volume_in_use: bool = True,
-                 on_change: Callable[[], None] | None = None) -> None:
+                 on_change: Callable[[], None] | None = None,
+                 now: Callable[[], datetime] | None = None, timing: Timing | None = None,
+                 policy: Policy | None = None) -> None:
         self.region = region
+        # without a sandbox clock there is no simulated time to spend: moto's instant transitions,
+        # except that a hung guest still never finishes its OS shutdown
+        self.now = now or (lambda: datetime.now(UTC))
+        self.timing = timing or (Timing() if now else Timing.instant())
+        self.policy = policy  # None: every caller may do everything (moto's way)
+        self.transitions = {}
+        self.boots = {}
+        self.sts = StsLog()
+        self.refused: list[tuple[str, str, str]] = []  # (access key, action, message) IAM refused
+        self.seeding = False  # a scenario is arranging through SeedClient: no stale views kept
+        self.stale = StaleReads(lag=lambda: self.timing.describe_lag, now=self.now,
+                                fetch=lambda action, params: MotoQuery(self).raw(action, params))
         self.seed = seed
         self.throttle_rate = throttle_rate
         self.enforce_volume_in_use = enforce_volume_in_use
@@ -190,17 +209,13 @@ class Ec2Sim:
     def set_hung(self, instance_id: str, hung: bool = True) -> None:
         (self.hung.add if hung else self.hung.discard)(instance_id)
 
-    def set_state(self, instance_id: str, state: str, *, reason_code: str = "",
-                  reason_message: str = "") -> None:
-        from moto.ec2.models.instances import StateReason
+    def tags(self, resource_id: str) -> dict[str, str]:
+        return {t["key"]: t["value"] for t in self.backend.describe_tags(
+            filters={"resource-id": [resource_id]})}
 
-        codes = {"pending": 0, "running": 16, "shutting-down": 32, "terminated": 48,
-                 "stopping": 64, "stopped": 80}
-        inst = self.instance(instance_id)
-        assert inst is not None, instance_id
-        inst._state.name, inst._state.code = state, codes[state]
-        if reason_code:
-            inst.state_reason = StateReason(reason_message or reason_code, reason_code)
+    def _stale_before(self, kind: str, ident: str) -> None:
+        if not self.seeding:
+            self.stale.before_change(kind, ident)
 
     def mark_stuck(self, volume_id: str, state: str = "busy") -> None:
         vol = self.volume(volume_id)
@@ -210,7 +225,7 @@ class Ec2Sim:
 
     # -- the intercepted actions ----------------------------------------------------------------
 
-    def handle(self, params: dict[str, str]) -> bytes | None:
+    def handle(self, params: dict[str, str], *, key: str = ADMIN_KEY) -> bytes | None:
         """A response body for actions answered here, or None to forward to moto."""
         action = params.get("Action", "")
         with self._lock:
@@ -218,8 +233,25 @@ class Ec2Sim:
             if self.throttle_rate and self._rng.random() < self.throttle_rate:
                 self.throttled += 1
                 raise Ec2Error("RequestLimitExceeded", "Request limit exceeded.", 503)
+            if self.tick():
+                self.on_change()
+            if self.policy is not None and key != ADMIN_KEY:
+                self._authorize(action, params, key)
             fn = getattr(self, f"_do_{action}", None)
             return fn(params) if fn else None
+
+    def _authorize(self, action: str, params: dict[str, str], key: str) -> None:
+        assert self.policy is not None
+        scoped = dict(params)
+        vol = self.volume(params.get("VolumeId", "")) if action == "DetachVolume" else None
+        if vol is not None and vol.attachment is not None and not params.get("InstanceId"):
+            scoped["InstanceId"] = vol.attachment.instance.id  # EC2 authorizes the attached one
+        resources = resources_of(action, scoped, region=self.region, tags=self.tags)
+        principal = f"arn:aws:sts::123456789012:assumed-role/runbook-bot/{key}"
+        denied = self.policy.evaluate(action, resources, principal=principal)
+        if denied is not None:
+            self.refused.append((key, action, denied.message))
+            raise Ec2Error("UnauthorizedOperation", denied.message, 403)
 
     def _flag(self, params: dict[str, str], name: str) -> bool:
         return params.get(name, "false").lower() == "true"
@@ -252,6 +284,7 @@ class Ec2Sim:
                 return self._attachment_xml("DetachVolumeResponse", vid, iid, att.device, "detaching")
             if iid in self.hung and self.instance_state(iid) in ("running", "stopping"):
                 # The guest never acknowledges the unplug: EC2 waits for it indefinitely.
+                self._stale_before("volume", vid)
                 att.status = "detaching"
                 self.stuck[vid] = "detaching"
                 self.hang_stuck.add(vid)
@@ -261,6 +294,7 @@ class Ec2Sim:
         self.hang_stuck.discard(vid)
         if self.shadow.get(vid):
             self.shadow[vid].pop()
+        self._stale_before("volume", vid)
         return None  # moto detaches; on_change runs after the forward, before the reply
 
     def _do_AttachVolume(self, params: dict[str, str]) -> bytes | None:
@@ -283,40 +317,8 @@ class Ec2Sim:
                 raise Ec2Error("VolumeInUse", f"{vid} is already attached to an instance")
             self.shadow.setdefault(vid, []).append(vol.attachment.instance.id)
             # moto overwrites the attachment; remember the one it forgets (for the invariants).
+        self._stale_before("volume", vid)
         return None
-
-    def _do_StartInstances(self, params: dict[str, str]) -> bytes | None:
-        for iid in self._ids(params, "InstanceId"):
-            if self.instance_state(iid) in ("terminated", "shutting-down"):
-                raise Ec2Error("IncorrectInstanceState",
-                               f"The instance '{iid}' is not in a state from which it can be started.")
-            self.hung.discard(iid)
-        return None
-
-    def _do_StopInstances(self, params: dict[str, str]) -> bytes | None:
-        ids = self._ids(params, "InstanceId")
-        force = self._flag(params, "Force")
-        for iid in ids:
-            if self.instance_state(iid) == "terminated":
-                raise Ec2Error("IncorrectInstanceState",
-                               f"This instance '{iid}' is not in a state from which it can be stopped.")
-        if force or not any(i in self.hung for i in ids):
-            for iid in ids:
-                self.hung.discard(iid)
-            return None
-        # A hung guest ignores the ACPI shutdown: the instance sits in "stopping" until forced.
-        items = []
-        for iid in ids:
-            prev = self.instance_state(iid)
-            if iid in self.hung:
-                self.set_state(iid, "stopping")
-            cur = self.instance_state(iid)
-            items.append(f"<item><instanceId>{iid}</instanceId><currentState><code>{_code(cur)}"
-                         f"</code><name>{cur}</name></currentState><previousState><code>"
-                         f"{_code(prev)}</code><name>{prev}</name></previousState></item>")
-        self.on_change()
-        return (f'<StopInstancesResponse xmlns="{NS}"><requestId>{uuid.uuid4()}</requestId>'
-                f"<instancesSet>{''.join(items)}</instancesSet></StopInstancesResponse>").encode()
 
     def _attachment_xml(self, tag: str, vid: str, iid: str, device: str, state: str) -> bytes:
         return (f'<{tag} xmlns="{NS}"><requestId>{uuid.uuid4()}</requestId><volumeId>{vid}'
@@ -331,7 +333,7 @@ class Ec2Sim:
         ok, as on EC2 when a kernel panics.
         """
         if action != "DescribeInstanceStatus" or not (self.hung or self._stopping()):
-            return body
+            return self.stale.rewrite(action, body)
         text = body.decode()
         for iid in sorted(self.hung | self._stopping()):
             at = text.find(f"<instanceId>{iid}</instanceId>")
@@ -371,16 +373,25 @@ class MotoQuery:
     def __init__(self, sim: Ec2Sim) -> None:
         self.sim = sim
 
-    def call(self, action: str, params: dict[str, Any]) -> Any:
+    def raw(self, action: str, params: dict[str, Any]) -> bytes:
+        """moto's answer as it would reach a client (the status is the caller's to check)."""
+        return self._send(action, params)[1]
+
+    def _send(self, action: str, params: dict[str, Any]) -> tuple[int, bytes]:
         from urllib.parse import urlencode
-        from xml.etree import ElementTree
 
         body = urlencode({"Action": action, "Version": "2016-11-15", **params}).encode()
-        auth = (f"AWS4-HMAC-SHA256 Credential=testing/20260101/{self.sim.region}/ec2/aws4_request, "
-                "SignedHeaders=host, Signature=0")
+        auth = (f"AWS4-HMAC-SHA256 Credential={ADMIN_KEY}/20260101/{self.sim.region}/ec2/"
+                "aws4_request, SignedHeaders=host, Signature=0")
         status, _, data = self.sim.forward("POST", "/", {
             "Content-Type": "application/x-www-form-urlencoded; charset=utf-8",
             "Authorization": auth, "Host": f"ec2.{self.sim.region}.amazonaws.com"}, body)
+        return status, data
+
+    def call(self, action: str, params: dict[str, Any]) -> Any:
+        from xml.etree import ElementTree
+
+        status, data = self._send(action, params)
         root = ElementTree.fromstring(data)
         for el in root.iter():
             el.tag = el.tag.rsplit("}", 1)[-1]
@@ -390,10 +401,17 @@ class MotoQuery:
         return root
 
     def run_instances(self, *, ImageId: str, MinCount: int, MaxCount: int, InstanceType: str,
-                      Placement: dict[str, str]) -> dict[str, Any]:
-        root = self.call("RunInstances", {"ImageId": ImageId, "MinCount": MinCount, "MaxCount": MaxCount,
-                                          "InstanceType": InstanceType,
-                                          "Placement.AvailabilityZone": Placement["AvailabilityZone"]})
+                      Placement: dict[str, str], Tags: dict[str, str] | None = None,
+                      Spot: bool = False) -> dict[str, Any]:
+        params: dict[str, Any] = {"ImageId": ImageId, "MinCount": MinCount, "MaxCount": MaxCount,
+                                  "InstanceType": InstanceType,
+                                  "Placement.AvailabilityZone": Placement["AvailabilityZone"]}
+        for n, (k, v) in enumerate(sorted((Tags or {}).items()), 1):
+            params |= {"TagSpecification.1.ResourceType": "instance",
+                       f"TagSpecification.1.Tag.{n}.Key": k, f"TagSpecification.1.Tag.{n}.Value": v}
+        if Spot:
+            params["InstanceMarketOptions.MarketType"] = "spot"
+        root = self.call("RunInstances", params)
         items = root.find("instancesSet")
         assert items is not None
         return {"Instances": [{"InstanceId": i.findtext("instanceId"),
@@ -437,14 +455,23 @@ class SeedClient:
         fn = getattr(self.sim, f"_do_{params['Action']}")
         try:
             with self.sim._lock:
-                return fn(params)
+                self.sim.seeding = True
+                try:
+                    return fn(params)
+                finally:
+                    self.sim.seeding = False
         except Ec2Error as e:
             raise SeedError(e.code, e.message) from e
 
     def create_volume(self, *, AvailabilityZone: str, Size: int, VolumeType: str = "gp3",
+                      TagSpecifications: list[dict[str, Any]] | None = None,
                       **_: Any) -> dict[str, Any]:
         vol = self.sim.backend.create_volume(size=Size, zone_name=AvailabilityZone,
                                              volume_type=VolumeType)
+        tags = {t["Key"]: t["Value"] for spec in TagSpecifications or ()
+                for t in spec.get("Tags") or ()}
+        if tags:
+            self.sim.backend.create_tags([vol.id], tags)
         return {"VolumeId": vol.id, "AvailabilityZone": AvailabilityZone, "Size": Size,
                 "State": "available"}
 
@@ -460,11 +487,6 @@ class SeedClient:
             return {"VolumeId": VolumeId, "InstanceId": params["InstanceId"], "State": "detaching"}
         self.sim.backend.detach_volume(VolumeId, params["InstanceId"], "")
         return {"VolumeId": VolumeId, "InstanceId": params["InstanceId"], "State": "detached"}
-
-
-def _code(state: str) -> int:
-    return {"pending": 0, "running": 16, "shutting-down": 32, "terminated": 48, "stopping": 64,
-            "stopped": 80}.get(state, 0)
 
 
 WRITES = {"DetachVolume", "AttachVolume", "StartInstances", "StopInstances", "TerminateInstances",
@@ -495,8 +517,15 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         query = self.path.split("?", 1)[1] if "?" in self.path else ""
         params = {k: v[-1] for k, v in parse_qs(raw.decode() or query).items()}
         action = params.get("Action", "")
+        auth = self.headers.get("Authorization") or ""
+        key = access_key(auth)
+        scope = auth.split("Credential=", 1)[-1].split(",", 1)[0].split("/")
+        if is_sts(params, scope[3] if len(scope) > 3 else ""):
+            self.ec2.sts.record(params, access_key=key)
+            self._forward(method, raw, action)
+            return
         try:
-            answer = self.ec2.handle(params)
+            answer = self.ec2.handle(params, key=key)
         except Ec2Error as e:
             self._reply(e.status, error_xml(e.code, e.message))
             return
@@ -505,6 +534,9 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             return
         if params.get("Action") == "DetachVolume" and "InstanceId=" not in raw.decode():
             raw = (raw.decode() + "&InstanceId=" + params["InstanceId"]).encode()
+        self._forward(method, raw, action)
+
+    def _forward(self, method: str, raw: bytes, action: str) -> None:
         headers = {k: v for k, v in self.headers.items() if k.lower() not in ("content-length", "host")}
         headers["Host"] = f"{self.ec2._moto_addr[0]}:{self.ec2._moto_addr[1]}"
         status, resp_headers, data = self.ec2.forward(method, self.path, headers, raw)

@@ -98,7 +98,7 @@ class Rehearsal:
         # the product's retry mode (throttling is retried, as in production)
         clients = ClusterClients.of(
             kube=KubeClient.from_config(kubeconfig=str(sb.kubeconfig_path), context=BOT_CONTEXT),
-            ec2=Ec2Client(client=sb.ec2_client(max_attempts=self.ec2_attempts)))
+            ec2=Ec2Client(client=sb.ec2_client(as_bot=True, max_attempts=self.ec2_attempts)))
         self.store = Database(url, audit_key=self.audit_key)
         catalog = build_catalog(self.settings, clients_factory=lambda _cfg: clients,
                                 actions=self.actions)

@@ -3,7 +3,8 @@
 ``Sandbox`` owns the fake API server, EC2 (moto plus the behaviour proxy), the controllers, the
 clock and the invariant log. Tests use ``advance()`` on a ManualClock for deterministic hours in
 milliseconds; ``sim up`` uses ``start_background()`` to run on real time times a scale. The
-product reaches it only through ``kubeconfig_path`` and ``env`` (``AWS_ENDPOINT_URL_EC2``).
+product reaches it only through ``kubeconfig_path`` and ``env`` (``AWS_ENDPOINT_URL_EC2`` and
+``AWS_ENDPOINT_URL_STS``, whose credentials are held to deploy/iam-policy.json).
 
 moto keeps state in process-wide backends, so one Sandbox per process runs at a time.
 """
@@ -29,13 +30,16 @@ from bot.sim.authz import ADMIN_TOKEN, BOT_TOKEN, RBAC_FILE, Authorizer, load_gr
 from bot.sim.controllers import Context, run_all
 from bot.sim.controllers.context import SimEvent
 from bot.sim.ec2 import Ec2Sim, MotoQuery, SeedClient
+from bot.sim.ec2_instances import Timing
+from bot.sim.iam import ADMIN_KEY, sandbox_policy
 from bot.sim.invariants import InvariantLog, Violation
 from bot.sim.resources import BY_KIND, Resource
 from bot.sim.scenarios import REGION, SCENARIOS
 from bot.sim.store import Store, ts
 from bot.sim.tls import client_context, make_certificates, server_context
 
-CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}  # the bot's
+ADMIN_CREDENTIALS = {"aws_access_key_id": ADMIN_KEY, "aws_secret_access_key": "testing"}
 BOT_CONTEXT = "runbook-bot"  # the kubeconfig context with the bot's ServiceAccount token
 MAX_PASSES = 60
 STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{6})?Z")
@@ -74,7 +78,9 @@ class Sandbox:
         self.ec2 = Ec2Sim(region=self.region, seed=self.seed,
                           throttle_rate=float(self.options.get("throttle_rate", 0.0)),
                           enforce_volume_in_use=not self.options.get("allow_multi_attach"),
-                          on_change=self._on_ec2_change)
+                          on_change=self._on_ec2_change, now=self.clock.now,
+                          timing=Timing.from_options(self.options),
+                          policy=sandbox_policy(self.options))
         self.api = ApiServer(self.store, on_write=self._on_api_write, authorizer=Authorizer(
             load_grants(Path(self.options.get("rbac") or RBAC_FILE))),
             throttle_rate=float(self.options.get("api_throttle_rate", 0.0)), seed=self.seed)
@@ -157,6 +163,7 @@ class Sandbox:
         with self._lock, self.store.lock:
             self.store.rebase(shift)
             self.ctx.state = shift(self.ctx.state)
+            self.ec2.rebase(delta)
             self.ctx.events[:] = [dataclasses.replace(e, time=shift(e.time)) for e in self.ctx.events]
             self.invariants.violations[:] = [dataclasses.replace(v, time=shift(v.time))
                                              for v in self.invariants.violations]
@@ -201,20 +208,24 @@ class Sandbox:
 
     @property
     def env(self) -> dict[str, str]:
-        return {"AWS_ENDPOINT_URL_EC2": self.ec2.endpoint, "AWS_DEFAULT_REGION": self.region,
+        return {"AWS_ENDPOINT_URL_EC2": self.ec2.endpoint, "AWS_ENDPOINT_URL_STS": self.ec2.endpoint,
+                "AWS_DEFAULT_REGION": self.region,
                 "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                 "KUBECONFIG": str(self.kubeconfig_path)}
 
-    def ec2_client(self, **kw: Any) -> Any:
+    def ec2_client(self, *, as_bot: bool = False, **kw: Any) -> Any:
         """A botocore EC2 client to the sandbox endpoint (through the behaviour proxy).
 
-        One per set of arguments and sandbox: building one costs ~0.3 s, and clients are thread-safe.
+        The sandbox's own identity, which IAM does not restrict, unless ``as_bot``: then the bot's
+        credentials (those of ``env``), held to deploy/iam-policy.json as in production. One per
+        set of arguments and sandbox: building one costs ~0.3 s, and clients are thread-safe.
         """
         kw.setdefault("max_attempts", 1)
-        key = tuple(sorted(kw.items()))
+        key = (as_bot, *sorted(kw.items()))
         if key not in self._clients:
             self._clients[key] = boto3_client(region=self.region, endpoint_url=self.ec2.endpoint,
-                                              credentials=CREDENTIALS, **kw)
+                                              credentials=CREDENTIALS if as_bot else ADMIN_CREDENTIALS,
+                                              **kw)
         return self._clients[key]
 
     @property
@@ -321,10 +332,21 @@ class Sandbox:
     def repair_node(self, node: str | None = None) -> None:
         """Bring the instance back to running and responsive (as a reboot or repair would)."""
         name = node or self.facts.get("dead_node") or self.facts["node"]
-        iid = self._instance(name)
-        self.ec2.set_hung(iid, False)
-        self.ec2.set_state(iid, "running")
+        self.ec2.repair(self._instance(name))
         self.settle()
+
+    def recover_guest(self, node: str | None = None) -> None:
+        """A hung guest comes back by itself (same boot): its kubelet reports Ready again."""
+        self.ec2.set_hung(self._instance(node or self.facts["node"]), False)
+        self.settle()
+
+    def at(self, seconds: float, action: Callable[[], None]) -> None:
+        """Run ``action`` when the sandbox clock has moved ``seconds`` on from now."""
+        from datetime import timedelta
+
+        from bot.sim.controllers.cloud import schedule
+        assert self.ctx is not None, "start() first"
+        schedule(self.ctx, self.clock.now() + timedelta(seconds=seconds), action)
 
     def _instance(self, node: str) -> str:
         from bot.sim.controllers.context import instance_id

@@ -11,6 +11,7 @@ import hashlib
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from bot.sim.controllers.attachdetach import MAX_WAIT_FOR_UNMOUNT
@@ -24,6 +25,8 @@ from bot.sim.controllers.context import (
     instance_id,
     va_name,
 )
+from bot.sim.nodegroups import adopt
+from bot.sim.store import ts
 
 if TYPE_CHECKING:
     from bot.sim.sandbox import Sandbox
@@ -75,6 +78,7 @@ def add_nodes(sb: Sandbox, zone: str, count: int, *, pods: int = 29, cpu: str = 
             {"name": DRIVER, "nodeID": iid, "topologyKeys": [EBS_ZONE],
              "allocatable": {"count": 25}}]}})
         names.append(name)
+    adopt(sb, names)
     return names
 
 
@@ -309,6 +313,27 @@ def build_az_outage(sb: Sandbox) -> dict[str, Any]:
             "spare_nodes": spare, "volumes": n * per}
 
 
+def build_node_recovers(sb: Sandbox) -> dict[str, Any]:
+    """node-hung, whose guest comes back by itself ``recover_after`` seconds later (default 120)."""
+    facts = _lose_node(sb, es_cluster(sb), hung=True)
+    after = float(sb.options.get("recover_after", 120))
+    sb.at(after, lambda: sb.ec2.set_hung(facts["instance_id"], False))
+    return {**facts, "recovers_at": ts(sb.clock.now() + timedelta(seconds=after))}
+
+
+def build_spot_node_dead(sb: Sandbox) -> dict[str, Any]:
+    """A Karpenter Spot node's guest hangs: still running, and StopInstances is unsupported."""
+    return _lose_node(sb, es_cluster(sb), hung=True)
+
+
+def build_node_replaced(sb: Sandbox) -> dict[str, Any]:
+    """node-dead in a managed node group whose health check replaces the stopped instance."""
+    died = sb.clock.now()
+    facts = _lose_node(sb, es_cluster(sb), hung=False)
+    after = float(sb.options.get("replace_after") or 600)
+    return {**facts, "replaced_at": ts(died + timedelta(seconds=after))}
+
+
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("node-dead", "seed 001: a node in ap-southeast-1a died (instance stopped); its "
              "Elasticsearch pod, rescheduled, sticks on Multi-Attach", 1, build_node_dead, {}),
@@ -325,6 +350,16 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              "that no longer exists", 1, build_zombies, {}),
     Scenario("az-outage", "N nodes of ap-southeast-1a die at once (options nodes=N up to 100, "
              "volumes_per_node=5)", 1, build_az_outage, {}),
+    Scenario("node-recovers-during-approval", "like node-hung, but the guest recovers by itself "
+             "(Ready again, same boot) 120 s later (option recover_after), while a fence waits for "
+             "approval", 1, build_node_recovers, {}),
+    Scenario("spot-node-dead", "a Karpenter Spot node in ap-southeast-1a hung; StopInstances answers "
+             "UnsupportedOperation", 1, build_spot_node_dead,
+             {"node_group": "karpenter", "capacity": "spot"}),
+    Scenario("node-replaced", "like node-dead, in a managed node group whose health check terminates "
+             "and replaces the stopped instance 600 s after it died (option replace_after): the Node "
+             "disappears mid-run and a new one joins", 1, build_node_replaced,
+             {"replacement": True, "replace_after": 600}),
 )}
 
 

@@ -36,7 +36,8 @@ def types(r: Rehearsal, run_id: str) -> list[tuple[str, str]]:
 
 
 def assert_clean(r: Rehearsal, run_id: str, *, repaired: str | None = None) -> None:
-    """What every rehearsal must show: an intact audit chain and no invariant violated.
+    """What every rehearsal must show: an intact audit chain, no invariant violated, no call that
+    production's IAM policy would refuse.
 
     ``repaired`` names a node a person repaired while it still carried the out-of-service taint:
     that window (instance running, taint on) is expected until node-recovered removes the taint.
@@ -45,3 +46,4 @@ def assert_clean(r: Rehearsal, run_id: str, *, repaired: str | None = None) -> N
     bad = [v for v in r.sandbox.violations
            if not (repaired and v.kind == "oos-taint-on-running" and repaired in v.details)]
     assert bad == [], bad
+    assert r.sandbox.ec2.refused == [], r.sandbox.ec2.refused  # IAM would have refused these

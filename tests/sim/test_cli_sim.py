@@ -89,7 +89,8 @@ def test_sim_scenarios_lists_each_scenario_on_one_line(capsys: pytest.CaptureFix
     assert names == list(SCENARIOS)
     assert {"node-dead", "node-hung", "stuck-detach", "az-capacity-deadlock", "stuck-terminating",
             "zombie-attachments", "az-outage", "bound-pv-deleted", "tolerating-pod",
-            "pod-force-deleted", "auto-mode-leak", "old-incident"} <= set(names)
+            "pod-force-deleted", "auto-mode-leak", "old-incident",
+            "node-recovers-during-approval", "spot-node-dead", "node-replaced"} <= set(names)
     assert all(len(line.split(None, 1)[1]) > 20 for line in lines)
 
 

@@ -53,7 +53,9 @@ def test_a_stopped_instance_makes_its_node_notready_with_unreachable_taints_afte
     assert ready(sb, node) == "True" and taint_keys(sb, node) == []
     sb.advance(20)
     assert ready(sb, node) == "Unknown"
-    assert taint_keys(sb, node) == [(UNREACHABLE, "NoSchedule"), (UNREACHABLE, "NoExecute")]
+    # the cloud node lifecycle controller adds the shutdown taint once the node is NotReady
+    assert taint_keys(sb, node) == [(UNREACHABLE, "NoSchedule"), (UNREACHABLE, "NoExecute"),
+                                    ("node.cloudprovider.kubernetes.io/shutdown", "NoSchedule")]
     [ev] = events(sb, reason="NodeNotReady", obj=f"Node/{node}")
     assert ev.message == f"Node {node} status is now: NodeNotReady"
     assert 30 <= (_parse(ev.time) - broken_at).total_seconds() <= 45

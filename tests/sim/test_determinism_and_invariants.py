@@ -112,6 +112,8 @@ def test_a_runbook_s_safe_order_breaks_no_invariant(pool):
     f = sb.facts
     ec2 = sb.ec2_client(max_attempts=0, timeout=10)
     ec2.stop_instances(InstanceIds=[f["instance_id"]], Force=True)  # fence first
+    sb.advance(125)  # the hung guest ignores the OS shutdown; Force cuts the power after it
+    assert sb.ec2.instance_state(f["instance_id"]) == "stopped"
     sb.store.mutate("Node", None, f["dead_node"], lambda n: n["spec"]["taints"].append(dict(OOS)))
     sb.advance(30)
     assert sb.get("Pod", f["namespace"], f["pod"])["status"]["phase"] == "Running"

@@ -59,6 +59,7 @@ def test_a_busy_attachment_survives_a_normal_detach_and_only_force_clears_it(poo
     ec2.detach_volume(VolumeId=f["volume_id"], InstanceId=f["instance_id"], Force=True)
     # Freed, the volume goes where its pod waits: the attacher's retry now succeeds.
     new_iid = sb.get("Node", None, f["new_node"])["spec"]["providerID"].rsplit("/", 1)[-1]
+    sb.advance(2)  # Describe shows a change a moment later
     vol = ec2.describe_volumes(VolumeIds=[f["volume_id"]])["Volumes"][0]
     assert [(a["InstanceId"], a["State"]) for a in vol["Attachments"]] == [(new_iid, "attached")]
     sb.advance(5)
@@ -91,6 +92,9 @@ def test_a_hung_instance_fails_its_status_checks_and_stops_only_when_forced(pool
     sb.advance(120)
     assert sb.ec2.instance_state(iid) == "stopping"
     ec2.stop_instances(InstanceIds=[iid], Force=True)
+    sb.advance(115)  # Force tries the OS shutdown first, and cuts the power 120 s after
+    assert sb.ec2.instance_state(iid) == "stopping"
+    sb.advance(5)
     assert sb.ec2.instance_state(iid) == "stopped"
 
 
@@ -125,9 +129,11 @@ def test_attaching_a_volume_that_is_in_use_is_refused_with_volume_in_use(ec2, pl
 def test_starting_a_terminated_instance_is_incorrect_instance_state(ec2, plain):
     iid = instance(ec2)
     ec2.terminate_instances(InstanceIds=[iid])
-    with pytest.raises(ClientError) as e:
-        ec2.start_instances(InstanceIds=[iid])
-    assert code(e) == "IncorrectInstanceState"
+    for wait in (0, 60):  # shutting-down, then terminated
+        plain.advance(wait)
+        with pytest.raises(ClientError) as e:
+            ec2.start_instances(InstanceIds=[iid])
+        assert code(e) == "IncorrectInstanceState"
     assert plain.ec2.instance_state(iid) == "terminated"
 
 

@@ -62,7 +62,7 @@ def test_scheduler_events_carry_series_and_no_count_or_last_timestamp(pool):
 
 
 def test_the_events_k8s_io_view_shows_series_regarding_and_note_and_is_read_only(pool):
-    from sim_kit import api_for
+    from tests.sim.kit import api_for
 
     sb = pool.get("az-capacity-deadlock")
     sb.advance(120, step=30)

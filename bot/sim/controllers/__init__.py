@@ -8,6 +8,7 @@ event sequence.
 from __future__ import annotations
 
 from bot.sim.controllers.attachdetach import reconcile_attach_detach, reconcile_attacher
+from bot.sim.controllers.cloud import reconcile_cloud_nodes, reconcile_ec2_clock
 from bot.sim.controllers.context import Context
 from bot.sim.controllers.events import reconcile_event_ttl
 from bot.sim.controllers.gc import reconcile_pod_gc, reconcile_taint_eviction
@@ -17,11 +18,14 @@ from bot.sim.controllers.protection import (
     reconcile_pv_protection,
     reconcile_pvc_protection,
 )
+from bot.sim.controllers.replacement import reconcile_replacement
 from bot.sim.controllers.workloads import reconcile_provisioner, reconcile_scheduler, reconcile_statefulsets
 
 ORDER = (
+    reconcile_ec2_clock,
     reconcile_kubelets,
     reconcile_node_lifecycle,
+    reconcile_cloud_nodes,
     reconcile_taint_eviction,
     reconcile_pod_gc,
     reconcile_statefulsets,
@@ -33,6 +37,7 @@ ORDER = (
     reconcile_pv_controller,
     reconcile_pv_protection,
     reconcile_event_ttl,
+    reconcile_replacement,
 )
 
 

@@ -106,7 +106,9 @@ def reconcile_attach_detach(ctx: Context) -> None:
         if name in desired or va["metadata"].get("deletionTimestamp") or not va:
             wait_since.pop(name, None)
             continue
-        node = nodes.get(va["spec"]["nodeName"])
+        # a node deleted while the controller ran: it still tracks what it had attached there
+        node = nodes.get(va["spec"]["nodeName"]) or ctx.state.get("deleted_nodes", {}).get(
+            va["spec"]["nodeName"])
         pv_name = va["spec"]["source"].get("persistentVolumeName", "")
         if node is None or pv_name not in _managed(node):
             continue  # not in the controller's actual state of the world: a zombie

@@ -102,7 +102,11 @@ def reconcile_kubelets(ctx: Context) -> None:
                 node.get("status", {}).get("volumesInUse") == sorted(set(in_use)) and \
                 (not boot or node.get("status", {}).get("nodeInfo", {}).get("bootID") == boot):
             continue  # nothing new to report, and the last heartbeat is recent
+        reported = node.get("status", {}).get("nodeInfo", {}).get("bootID")
         ctx.store.mutate("Node", None, name, beat)
+        if boot and reported and reported != boot:  # the machine booted again: a new kernel
+            ctx.event(node, type="Warning", reason="Rebooted",
+                      message=f"Node {name} has been rebooted, boot id: {boot}", source="kubelet")
         if not was_ready:
             ctx.event(node, type="Normal", reason="NodeReady",
                       message=f"Node {name} status is now: NodeReady", source="kubelet")

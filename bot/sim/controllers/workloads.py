@@ -26,6 +26,7 @@ from bot.sim.controllers.context import (
 )
 from bot.sim.controllers.gc import _tolerates
 from bot.sim.controllers.protection import PROVISIONER_FINALIZER
+from bot.sim.nodegroups import volume_tags
 from bot.sim.selectors import label_selector
 from bot.sim.store import ts
 
@@ -125,7 +126,10 @@ def reconcile_provisioner(ctx: Context) -> None:
         size = pvc["spec"].get("resources", {}).get("requests", {}).get("storage", "10Gi")
         gib = int(str(size).rstrip("Gi") or 10)
         try:
-            vol = ctx.ec2_client.create_volume(AvailabilityZone=zone, Size=gib, VolumeType="gp3")
+            tags = volume_tags(ctx.options, pv=f"pvc-{pvc['metadata']['uid']}", pvc=name, namespace=ns)
+            vol = ctx.ec2_client.create_volume(
+                AvailabilityZone=zone, Size=gib, VolumeType="gp3", TagSpecifications=[
+                    {"ResourceType": "volume", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}])
         except Exception as e:  # throttling, mostly: report it and try again on the next pass
             ctx.event(pvc, type="Warning", reason="ProvisioningFailed",
                       message=f'failed to provision volume with StorageClass "{sc["metadata"]["name"]}": '

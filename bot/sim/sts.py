@@ -1,0 +1,57 @@
+"""STS for the sandbox: moto answers, the sandbox records what was asked.
+
+The bot assumes its role through STS (``AWS_ENDPOINT_URL_STS``), and what it puts on the wire
+matters: ``RoleSessionName``, ``SourceIdentity`` (who the run acts for, kept in CloudTrail and
+unchangeable in the session) and session tags. moto answers ``GetCallerIdentity`` and
+``AssumeRole`` (its credentials then work against the EC2 endpoint) but drops ``SourceIdentity``
+and tags, so the sandbox records every STS request as it arrived (``StsLog.calls``) for tests to
+assert on.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+API_VERSION = "2011-06-15"
+
+
+@dataclass(frozen=True)
+class StsCall:
+    action: str
+    access_key: str  # who asked (the signing key)
+    role_arn: str = ""
+    session_name: str = ""
+    source_identity: str = ""
+    tags: dict[str, str] = field(default_factory=dict)
+    transitive_tag_keys: tuple[str, ...] = ()
+    duration_seconds: int | None = None
+
+
+def is_sts(params: dict[str, str], service: str) -> bool:
+    """Does this Query request go to STS (credential scope ``sts``, or STS's API version)?"""
+    return service == "sts" or params.get("Version") == API_VERSION
+
+
+class StsLog:
+    def __init__(self) -> None:
+        self.calls: list[StsCall] = []
+        self._lock = threading.Lock()
+
+    def record(self, params: dict[str, str], *, access_key: str) -> StsCall:
+        tags: dict[str, str] = {}
+        n = 1
+        while f"Tags.member.{n}.Key" in params:
+            tags[params[f"Tags.member.{n}.Key"]] = params.get(f"Tags.member.{n}.Value", "")
+            n += 1
+        transitive = tuple(v for k, v in sorted(params.items())
+                           if k.startswith("TransitiveTagKeys.member."))
+        duration = params.get("DurationSeconds")
+        call = StsCall(action=params.get("Action", ""), access_key=access_key,
+                       role_arn=params.get("RoleArn", ""), session_name=params.get("RoleSessionName", ""),
+                       source_identity=params.get("SourceIdentity", ""), tags=tags,
+                       transitive_tag_keys=transitive,
+                       duration_seconds=int(duration) if duration else None)
+        with self._lock:
+            self.calls.append(call)
+        return call

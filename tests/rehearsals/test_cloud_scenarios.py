@@ -1,0 +1,129 @@
+"""node-dead-ngns where EC2 and the node groups behave as on EKS: a guest that recovers while the
+fence waits for approval, a Spot node that cannot be stopped, a node group replacing the instance
+mid-run, and IAM refusing what production would refuse. Where today's runbook is wrong the
+rehearsal states the right outcome and is marked strict expected-to-fail, naming the defect."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.rehearsals.conftest import assert_clean, taint_keys
+
+OOS = "node.kubernetes.io/out-of-service"
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "node-dead-ngns defect: the fence's guard re-checks readiness from the first read "
+    "(steps.node), not a fresh one, so a node whose guest recovered while the fence approval was "
+    "pending is force-stopped"))
+def test_a_node_that_recovers_while_the_fence_waits_for_approval_is_not_fenced(rehearse):
+    r = rehearse("node-recovers-during-approval")
+    f = r.facts
+
+    def slow_approver(state, s):
+        if s.key == "fence" and r.sandbox.ec2.instance_state(f["instance_id"]) == "running":
+            r.sandbox.advance(180)  # the approval takes three minutes; the guest is back after two
+            assert r.sandbox.get("Node", None, f["node"])["status"]["conditions"][0]["status"] == "True"
+        return r.approve_all(state, s)
+
+    st = r.run("node-dead-ngns", node=f["node"], decide=slow_approver)
+    assert r.sandbox.ec2.instance_state(f["instance_id"]) == "running"
+    assert st.steps["fence"].status != "succeeded"
+    assert OOS not in taint_keys(r.sandbox.get("Node", None, f["node"]))
+    assert_clean(r, st.run_id)
+
+
+def test_a_node_that_recovered_before_the_run_is_refused_at_the_first_guard(rehearse):
+    r = rehearse("node-recovers-during-approval", recover_after=30)
+    f = r.facts
+    r.sandbox.advance(45)
+    st = r.run("node-dead-ngns", node=f["node"])
+    assert st.status == "failed"
+    assert "only for a dead node" in st.outcome
+    assert r.sandbox.ec2.instance_state(f["instance_id"]) == "running"
+    assert_clean(r, st.run_id)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "node-dead-ngns defect: the fence is StopInstances only; a Spot instance refuses it "
+    "(UnsupportedOperation) and the runbook has no terminate path, so a hung Spot node is never "
+    "fenced"))
+def test_a_hung_spot_node_is_fenced_and_its_pod_recovers(rehearse):
+    r = rehearse("spot-node-dead")
+    f = r.facts
+    st = r.run("node-dead-ngns", node=f["node"])
+    assert st.status == "succeeded", st.outcome
+    assert r.sandbox.ec2.instance_state(f["instance_id"]) in ("stopped", "terminated")
+    assert r.sandbox.get("Pod", f["namespace"], f["pod"])["status"]["phase"] == "Running"
+    assert_clean(r, st.run_id)
+
+
+def test_a_spot_fence_fails_on_unsupported_operation_and_changes_nothing(rehearse):
+    r = rehearse("spot-node-dead")
+    f = r.facts
+    st = r.run("node-dead-ngns", node=f["node"])
+    assert st.status == "failed" and st.steps["fence"].status == "failed"
+    assert "UnsupportedOperation" in st.outcome
+    assert r.sandbox.ec2.instance_state(f["instance_id"]) == "running"
+    assert OOS not in taint_keys(r.sandbox.get("Node", None, f["node"]))
+    assert_clean(r, st.run_id)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "node-dead-ngns defect: it has no branch for the node group replacing the instance mid-run; "
+    "once the Node is deleted the taint step fails (nodes ... not found) instead of finishing "
+    "when the pods run elsewhere"))
+def test_a_node_replaced_by_its_node_group_mid_run_ends_the_run_with_the_pod_running(rehearse):
+    r = rehearse("node-replaced")
+    f = r.facts
+
+    def slow_approver(state, s):
+        if s.key == "taint" and r.sandbox.find("Node", None, f["node"]) is not None:
+            r.sandbox.advance(330)  # meanwhile the health check terminates and replaces it
+        return r.approve_all(state, s)
+
+    st = r.run("node-dead-ngns", node=f["node"], decide=slow_approver)
+    assert r.sandbox.find("Node", None, f["node"]) is None
+    assert st.status == "succeeded", (st.status, st.outcome)
+    assert r.sandbox.get("Pod", f["namespace"], f["pod"])["status"]["phase"] == "Running"
+    assert_clean(r, st.run_id)
+
+
+def test_a_node_replaced_after_the_run_leaves_the_cluster_clean(rehearse):
+    r = rehearse("node-replaced", replace_after=1800)
+    f = r.facts
+    st = r.run("node-dead-ngns", node=f["node"])
+    assert st.status == "succeeded", st.outcome
+    r.sandbox.advance(1800)
+    assert r.sandbox.ec2.instance_state(f["instance_id"]) == "terminated"
+    assert r.sandbox.find("Node", None, f["node"]) is None  # the tainted node went with it
+    pod = r.sandbox.get("Pod", f["namespace"], f["pod"])
+    assert pod["status"]["phase"] == "Running"
+    assert_clean(r, st.run_id)
+
+
+def test_the_shipped_policy_lets_the_force_detach_through_and_records_no_refusal(rehearse):
+    r = rehearse("stuck-detach")
+    st = r.run("node-dead-ngns", node=r.facts["node"])
+    assert st.status == "succeeded", st.outcome
+    assert r.sandbox.ec2.refused == []
+    assert_clean(r, st.run_id)
+
+
+def test_a_policy_production_would_refuse_fails_the_rehearsal_at_the_refused_call(rehearse, tmp_path):
+    old = tmp_path / "policy.json"
+    old.write_text(json.dumps({"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Action": ["ec2:Describe*"], "Resource": "*"},
+        {"Effect": "Allow", "Action": ["ec2:StopInstances", "ec2:DetachVolume", "ec2:DeleteVolume"],
+         "Resource": "*", "Condition": {"StringEquals": {
+             "aws:ResourceTag/kubernetes.io/cluster/CLUSTER_NAME": "owned"}}}]}))
+    r = rehearse("stuck-detach", iam_policy=str(old))
+    f = r.facts
+    st = r.run("node-dead-ngns", node=f["node"])
+    assert st.status == "failed"
+    assert "UnauthorizedOperation" in st.outcome
+    assert [a for _, a, _ in r.sandbox.ec2.refused] == ["DetachVolume"]
+    assert r.sandbox.ec2.attachments()[f["volume_id"]] == [(f["instance_id"], "busy")]
