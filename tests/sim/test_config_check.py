@@ -6,7 +6,6 @@ EC2 endpoint forwards STS calls to moto, so the check reaches both as it would i
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,17 +13,10 @@ import pytest
 
 from bot.cli import main
 
-pytest.importorskip("moto")
 
-
-@pytest.fixture(scope="module")
-def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from bot.sim.sandbox import Sandbox
-
-    sb = Sandbox("node-dead", workdir=tmp_path_factory.mktemp("sandbox"))
-    sb.start()
-    yield sb
-    sb.stop()
+@pytest.fixture
+def sandbox(pool: Any) -> Any:
+    return pool.get("node-dead")  # only read: the pool's running sandbox serves
 
 
 @pytest.fixture
