@@ -4,14 +4,12 @@ IAM authorizes a request once per resource it names: ``DetachVolume`` names the 
 instance, and each must be allowed. The EBS CSI driver tags the volumes it creates
 ``ebs.csi.aws.com/cluster=true`` (``kubernetes.io/cluster/NAME=owned`` only with
 ``--k8s-tag-cluster-id``), so a condition on the cluster tag alone denied the force detach and
-the deletion of exactly the volumes the runbooks need them for. The evaluation here covers what
-this policy uses: Allow statements, action and resource wildcards, ``StringEquals`` on
-``aws:ResourceTag``.
+the deletion of exactly the volumes the runbooks need them for. The policy is evaluated as the
+sandbox's EC2 endpoint evaluates it (``bot.sim.iam``), on the tags each tool puts on resources.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import re
 from pathlib import Path
@@ -19,8 +17,11 @@ from typing import Any
 
 import pytest
 
+from bot.sim.iam import Policy
+
 ROOT = Path(__file__).parents[2]
 POLICY = json.loads((ROOT / "deploy" / "iam-policy.json").read_text())
+SHIPPED = Policy.load(ROOT / "deploy" / "iam-policy.json", cluster_name="CLUSTER_NAME")
 CLUSTER_TAG = "kubernetes.io/cluster/CLUSTER_NAME"
 
 NODE = ("arn:aws:ec2:eu-west-1:111122223333:instance/i-0123456789abcdef0", {CLUSTER_TAG: "owned",
@@ -37,25 +38,9 @@ def as_list(x: Any) -> list[Any]:
     return x if isinstance(x, list) else [x]
 
 
-def allowed(policy: dict[str, Any], action: str, resource: tuple[str, dict[str, str]]) -> bool:
-    arn, tags = resource
-    for st in policy["Statement"]:
-        assert st["Effect"] == "Allow" and set(st) <= {"Sid", "Effect", "Action", "Resource",
-                                                       "Condition"}, st
-        if not any(fnmatch.fnmatchcase(action, a) for a in as_list(st["Action"])):
-            continue
-        if not any(fnmatch.fnmatchcase(arn, r) for r in as_list(st["Resource"])):
-            continue
-        condition = st.get("Condition", {})
-        assert set(condition) <= {"StringEquals"}, condition
-        if all(k.startswith("aws:ResourceTag/") and tags.get(k.removeprefix("aws:ResourceTag/")) == v
-               for k, v in condition.get("StringEquals", {}).items()):
-            return True
-    return False
-
-
-def request(policy: dict[str, Any], action: str, *resources: tuple[str, dict[str, str]]) -> bool:
-    return all(allowed(policy, action, r) for r in resources)
+def request(policy: Policy, action: str, *resources: tuple[str, dict[str, str]]) -> bool:
+    """IAM's answer as the sandbox's EC2 endpoint evaluates it: every resource must be allowed."""
+    return policy.evaluate(action.removeprefix("ec2:"), list(resources), principal="bot") is None
 
 
 def test_the_ec2_actions_are_exactly_the_calls_the_client_makes() -> None:
@@ -68,16 +53,20 @@ def test_the_ec2_actions_are_exactly_the_calls_the_client_makes() -> None:
 
 
 def test_a_force_detach_of_a_csi_volume_from_a_cluster_node_is_allowed() -> None:
-    assert request(POLICY, "ec2:DetachVolume", CSI_VOLUME, NODE)
-    assert request(POLICY, "ec2:DetachVolume", TAGGED_VOLUME, NODE)
-    assert request(POLICY, "ec2:DeleteVolume", CSI_VOLUME)
-    assert request(POLICY, "ec2:StopInstances", NODE)
+    assert request(SHIPPED, "ec2:DetachVolume", CSI_VOLUME, NODE)
+    assert request(SHIPPED, "ec2:DetachVolume", TAGGED_VOLUME, NODE)
+    assert request(SHIPPED, "ec2:DeleteVolume", CSI_VOLUME)
+    assert request(SHIPPED, "ec2:StopInstances", NODE)
 
 
-def test_the_old_condition_denied_the_csi_volume_at_the_worst_moment() -> None:
-    old = {"Statement": [{"Effect": "Allow", "Action": ["ec2:StopInstances", "ec2:DetachVolume",
-                                                          "ec2:DeleteVolume"], "Resource": "*",
-                          "Condition": {"StringEquals": {f"aws:ResourceTag/{CLUSTER_TAG}": "owned"}}}]}
+def test_the_old_condition_denied_the_csi_volume_at_the_worst_moment(tmp_path: Path) -> None:
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps({"Statement": [{
+        "Effect": "Allow", "Action": ["ec2:StopInstances", "ec2:DetachVolume", "ec2:DeleteVolume"],
+        "Resource": "*",
+        "Condition": {"StringEquals": {"aws:ResourceTag/kubernetes.io/cluster/CLUSTER_NAME": "owned"}},
+    }]}))
+    old = Policy.load(path, cluster_name="CLUSTER_NAME")
     assert not request(old, "ec2:DetachVolume", CSI_VOLUME, NODE)
     assert not request(old, "ec2:DeleteVolume", CSI_VOLUME)
 
@@ -92,7 +81,7 @@ def test_the_old_condition_denied_the_csi_volume_at_the_worst_moment() -> None:
 ])
 def test_writes_outside_the_cluster_or_beyond_the_actions_are_denied(
         action: str, resources: tuple[tuple[str, dict[str, str]], ...]) -> None:
-    assert not request(POLICY, action, *resources)
+    assert not request(SHIPPED, action, *resources)
 
 
 def test_role_arn_needs_sts_assume_role_on_the_target_role() -> None:
