@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: demo test test-fast lint bench schema clean
+.PHONY: demo test test-fast lint bench schema clean image image-check
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -23,9 +23,9 @@ demo: $(VENV)/.stamp-demo
 	$(VENV)/bin/runbook-bot validate
 	$(VENV)/bin/runbook-bot demo
 
-# The whole suite: what CI runs (.ci/run).
+# The whole suite: what CI runs (.ci/run). The container image check is `make image-check`.
 test: $(VENV)/.stamp-dev
-	$(PY) -m pytest
+	$(PY) -m pytest -m "not image"
 
 # Everything but the tests marked slow, for the edit-test loop.
 test-fast: $(VENV)/.stamp-dev
@@ -40,6 +40,23 @@ lint: $(VENV)/.stamp-dev
 bench: $(VENV)/.stamp-dev
 	@failed=""; for f in bench/*.py; do echo "== $$f"; $(PY) $$f || failed="$$failed $$f"; done; \
 	if [ -n "$$failed" ]; then echo "missed their targets:$$failed"; exit 1; fi
+
+# The container image, with docker or podman (docs/deploy.md, "Building the image"); more
+# options in BUILD_FLAGS, e.g. BUILD_FLAGS="--build-arg BASE=... --isolation chroot".
+CONTAINER ?= $(shell command -v podman >/dev/null 2>&1 && echo podman || echo docker)
+IMAGE     ?= runbook-bot:dev
+BUILD_FLAGS ?=
+image:
+	$(CONTAINER) build $(BUILD_FLAGS) -t $(IMAGE) \
+	  --build-arg VERSION=$$($(PYTHON) -c 'import re; print(re.search(r"__version__ = \"(.*)\"", open("bot/__init__.py").read())[1])') \
+	  --build-arg REVISION=$$(git rev-parse HEAD 2>/dev/null || echo unknown) \
+	  --build-arg CREATED=$$(date -u +%Y-%m-%dT%H:%M:%SZ) .
+
+# Builds the image with podman on a base made from Debian's packages (no registry needed) and
+# checks it: non-root user, entrypoint, labels, no compiler, runbook-bot runs. Needs root, podman
+# and mmdebstrap; takes a few minutes.
+image-check: $(VENV)/.stamp-dev
+	$(PY) -m pytest -m image tests/deploy/test_image.py $(ARGS)
 
 schema: $(VENV)/.stamp-dev
 	$(VENV)/bin/runbook-bot schema > runbooks/runbook.schema.json

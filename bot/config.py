@@ -4,11 +4,20 @@ This is the only module that reads ``os.environ``. Nothing reads settings at imp
 command of the command line (``bot/cli/``) calls ``load_settings()`` once and hands the result (or
 parts of it) to what it builds.
 
-File: ``$RUNBOOK_BOT_CONFIG``, else ``./runbook-bot.yaml`` if present, else built-in defaults.
-Its keys (deploy/runbook-bot.example.yaml shows each one):
+The file, the first found of (``find_config`` says which and why; ``runbook-bot config path``):
 
-    database_url, audit_key, runbooks_dir, redact_patterns (Python regular expressions),
+    1. ``--config FILE`` on the command line (``use_config``)
+    2. ``$RUNBOOK_BOT_CONFIG``
+    3. ``./runbook-bot.yaml``
+    4. ``$XDG_CONFIG_HOME/runbook-bot/config.yaml`` (``~/.config/runbook-bot/config.yaml``)
+
+and built-in defaults when there is none. A file named by 1 or 2 must exist. Its keys
+(deploy/runbook-bot.example.yaml shows each one):
+
+    database_url, audit_key, redact_patterns (Python regular expressions)
     lease_seconds (> 0; default 6: a run lease's length, renewed by a heartbeat while held)
+    runbooks_dir: a directory or a list of them, each adding to the shipped runbooks (a later
+        one's runbook replaces an earlier one of the same name); relative to the config file
     clusters.NAME: kubeconfig, context, region, profile, role_arn, retry_mode
         (legacy|standard|adaptive), max_attempts (1-20), request_timeout (seconds > 0)
     policy: groups (group -> identities), aliases (identity -> identity),
@@ -27,7 +36,8 @@ Environment variables override the file:
     RUNBOOK_BOT_CONFIG          path of the YAML config file
     RUNBOOK_BOT_DATABASE_URL    SQLAlchemy URL of the state store (default: SQLite, see below)
     RUNBOOK_BOT_AUDIT_KEY       when set, audit hashes are HMAC-SHA256 with this key
-    RUNBOOK_BOT_RUNBOOKS_DIR    where runbooks are loaded from (default: ./runbooks)
+    RUNBOOK_BOT_RUNBOOKS_DIR    runbook directories on top of the shipped ones, separated by
+                                ``os.pathsep`` (``:``); replaces the file's runbooks_dir
     SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET, SLACK_APP_TOKEN, RUNBOOK_BOT_SLACK_API_URL,
     RUNBOOK_BOT_SLACK_CHANNELS (comma-separated channel ids)
     RUNBOOK_BOT_LOG_FORMAT      text (default) or json: what --log-format is when not given
@@ -40,7 +50,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -96,12 +108,13 @@ class PolicyConfig:
 class Settings:
     database_url: str
     audit_key: str | None = None
-    runbooks_dir: str = "runbooks"
+    runbooks_dir: tuple[str, ...] = ()  # on top of the shipped runbooks, lowest first
     redact_patterns: tuple[str, ...] = ()
     clusters: Mapping[str, ClusterConfig] = field(default_factory=dict)
     policy: PolicyConfig = PolicyConfig()
     slack: SlackConfig = SlackConfig()
     lease_seconds: float = 6.0
+    config_file: str | None = None  # the file these settings were read from, if any
 
     def cluster(self, name: str | None) -> ClusterConfig:
         if not self.clusters:
@@ -170,7 +183,7 @@ class _Slack(_Strict):
 class _File(_Strict):
     database_url: Text | None = None
     audit_key: Text | None = None
-    runbooks_dir: Text = "runbooks"
+    runbooks_dir: Text | list[Text] = []
     redact_patterns: list[str] = []
     clusters: dict[Text, _Cluster] = {}
     policy: _Policy = _Policy()
@@ -261,8 +274,7 @@ def _parse(data: Mapping[str, Any], env: Mapping[str, str], *, source: str) -> _
     """The file's values with the environment's on top, validated as a whole."""
     merged: dict[str, Any] = dict(data)
     for key, var in (("database_url", "RUNBOOK_BOT_DATABASE_URL"),
-                     ("audit_key", "RUNBOOK_BOT_AUDIT_KEY"),
-                     ("runbooks_dir", "RUNBOOK_BOT_RUNBOOKS_DIR")):
+                     ("audit_key", "RUNBOOK_BOT_AUDIT_KEY")):
         if env.get(var):
             merged[key] = env[var]
     slack = {} if data.get("slack") is None else data["slack"]
@@ -311,12 +323,25 @@ def _read_file(path: Path) -> dict[str, Any]:
     return data
 
 
+def _runbook_dirs(listed: str | list[str], env: Mapping[str, str], base: Path | None) -> tuple[str, ...]:
+    """The runbook directories: the environment's (as given) or the file's (relative to it)."""
+    if env.get("RUNBOOK_BOT_RUNBOOKS_DIR"):
+        return tuple(d for d in env["RUNBOOK_BOT_RUNBOOKS_DIR"].split(os.pathsep) if d)
+    dirs = [listed] if isinstance(listed, str) else listed
+    out = []
+    for d in dirs:
+        path = Path(os.path.expanduser(d))
+        out.append(str(path if path.is_absolute() or base is None else base / path))
+    return tuple(out)
+
+
 def settings_from_mapping(data: Mapping[str, Any], env: Mapping[str, str], *,
-                          source: str = "") -> Settings:
+                          source: str = "", path: Path | None = None) -> Settings:
     """Build Settings from a parsed config file plus environment overrides.
 
     Every bad value is reported at once, one line each naming the key (prefixed with ``source``,
-    the file, when given) and what would be valid.
+    the file, when given) and what would be valid. ``path`` is the file read, if any: relative
+    runbook directories are relative to it.
     """
     f = _parse(data, env, source=source)
     clusters = {name: ClusterConfig(
@@ -338,24 +363,63 @@ def settings_from_mapping(data: Mapping[str, Any], env: Mapping[str, str], *,
                         allowed_channels=tuple(s.allowed_channels), usergroup_ttl=s.usergroup_ttl)
     return Settings(
         database_url=f.database_url or default_database_url(env), audit_key=f.audit_key,
-        runbooks_dir=f.runbooks_dir, redact_patterns=tuple(f.redact_patterns), clusters=clusters,
-        policy=policy, slack=slack, lease_seconds=f.lease_seconds)
+        runbooks_dir=_runbook_dirs(f.runbooks_dir, env, path.parent if path else None),
+        redact_patterns=tuple(f.redact_patterns), clusters=clusters,
+        policy=policy, slack=slack, lease_seconds=f.lease_seconds,
+        config_file=str(path) if path else None)
+
+
+# ``--config FILE`` of the command line, for the command being run (``use_config``)
+_EXPLICIT: ContextVar[str | None] = ContextVar("runbook_bot_config", default=None)
+LOCAL_FILE = "runbook-bot.yaml"
+
+
+@contextmanager
+def use_config(path: str | None) -> Iterator[None]:
+    """Within this block, ``load_settings`` reads ``path`` first (the ``--config`` option)."""
+    token = _EXPLICIT.set(path)
+    try:
+        yield
+    finally:
+        _EXPLICIT.reset(token)
+
+
+def config_search(env: Mapping[str, str]) -> list[tuple[str, Path | None]]:
+    """The places looked for the config file, in order: (how it is named, the path or None)."""
+    explicit, named = _EXPLICIT.get(), env.get("RUNBOOK_BOT_CONFIG")
+    xdg = env.get("XDG_CONFIG_HOME") or str(Path(env.get("HOME") or Path.home()) / ".config")
+    return [("--config", Path(explicit) if explicit else None),
+            ("RUNBOOK_BOT_CONFIG", Path(named) if named else None),
+            ("the current directory", Path(LOCAL_FILE)),
+            ("the XDG config directory", Path(xdg) / "runbook-bot" / "config.yaml")]
+
+
+def find_config(env: Mapping[str, str] | None = None) -> tuple[Path | None, str]:
+    """The config file to read and how it was found; (None, why) when there is none.
+
+    A file named by ``--config`` or ``RUNBOOK_BOT_CONFIG`` must exist: a typo there is an error,
+    never a silent fall-back to another file or to the defaults.
+    """
+    env = os.environ if env is None else env
+    for how, path in config_search(env):
+        if path is None:
+            continue
+        if how in ("--config", "RUNBOOK_BOT_CONFIG"):
+            if not path.is_file():
+                raise ConfigError(f"{how} names {path}, which does not exist or is not a file")
+            return path, how
+        if path.is_file():
+            return path, f"found in {how}"
+    return None, "no config file found; built-in defaults"
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
-    """Read the config file (if any) and the environment."""
+    """Read the config file (if any, see ``find_config``) and the environment."""
     env = os.environ if env is None else env
-    path_text = env.get("RUNBOOK_BOT_CONFIG")
-    if path_text:
-        path = Path(path_text)
-        if not path.exists():
-            raise ConfigError(f"RUNBOOK_BOT_CONFIG points at {path}, which does not exist")
-        data, source = _read_file(path), str(path)
-    elif Path("runbook-bot.yaml").exists():
-        data, source = _read_file(Path("runbook-bot.yaml")), "runbook-bot.yaml"
-    else:
-        data, source = {}, ""
-    return settings_from_mapping(data, env, source=source)
+    path, _how = find_config(env)
+    if path is None:
+        return settings_from_mapping({}, env)
+    return settings_from_mapping(_read_file(path), env, source=str(path), path=path.absolute())
 
 
 LOG_FORMATS = ("text", "json")

@@ -16,6 +16,9 @@ Exit status, the same for every command:
     130 interrupted
 
 Errors are one line each on stderr, ``runbook-bot: error: ...``, never a traceback.
+
+``--config FILE`` (before or after the command) names the config file; ``-v`` prints which config
+file the command reads, and how it was found, on stderr (``bot.config.find_config``).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ COMMAND_MODULES = (
     "bot.cli.sim",  # sim up, sim scenarios
     "bot.cli.slack",  # slack serve
     "bot.cli.db",  # db status, db upgrade
+    "bot.cli.config",  # config path, config check
 )
 
 DESCRIPTION = """\
@@ -65,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"runbook-bot {__version__}")
     logs.add_arguments(parser)
+    _global_options(parser, default=None)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         try:
@@ -74,7 +79,29 @@ def build_parser() -> argparse.ArgumentParser:
                 continue  # a command group not built into this install
             raise
         module.register(sub)
+    for command in _commands(parser):
+        _global_options(command, default=argparse.SUPPRESS)
     return parser
+
+
+def _commands(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """Every command's parser, nested ones (``slack serve``) included."""
+    out: list[argparse.ArgumentParser] = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command in dict.fromkeys(action.choices.values()):  # aliases share a parser
+                out += [command, *_commands(command)]
+    return out
+
+
+def _global_options(parser: argparse.ArgumentParser, *, default: object) -> None:
+    """``--config`` and ``-v``, accepted before the command and after it."""
+    parser.add_argument("--config", metavar="FILE", default=default,
+                        help="the config file (default: $RUNBOOK_BOT_CONFIG, ./runbook-bot.yaml, "
+                        "then $XDG_CONFIG_HOME/runbook-bot/config.yaml)")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        default=False if default is None else default,
+                        help="say which config file is read, and how it was found")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -84,9 +111,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help()
         return EXIT_USAGE
+    from bot.config import find_config, use_config
+
     try:
         logs.configure_from(args)
-        return int(handler(args) or 0)
+        with use_config(args.config):
+            if args.verbose:
+                path, how = find_config()
+                print(f"runbook-bot: config: {path} ({how})" if path else f"runbook-bot: config: "
+                      f"{how}", file=sys.stderr)
+            return int(handler(args) or 0)
     except RunbookBotError as e:
         for line in str(e).splitlines() or [type(e).__name__]:
             print(f"runbook-bot: error: {line}", file=sys.stderr)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from bot.runbook.model import Runbook, Step
+    from bot.runbook.source import DirectorySource
     from bot.runbook.validate import Catalog
 
 
@@ -25,19 +26,24 @@ def register(sub: Any) -> None:
         "and the action catalog. Exit status 0 when all are valid, 1 otherwise.",
     )
     p.add_argument("paths", nargs="*", metavar="PATH",
-                   help="runbook files or directories (default: the configured runbooks dir)")
+                   help="runbook files or directories (default: the shipped runbooks and the "
+                   "configured directories)")
     p.set_defaults(handler=cmd_validate)
 
     p = sub.add_parser("list", help="the runbooks you can run, with step counts",
-                       description="List the runbooks in the runbooks directory.")
-    p.add_argument("--dir", help="runbooks directory (default: the configured one)")
+                       description="List the runbooks you can run: the shipped ones and those of "
+                       "the configured runbooks_dir directories (a later one replaces a shipped "
+                       "runbook of the same name, with a warning naming both files).")
+    p.add_argument("--dir", help="only this runbooks directory (default: the shipped runbooks and "
+                   "the configured directories)")
     p.set_defaults(handler=cmd_list)
 
     p = sub.add_parser("show", help="a runbook's params and steps, which need approval, and guards",
                        description="Show a runbook step by step: what each does, whether it "
                        "needs approval and why, and the guards checked before it applies.")
     p.add_argument("name", metavar="NAME", help="a runbook name (see `list`) or a file path")
-    p.add_argument("--dir", help="runbooks directory (default: the configured one)")
+    p.add_argument("--dir", help="only this runbooks directory (default: the shipped runbooks and "
+                   "the configured directories)")
     p.set_defaults(handler=cmd_show)
 
     p = sub.add_parser("schema", help="print the JSON Schema of the runbook language",
@@ -52,12 +58,18 @@ def _catalog() -> Catalog:
     return builtin_actions()
 
 
-def _runbooks_dir(explicit: str | None) -> Path:
+def _source(explicit: str | None, catalog: Catalog) -> DirectorySource:
+    """``--dir`` alone, else the shipped runbooks and the configured directories on top."""
+    from bot.runbook.source import DirectorySource
+
+    def warn(line: str) -> None:
+        print(f"runbook-bot: warning: {line}", file=sys.stderr)
+
     if explicit:
-        return Path(explicit)
+        return DirectorySource([explicit], catalog=catalog, shipped=False, on_override=warn)
     from bot.config import load_settings
 
-    return Path(load_settings().runbooks_dir)
+    return DirectorySource(load_settings().runbooks_dir, catalog=catalog, on_override=warn)
 
 
 def _files(paths: list[str]) -> list[Path]:
@@ -75,7 +87,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from bot.runbook.loader import load_runbook
 
     catalog = _catalog()
-    paths = _files(args.paths or [str(_runbooks_dir(None))])
+    paths = _files(args.paths) if args.paths else _source(None, catalog).files()
     if not paths:
         print("no runbooks found (*.yaml, *.yml)", file=sys.stderr)
         return 1
@@ -100,21 +112,14 @@ def _destructive(step: Step, catalog: Catalog) -> bool:
 
 
 def _load_dir(explicit: str | None, catalog: Catalog) -> tuple[dict[str, Runbook], list[str]]:
-    from bot.errors import RunbookError
-    from bot.runbook.loader import load_runbook, runbook_files
-
-    base = _runbooks_dir(explicit)
+    """Every runbook by name, and the problems of the files that do not load."""
     found: dict[str, Runbook] = {}
     problems: list[str] = []
-    if not base.is_dir():
-        return found, [f"{base}: not a directory of runbooks"]
-    for path in runbook_files(base):
-        try:
-            runbook = load_runbook(path, catalog=catalog)
-        except RunbookError as e:
-            problems += [str(p) for p in e.problems]
-            continue
-        found[runbook.name] = runbook
+    for name, entry in sorted(_source(explicit, catalog).index().entries.items()):
+        if entry.runbook is not None:
+            found[name] = entry.runbook
+        elif entry.error is not None:
+            problems += [str(p) for p in entry.error.problems]
     return found, problems
 
 

@@ -30,7 +30,13 @@ from typing import Any
 import boto3
 from botocore.config import Config
 from botocore.credentials import CredentialProvider, CredentialResolver, RefreshableCredentials
-from botocore.exceptions import BotoCoreError, ClientError, ConnectTimeoutError, ReadTimeoutError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectTimeoutError,
+    NoCredentialsError,
+    ReadTimeoutError,
+)
 from botocore.session import get_session
 
 from bot.clients.redact import redact
@@ -361,3 +367,31 @@ def iso(value: Any) -> str | None:
     if isinstance(value, datetime):
         return value.astimezone(UTC).isoformat()
     return None if value is None else str(value)
+
+
+def caller_identity(cfg: ClusterConfig) -> dict[str, str]:
+    """Who AWS sees for this cluster's config (``sts get-caller-identity``), after ``role_arn``.
+
+    Raises ``RetryableError`` when STS cannot be reached and ``PermanentError`` when it answers no
+    (no credentials, an expired token, a role that cannot be assumed).
+    """
+    config = Config(region_name=cfg.region, retries={"mode": cfg.retry_mode, "max_attempts": 2},
+                    connect_timeout=min(cfg.request_timeout, 10), read_timeout=cfg.request_timeout)
+    try:
+        session = boto3.session.Session(profile_name=cfg.profile, region_name=cfg.region)
+        sts = session.client("sts", config=config)
+        if cfg.role_arn:
+            creds = sts.assume_role(RoleArn=cfg.role_arn, RoleSessionName=f"runbook-bot-{cfg.name}",
+                                    DurationSeconds=900)["Credentials"]
+            sts = boto3.session.Session(
+                aws_access_key_id=creds["AccessKeyId"], aws_secret_access_key=creds["SecretAccessKey"],
+                aws_session_token=creds["SessionToken"], region_name=cfg.region,
+            ).client("sts", config=config)
+        found = sts.get_caller_identity()
+    except NoCredentialsError as e:
+        raise PermanentError("no AWS credentials found (IRSA, Pod Identity, a profile or the "
+                             "environment)", service="sts", operation="GetCallerIdentity",
+                             code="NoCredentials") from e
+    except (ClientError, BotoCoreError) as e:
+        raise translate(e, operation="sts:GetCallerIdentity") from e
+    return {"account": str(found.get("Account", "")), "arn": str(found.get("Arn", ""))}

@@ -1,4 +1,4 @@
-"""Runbooks by name, from a directory: what the runner starts runs from.
+"""Runbooks by name, from the shipped runbooks and directories: what the runner starts runs from.
 
 A run keeps the text it started with, so ``parse`` re-reads that text (not the file, which may have
 changed since) when a run resumes after a restart. Parsing and validating a runbook costs
@@ -11,9 +11,12 @@ front-end parse through ``parse``.
 from __future__ import annotations
 
 import functools
+import logging
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from bot.errors import NotFound, RunbookError
+from bot.errors import NotFound
+from bot.runbook.dirs import Index, build_index, search_path
 from bot.runbook.loader import load_text, read_runbook_text, runbook_files
 from bot.runbook.model import Runbook
 from bot.runbook.validate import Catalog
@@ -23,6 +26,8 @@ from bot.runbook.validate import Catalog
 # so this holds every runbook and its recent edits. The shipped runbooks hold 10 to 70 KiB each
 # once parsed (tracemalloc), so a full cache of runbooks that size stays under 20 MiB.
 PARSED_RUNBOOKS = 256
+
+log = logging.getLogger(__name__)
 
 
 class ParseCache:
@@ -47,43 +52,50 @@ class ParseCache:
 
 
 class DirectorySource:
-    def __init__(self, directory: str | Path, *, catalog: Catalog | None) -> None:
-        self.directory = Path(directory)
+    """Runbooks by name from the shipped runbooks and the given directories (``bot.runbook.dirs``).
+
+    A runbook that a later directory replaces is reported once per source through ``on_override``
+    (a log warning unless given), naming both files.
+    """
+
+    def __init__(self, directories: str | Path | Sequence[str | Path], *, catalog: Catalog | None,
+                 shipped: bool = True, on_override: Callable[[str], None] | None = None) -> None:
+        listed = [directories] if isinstance(directories, str | Path) else list(directories)
+        self.directories = search_path(listed, shipped=shipped)
         self.catalog = catalog
         self.parsed = ParseCache(catalog)
+        self._on_override = on_override or log.warning
+        self._reported: set[str] = set()
 
-    def _files(self) -> list[Path]:
-        if not self.directory.is_dir():
-            raise NotFound(f"runbooks directory {self.directory} does not exist "
-                           "(set runbooks_dir or RUNBOOK_BOT_RUNBOOKS_DIR)")
-        return runbook_files(self.directory)
+    def index(self) -> Index:
+        """Every name and its file, read now (a file edited since the last call is seen)."""
+        index = build_index(self.directories, read=read_runbook_text,
+                            parse=lambda text, file: self.parse(text, file=file))
+        for line in index.overrides:
+            if line not in self._reported:
+                self._reported.add(line)
+                self._on_override(line)
+        return index
+
+    def files(self) -> list[Path]:
+        """Every runbook file in every directory, including the ones a later directory replaces."""
+        self.index()  # a missing directory is reported
+        return [p for d in self.directories for p in runbook_files(d)]
 
     def names(self) -> list[str]:
-        out = []
-        for path in self._files():
-            try:
-                out.append(self.parse(read_runbook_text(path), file=str(path)).name)
-            except RunbookError:
-                continue
-        return sorted(out)
+        return sorted(n for n, e in self.index().entries.items() if e.runbook is not None)
 
     def get(self, name: str) -> tuple[Runbook, str, str]:
-        for path in self._files():
-            if path.stem == name:
-                text = read_runbook_text(path)
-                runbook = self.parse(text, file=str(path))
-                if runbook.name == name:
-                    return runbook, text, str(path)
-        for path in self._files():  # a file whose name differs from metadata.name
-            text = read_runbook_text(path)
-            try:
-                runbook = self.parse(text, file=str(path))
-            except RunbookError:
-                continue
-            if runbook.name == name:
-                return runbook, text, str(path)
-        known = ", ".join(self.names()) or "none"
-        raise NotFound(f"no runbook named {name!r} in {self.directory}; known: {known}")
+        index = self.index()
+        entry = index.entries.get(name)
+        if entry is None:
+            known = ", ".join(sorted(n for n, e in index.entries.items() if e.runbook)) or "none"
+            where = ", ".join(map(str, self.directories))
+            raise NotFound(f"no runbook named {name!r} in {where}; known: {known}")
+        if entry.error is not None:
+            raise entry.error
+        assert entry.runbook is not None
+        return entry.runbook, entry.text, str(entry.path)
 
     def parse(self, text: str, *, file: str) -> Runbook:
         return self.parsed.parse(text, file=file)

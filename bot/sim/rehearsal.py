@@ -50,7 +50,7 @@ def default_settings(sb: Sandbox, *, database_url: str, audit_key: str | None,
     people = (REQUESTER, *APPROVERS)
     return Settings(
         database_url=database_url, audit_key=audit_key,
-        runbooks_dir=runbooks_dir or str(REPO / "runbooks"),
+        runbooks_dir=(runbooks_dir or str(REPO / "runbooks"),),
         clusters={CLUSTER: ClusterConfig(name=CLUSTER, kubeconfig=str(sb.kubeconfig_path),
                                          context=BOT_CONTEXT, region=sb.region)},
         policy=PolicyConfig(groups={GROUP: people}, allow_impersonation=True))

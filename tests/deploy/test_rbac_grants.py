@@ -1,0 +1,81 @@
+"""deploy/rbac.yaml grants exactly the Kubernetes calls the code makes: none missing, none unused.
+
+A missing grant fails an action with 403 in production (the sandbox enforces the file, so the
+rehearsals catch it too); a grant nothing uses is access an attacker with the bot's token gets for
+free. The calls are read from the source: every ``KubeClient`` method called outside the client,
+and every kind ``update`` is given (a read, then a replace).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ruamel.yaml import YAML
+
+ROOT = Path(__file__).parents[2]
+
+# KubeClient method -> (API group, resource, verb)
+METHODS = {
+    "get_node": ("", "nodes", "get"),
+    "list_nodes": ("", "nodes", "list"),
+    "list_pods": ("", "pods", "list"),
+    "get_pod": ("", "pods", "get"),
+    "list_pod_events": ("", "events", "list"),
+    "get_pv": ("", "persistentvolumes", "get"),
+    "list_pvs": ("", "persistentvolumes", "list"),
+    "get_pvc": ("", "persistentvolumeclaims", "get"),
+    "list_storage_classes": ("storage.k8s.io", "storageclasses", "list"),
+    "list_csinodes": ("storage.k8s.io", "csinodes", "list"),
+    "list_volume_attachments": ("storage.k8s.io", "volumeattachments", "list"),
+    "get_volume_attachment": ("storage.k8s.io", "volumeattachments", "get"),
+}
+KINDS = {"Node": ("", "nodes"), "PersistentVolume": ("", "persistentvolumes"),
+         "PersistentVolumeClaim": ("", "persistentvolumeclaims"),
+         "VolumeAttachment": ("storage.k8s.io", "volumeattachments")}
+
+
+def used() -> set[tuple[str, str, str]]:
+    client = (ROOT / "bot" / "clients" / "kube.py").read_text()
+    public = set(re.findall(r"^    def ([a-z]\w*)\(self", client, re.M))
+    unknown = public - set(METHODS) - {"update", "find", "bound", "close"}
+    assert not unknown, f"KubeClient methods this test does not know: {unknown}; add them to METHODS"
+    out: set[tuple[str, str, str]] = set()
+    for path in (ROOT / "bot").rglob("*.py"):
+        if path.parts[-3:] == ("bot", "clients", "kube.py") or "sim" in path.relative_to(ROOT).parts:
+            continue
+        text = path.read_text()
+        out |= {METHODS[m] for m in re.findall(r"\.(\w+)\(", text) if m in METHODS}
+        kinds = set(re.findall(r'\.update\(kind="(\w+)"', text))
+        if re.search(r"\.update\(kind=p\.kind", text):  # a declared kind: see its Literal
+            declarations = (ROOT / "bot" / "actions" / "declarations.py").read_text()
+            (literal,) = re.findall(r'kind: Literal\[([^\]]+)\]', declarations)
+            kinds |= set(re.findall(r'"(\w+)"', literal))
+        for kind in kinds:
+            group, resource = KINDS[kind]
+            out |= {(group, resource, "get"), (group, resource, "update")}
+    return out
+
+
+def granted() -> set[tuple[str, str, str]]:
+    docs = [d for d in YAML(typ="safe").load_all((ROOT / "deploy" / "rbac.yaml").read_text()) if d]
+    (role,) = [d for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "runbook-bot"]
+    return {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"]
+            for r in rule["resources"] for v in rule["verbs"]}
+
+
+def test_the_cluster_role_grants_exactly_the_calls_the_code_makes() -> None:
+    need, have = used(), granted()
+    assert not need - have, f"used but not granted: {sorted(need - have)}"
+    assert not have - need, f"granted but unused: {sorted(have - need)}"
+
+
+def test_the_manifest_has_the_namespace_the_service_account_lives_in_and_a_group_binding() -> None:
+    docs = [d for d in YAML(typ="safe").load_all((ROOT / "deploy" / "rbac.yaml").read_text()) if d]
+    (sa,) = [d for d in docs if d["kind"] == "ServiceAccount"]
+    assert any(d["kind"] == "Namespace" and d["metadata"]["name"] == sa["metadata"]["namespace"]
+               for d in docs)
+    groups = [s for d in docs if d["kind"] == "ClusterRoleBinding" for s in d["subjects"]
+              if s["kind"] == "Group"]
+    assert groups == [{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io",
+                       "name": "runbook-bot-operators"}]
