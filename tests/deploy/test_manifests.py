@@ -132,8 +132,8 @@ def test_probes_service_and_ingress_rules_follow_the_slack_mode(variant: Any) ->
     assert set(policy["policyTypes"]) == {"Ingress", "Egress"}
     if mode == "http":
         assert c["args"] == ["slack", "serve"]
-        assert c["readinessProbe"]["httpGet"] == c["livenessProbe"]["httpGet"] == {
-            "path": "/healthz", "port": "http"}
+        assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+        assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
         service = objects[("Service", "runbook-bot")]
         assert service["spec"]["selector"] == objects[("Deployment", "runbook-bot")]["spec"][
             "selector"]["matchLabels"]
