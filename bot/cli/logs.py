@@ -116,7 +116,7 @@ def configure(*, fmt: str, level: str, stream: TextIO | None = None) -> logging.
     logging.getLogger(RUNS_LOGGER).setLevel(logging.NOTSET)
     # libraries' chatter stays at WARNING unless asked for with debug
     quiet = logging.DEBUG if level == "debug" else logging.WARNING
-    for name in ("waitress", "urllib3", "botocore", "kubernetes", "slack_sdk", "slack_bolt"):
+    for name in ("waitress", "urllib3", "botocore", "kubernetes", "slack_sdk", "slack_bolt", "alembic"):
         logging.getLogger(name).setLevel(quiet)
     reconfigure = getattr(sys.stdout, "reconfigure", None)
     if reconfigure is not None:

@@ -118,5 +118,6 @@ def side_server(endpoints: OpsEndpoints, *, host: str, port: int) -> Any:
     from waitress.server import create_server
 
     return create_server(ops_app(endpoints), host=host, port=port, threads=2,
-                         asyncore_loop_timeout=0.2, ident="runbook-bot",
+                         # whole seconds: waitress reads the loop timeout as an int, and 0 busy-polls a core
+                         asyncore_loop_timeout=1, ident="runbook-bot",
                          max_request_body_size=server_cap(BODY_LIMITS) + 1)

@@ -30,9 +30,17 @@ def _as_pid1(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Pope
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
-def _first_line(proc: subprocess.Popen[str]) -> str:
+def _first_line(proc: subprocess.Popen[str], marker: str = "") -> str:
+    """The first line of the process's output that contains ``marker`` ('' when none came)."""
     line = [""]
-    reader = threading.Thread(target=lambda: line.__setitem__(0, proc.stdout.readline()))
+
+    def read() -> None:
+        for text in proc.stdout:
+            if marker in text:
+                line[0] = text
+                return
+
+    reader = threading.Thread(target=read, daemon=True)
     reader.start()
     reader.join(timeout=30)
     return line[0]
@@ -55,7 +63,7 @@ def _env(tmp_path: Path) -> dict[str, str]:
 def test_the_worker_as_pid_1_stops_on_sigterm_with_exit_0(tmp_path):
     proc = _as_pid1(["worker", "--interval", "0.2"], _env(tmp_path), tmp_path)
     try:
-        assert "worker: resuming" in _first_line(proc), proc.stderr.read()
+        assert "worker: resuming" in _first_line(proc, "worker: resuming")
         code, out, err = _terminate_pid1(proc)
         assert code == 0, err
         assert "worker: stopped" in out

@@ -371,7 +371,8 @@ def http_server(app: App, *, host: str = "0.0.0.0", port: int = 3000, threads: i
     from waitress.server import create_server
 
     return create_server(wsgi_app(app, ops), host=host, port=port, threads=threads,
-                         asyncore_loop_timeout=0.2, ident="runbook-bot",
+                         # whole seconds: waitress reads the loop timeout as an int, and 0 busy-polls a core
+                         asyncore_loop_timeout=1, ident="runbook-bot",
                          # waitress refuses a longer Content-Length right after the headers
                          max_request_body_size=server_cap(BODY_LIMITS) + 1)
 
