@@ -109,10 +109,11 @@ def resources_of(action: str, params: dict[str, str], *, region: str,
     for param, kind in RESOURCES.get(action, ()):
         ids = [v for k, v in sorted(params.items()) if k == param or (param.endswith(".")
                                                                       and k.startswith(param))]
-        out += [(f"arn:aws:ec2:{region}:{ACCOUNT}:{kind}/{i}", _context(tags(i), asked)) for i in ids]
+        out += [(f"arn:aws:ec2:{region}:{ACCOUNT}:{kind}/{i}", condition_context(tags(i), asked))
+                for i in ids]
     if action in CREATES:
-        out.append((f"arn:aws:ec2:{region}::{CREATES[action]}/*", _context({}, asked)))
-    return out or [("*", _context({}, asked))]
+        out.append((f"arn:aws:ec2:{region}::{CREATES[action]}/*", condition_context({}, asked)))
+    return out or [("*", condition_context({}, asked))]
 
 
 def implicit_checks(action: str, params: dict[str, str], *,
@@ -121,7 +122,7 @@ def implicit_checks(action: str, params: dict[str, str], *,
     asked = request_tags(params)
     if action not in CREATES or not asked:
         return []
-    ctx = {**_context({}, asked), CREATE_ACTION: action}
+    ctx = {**condition_context({}, asked), CREATE_ACTION: action}
     return [("ec2:CreateTags", [(f"arn:aws:ec2:{region}::{CREATES[action]}/*", ctx)])]
 
 
@@ -132,7 +133,8 @@ def request_tags(params: dict[str, str]) -> dict[str, str]:
     return {v: params.get(f"{k}.Value", "") for k, v in keys.items()}
 
 
-def _context(resource_tags: dict[str, str], asked: dict[str, str]) -> dict[str, str]:
+def condition_context(resource_tags: dict[str, str], asked: dict[str, str]) -> dict[str, str]:
+    """The condition keys IAM sees for a resource with these tags, in a request asking for these."""
     ctx = {f"{p}{k}": v for k, v in resource_tags.items() for p in ("aws:ResourceTag/", "ec2:ResourceTag/")}
     ctx.update({f"aws:RequestTag/{k}": v for k, v in asked.items()})
     return ctx

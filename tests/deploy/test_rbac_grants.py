@@ -22,6 +22,8 @@ METHODS = {
     "list_pods": ("", "pods", "list"),
     "get_pod": ("", "pods", "get"),
     "list_pod_events": ("", "events", "list"),
+    "list_object_events": ("", "events", "list"),
+    "delete_pod": ("", "pods", "delete"),
     "get_pv": ("", "persistentvolumes", "get"),
     "list_pvs": ("", "persistentvolumes", "list"),
     "get_pvc": ("", "persistentvolumeclaims", "get"),

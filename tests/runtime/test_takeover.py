@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.store.audit import verify_events
 from bot.store.db import Database
+from bot.store.integrity import verify_run
 from tests.fakes.engine_world import World
 from tests.runtime.replica import DESTRUCTIVE, can_unshare, launch, start_run, takeover_trial
 
@@ -30,16 +30,16 @@ def test_a_replica_killed_mid_run_is_taken_over_by_another_host_within_ten_secon
     world = World(tmp_path / "world.json")
     assert sorted((e["step"], e["name"]) for e in world.effects) == sorted(DESTRUCTIVE)  # once each
     db = Database(pg_url, audit_key="k")
-    events = db.events(trial.run_id)
-    seq, head = db.head(trial.run_id)
-    assert verify_events(run_id=trial.run_id, events=events, head_seq=seq, head_hash=head,
-                         key=db.key).ok
-    applied = [e.payload for e in events if e.type == "step.applied"
-               and e.payload["step"] == "set_each[0]"]
-    assert [a["already_done"] for a in applied] == [True]  # the survivor found it done
-    assert [e.type for e in events].count("run.finished") == 1
-    assert db.lease_of(trial.run_id) == (None, None)
-    db.close()
+    try:
+        events = db.events(trial.run_id)
+        assert verify_run(db, trial.run_id, key=db.key).ok
+        applied = [e.payload for e in events if e.type == "step.applied"
+                   and e.payload["step"] == "set_each[0]"]
+        assert [a["already_done"] for a in applied] == [True]  # the survivor found it done
+        assert [e.type for e in events].count("run.finished") == 1
+        assert db.lease_of(trial.run_id) == (None, None)
+    finally:
+        db.close()
 
 
 def _children(pid: int) -> list[int]:
