@@ -322,21 +322,8 @@ class Ec2Client:
         self._write("DeleteVolume", [volume_id], dry_run=dry_run)
         fn = lambda: self.client.delete_volume(VolumeId=volume_id, DryRun=dry_run)  # noqa: E731
         if dry_run:
-            return {"DryRun": self._dry_run_checked("DeleteVolume", [volume_id], fn)}
+            return {"DryRun": self._dry_run("DeleteVolume", [volume_id], fn)}
         return dict(self._call("DeleteVolume", [volume_id], fn))
-
-    def _dry_run_checked(self, operation: str, targets: Sequence[str], fn: Callable[[], Any]) -> bool:
-        """True when EC2 answers ``DryRunOperation``. An endpoint that performs the call instead
-        (it ignored ``DryRun``) is an error, never "permitted": the change may have been made."""
-        try:
-            self._call(operation, targets, fn)
-        except PermanentError as e:
-            if e.code == DRY_RUN_OK:
-                return True
-            raise
-        raise PermanentError(f"{operation} {', '.join(targets)}: the endpoint ignored DryRun and "
-                             "answered as if it made the call; refusing to trust it",
-                             service=SERVICE, operation=operation, code="DryRunIgnored")
 
     def create_snapshot(self, *, volume_id: str, description: str, tags: dict[str, str],
                         dry_run: bool = False) -> dict[str, Any]:
@@ -348,7 +335,7 @@ class Ec2Client:
                 {"Key": k, "Value": v} for k, v in sorted(tags.items())]}]
         fn = lambda: self.client.create_snapshot(**kw)  # noqa: E731
         if dry_run:
-            return {"DryRun": self._dry_run_checked("CreateSnapshot", [volume_id], fn)}
+            return {"DryRun": self._dry_run("CreateSnapshot", [volume_id], fn)}
         return dict(self._call("CreateSnapshot", [volume_id], fn))
 
     def describe_snapshots(self, *, filters: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
