@@ -48,7 +48,7 @@ from moto.moto_server.werkzeug_app import (
 from werkzeug.serving import BaseWSGIServer, make_server
 
 from bot.sim.consistency import StaleReads
-from bot.sim.ec2_instances import Ec2Refusal, InstanceLifecycle, Timing
+from bot.sim.ec2_instances import Ec2Refusal, InstanceLifecycle, Timing, refuse_dry_run
 from bot.sim.iam import ADMIN_KEY, Policy, access_key, implicit_checks, resources_of
 from bot.sim.net import POLL, no_delay
 from bot.sim.sts import StsLog, is_sts
@@ -295,9 +295,7 @@ class Ec2Sim(InstanceLifecycle):
                            f"The volume '{vid}' is not attached to instance '{iid}'.")
         params["InstanceId"] = iid
         force = self._flag(params, "Force")
-        if self._flag(params, "DryRun"):
-            raise Ec2Error("DryRunOperation",
-                           "Request would have succeeded, but DryRun flag is set.", 412)
+        refuse_dry_run(params)
         if vid in self.hang_stuck and self.instance_state(iid) not in ("running", "stopping"):
             self.stuck.pop(vid, None)  # the instance stopped: the pending unplug completes
             self.hang_stuck.discard(vid)

@@ -222,9 +222,7 @@ class InstanceLifecycle:
             if state in ("pending", "shutting-down", "terminated"):
                 raise Ec2Refusal("IncorrectInstanceState", f"This instance '{iid}' is not in a state "
                                  "from which it can be stopped.")
-        if _flag(params, "DryRun"):
-            raise Ec2Refusal("DryRunOperation", "Request would have succeeded, but DryRun flag is set.",
-                             412)
+        refuse_dry_run(params)
         rows = []
         for iid, inst in targets:
             before = inst._state.name
@@ -259,9 +257,7 @@ class InstanceLifecycle:
             if inst._state.name not in ("stopped", "running", "pending"):
                 raise Ec2Refusal("IncorrectInstanceState", f"The instance '{iid}' is not in a state "
                                  "from which it can be started.")
-        if _flag(params, "DryRun"):
-            raise Ec2Refusal("DryRunOperation", "Request would have succeeded, but DryRun flag is set.",
-                             412)
+        refuse_dry_run(params)
         rows = []
         for iid, inst in targets:
             before = inst._state.name
@@ -279,9 +275,7 @@ class InstanceLifecycle:
                 if getattr(inst, _snake(attr), False) and inst._state.name != "terminated":
                     raise Ec2Refusal("OperationNotPermitted", f"The instance '{iid}' may not be "
                                      f"terminated. Modify its '{attr}' instance attribute and try again.")
-        if _flag(params, "DryRun"):
-            raise Ec2Refusal("DryRunOperation", "Request would have succeeded, but DryRun flag is set.",
-                             412)
+        refuse_dry_run(params)
         rows = []
         for iid, inst in targets:
             before = inst._state.name
@@ -296,6 +290,12 @@ class InstanceLifecycle:
 
 def _flag(params: dict[str, str], name: str) -> bool:
     return params.get(name, "false").lower() == "true"
+
+
+def refuse_dry_run(params: dict[str, str]) -> None:
+    """What EC2 answers a request with ``DryRun=true`` that passed every check: 412."""
+    if _flag(params, "DryRun"):
+        raise Ec2Refusal("DryRunOperation", "Request would have succeeded, but DryRun flag is set.", 412)
 
 
 def _index(key: str) -> tuple[str, int]:
