@@ -28,11 +28,11 @@ from bot.actions.objects import (
     ZONE_KEYS,
     Obj,
     ebs_driver_of_pv,
+    ebs_volume_id_of_pv,
     meta,
     ready_condition,
     terminating,
     va_node,
-    volume_id_of_pv,
     zone_of_node,
 )
 from bot.actions.registry import ActionSpec, action
@@ -85,7 +85,7 @@ def pv_view(pv: Obj | None, name: str) -> Obj:
     spec = pv.get("spec") or {}
     ref = spec.get("claimRef") or {}
     return {"name": name, "exists": True, "phase": (pv.get("status") or {}).get("phase"),
-            "volume_id": volume_id_of_pv(pv), "zone": pv_zone(pv), "driver": ebs_driver_of_pv(pv),
+            "volume_id": ebs_volume_id_of_pv(pv), "zone": pv_zone(pv), "driver": ebs_driver_of_pv(pv),
             "reclaim_policy": spec.get("persistentVolumeReclaimPolicy"),
             "claim": f"{ref.get('namespace')}/{ref.get('name')}" if ref.get("name") else None,
             "storage_class": spec.get("storageClassName"),
@@ -109,7 +109,7 @@ def _volume_ids(env: Env, vas: list[Obj]) -> dict[str, str | None]:
     """PV name -> EBS volume id, with one PV list for all of them (none when nothing matched)."""
     if not vas:
         return {}
-    return {meta(pv)["name"]: volume_id_of_pv(pv) for pv in env.kube.list_pvs()}
+    return {meta(pv)["name"]: ebs_volume_id_of_pv(pv) for pv in env.kube.list_pvs()}
 
 
 def plan_vas(p: VolumeAttachmentsListParams, env: Env) -> Plan:

@@ -77,12 +77,6 @@ def has_taint(node: Obj, key: str) -> bool:
     return any(t.get("key") == key for t in (node.get("spec") or {}).get("taints") or ())
 
 
-def volume_id_of_pv(pv: Obj) -> str | None:
-    """The EBS volume id from CSI ``volumeHandle`` (either EBS CSI driver) or in-tree
-    ``awsElasticBlockStore.volumeID``."""
-    return ebs_volume_id_of_pv(pv)
-
-
 def va_node(va: Obj) -> str | None:
     return (va.get("spec") or {}).get("nodeName")
 
