@@ -18,13 +18,22 @@ $(VENV)/.stamp-demo: pyproject.toml | $(PY)
 	$(PIP) install -e '.[sim]'
 	touch $@
 
+# Headless Chromium, for the test that opens the HTML transcript in a real browser: Debian's
+# package, installed when missing (as root; otherwise install `chromium` first).
+$(VENV)/.stamp-browser: | $(PY)
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	  { apt-get install -y -q chromium >/dev/null 2>&1 || \
+	    { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; }; } || \
+	  { echo "make test needs Chromium: install Debian's chromium package (apt-get install chromium)"; exit 1; }
+	touch $@
+
 # The main job, against the built-in sandbox: a dead node recovered by node-dead-ngns.
 demo: $(VENV)/.stamp-demo
 	$(VENV)/bin/runbook-bot validate
 	$(VENV)/bin/runbook-bot demo
 
 # The whole suite: what CI runs (.ci/run). The container image check is `make image-check`.
-test: $(VENV)/.stamp-dev
+test: $(VENV)/.stamp-dev $(VENV)/.stamp-browser
 	$(PY) -m pytest -m "not image"
 
 # Everything but the tests marked slow, for the edit-test loop.

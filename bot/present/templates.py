@@ -99,6 +99,11 @@ def when(ctx: Any, value: str | None) -> str:
     return _when(value or "", ctx.get("timezone") or "UTC")
 
 
+def when_text(value: str | None, tz: str) -> str:
+    """``when`` outside a template: an ISO-8601 time for reading, in the zone ``tz``."""
+    return _when(value or "", tz)
+
+
 @lru_cache(maxsize=8192)
 def _when(value: str, tz: str) -> str:
     if not value:

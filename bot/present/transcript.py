@@ -34,9 +34,13 @@ from typing import Any
 
 from bot.engine.events import EventType
 from bot.engine.runstate import RunState
-from bot.errors import ConfigError
+from bot.errors import ConfigError, RunbookError
+from bot.present.chart import Row, timeline_svg
+from bot.present.decision_summary import DecisionSummary, build_summary
 from bot.present.events import describe
-from bot.present.templates import environment, zone
+from bot.present.templates import environment, when_text, zone
+from bot.runbook.loader import load_text
+from bot.runbook.params import written_params
 from bot.store.audit import Event, Verdict
 from bot.store.db import Database
 from bot.store.integrity import document_seal, verify_run
@@ -155,6 +159,7 @@ class StepRecord:
     message: str
     error: str
     problems: list[Problem]
+    skipped_because: str = ""  # a skipped step: why (it never started)
 
 
 @dataclass(frozen=True)
@@ -199,6 +204,7 @@ class Transcript:
     compensations: list[str]
     timeline: list[Entry]
     integrity: Integrity
+    summary: DecisionSummary
     events: Sequence[Event] = field(repr=False)
     seal_key: bytes | None = field(default=None, repr=False)
 
@@ -215,7 +221,8 @@ class Transcript:
         """
         doc: dict[str, Any] = {
             "format": FORMAT, "version": VERSION, "exported_at": self.exported_at,
-            "timezone": self.timezone, "run": self.run, "steps": self.steps,
+            "timezone": self.timezone, "run": self.run, "summary": self.summary,
+            "steps": self.steps,
             "compensations": self.compensations, "timeline": self.timeline,
             "integrity": self.integrity, "events": self.events,
             "head": {"seq": self.integrity.head_seq, "hash": self.integrity.head_hash,
@@ -302,6 +309,7 @@ class _StepLog:
         self.decisions: list[Decision] = []
         self.calls: list[Call] = []
         self.problems: list[Problem] = []
+        self.skipped = ""
         self.last: Event | None = None
 
 
@@ -348,6 +356,8 @@ def _gather(ev: Event, log: _StepLog, at: str, clock: _Clock) -> None:
         log.decisions.append(Decision(ev.seq, at, ev.actor, _DECISIONS[t], plan_hash, describe(ev)))
     elif t in _PROBLEMS:
         log.problems.append(Problem(ev.seq, at, _PROBLEMS[t], describe(ev)))
+    elif t == EventType.STEP_SKIPPED:
+        log.skipped = str(p.get("reason", "")) or "skipped"
     # applies and polls record their calls, and so do failures and refusals (the calls that failed)
     calls = p.get("calls")
     if isinstance(calls, list):
@@ -400,7 +410,7 @@ def build(*, state: RunState, events: Sequence[Event], head: tuple[int, str | No
              for s in state.steps.values()]
     # steps a goto removed from the state are still in the record
     steps += [_step(k, log, state, clock) for k, log in logs.items()]
-    params = dict(state.params)
+    params = _as_written(state)
     cluster = params.get("cluster")
     run = RunSummary(
         run_id=state.run_id, runbook=state.runbook, title=state.title,
@@ -415,10 +425,24 @@ def build(*, state: RunState, events: Sequence[Event], head: tuple[int, str | No
                           first_bad_seq=verdict.first_bad_seq, reason=verdict.reason,
                           head_mac=head_mac, key_id=verdict.key_id, notes=verdict.notes)
     exported = (exported_at or datetime.now(UTC)).astimezone(clock.tz).isoformat()
+    summary = build_summary(events=events, steps=steps, at=clock.convert, status=run.status,
+                            outcome=run.outcome, dry_run=run.dry_run, requester=run.requester,
+                            compensations=state.compensations,
+                            now=run.finished_at or exported)
     return Transcript(exported_at=exported, timezone=str(tz or "UTC"), run=run, steps=steps,
                       compensations=list(state.compensations),
-                      timeline=[e for _, _, e in timeline], integrity=integrity, events=events,
-                      seal_key=seal_key)
+                      timeline=[e for _, _, e in timeline], integrity=integrity, summary=summary,
+                      events=events, seal_key=seal_key)
+
+
+def _as_written(state: RunState) -> dict[str, Any]:
+    """The run's params as people write them: a duration is ``6m``, not the seconds it means."""
+    params = dict(state.params)
+    try:
+        runbook = load_text(state.runbook_text, file=state.runbook_file, catalog=None)
+    except RunbookError:  # a stored text this version no longer reads: show the values as stored
+        return params
+    return written_params(runbook, params)
 
 
 @lru_cache(maxsize=4096)
@@ -452,7 +476,7 @@ def _step(key: str, log: _StepLog, state: RunState, clock: _Clock) -> StepRecord
                       started_at=clock.opt(s.started_at), finished_at=clock.opt(s.finished_at),
                       plan=plan, plans=refs, guards=log.guards, decisions=log.decisions,
                       calls=log.calls, result=s.result, outputs=dict(s.outputs), message=s.message,
-                      error=s.error, problems=log.problems)
+                      error=s.error, problems=log.problems, skipped_because=log.skipped)
 
 
 # -- rendering ------------------------------------------------------------------------------------
@@ -463,7 +487,11 @@ def render(t: Transcript, fmt: str) -> str:
         return t.to_json()
     if fmt not in TEMPLATES:
         raise ConfigError(f"unknown transcript format {fmt!r}: choose one of {', '.join(FORMATS)}")
-    return environment().get_template(TEMPLATES[fmt]).render(t=t, timezone=t.timezone)
+    chart = timeline_svg(
+        [Row(s.key, s.title, s.status, s.started_at, s.finished_at) for s in t.steps], t.summary,
+        start=t.run.started_at or t.run.created_at, end=t.run.finished_at or t.exported_at,
+        label=lambda when: when_text(when, t.timezone))
+    return environment().get_template(TEMPLATES[fmt]).render(t=t, timezone=t.timezone, chart=chart)
 
 
 @contextmanager

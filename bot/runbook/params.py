@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.errors import ParamError
-from bot.runbook.durations import parse_duration
+from bot.runbook.durations import format_duration, parse_duration
 from bot.runbook.model import Param, Runbook
 
 _TRUE = {"true", "yes", "on", "1"}
@@ -111,6 +111,16 @@ def coerce_params(runbook: Runbook, raw: Mapping[str, Any]) -> dict[str, Any]:
     if not check.ok:
         raise ParamError("; ".join(check.problems))
     return check.values
+
+
+def written_params(runbook: Runbook, values: Mapping[str, Any]) -> dict[str, Any]:
+    """Typed params shown as people write them: a duration param's seconds back as ``6m``."""
+    out = dict(values)
+    for name, spec in runbook.spec.params.items():
+        value = out.get(name)
+        if spec.type == "duration" and isinstance(value, int | float) and not isinstance(value, bool):
+            out[name] = format_duration(value)
+    return out
 
 
 def parse_assignments(pairs: list[str]) -> dict[str, str]:

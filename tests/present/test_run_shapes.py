@@ -110,7 +110,7 @@ def test_every_shape_of_run_renders_in_every_format(make_engine, shape):
 
     assert_tables_keep_their_columns(render(t, "md"))
     doc = html5lib.HTMLParser(strict=True, namespaceHTMLElements=False).parse(render(t, "html"))
-    assert len(doc.findall(".//section[@id='steps']/section")) == len(t.steps)
+    assert len(doc.findall(".//details[@id='steps']/section")) == len(t.steps)
     schema = json.loads((Path(__file__).parents[2] / "docs" / "transcript.schema.json").read_text())
     jsonschema.validate(json.loads(render(t, "json")), schema)
 

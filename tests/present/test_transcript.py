@@ -80,10 +80,11 @@ def test_the_html_is_one_well_formed_self_contained_printable_file(scenario):
     doc = html5lib.HTMLParser(strict=True, namespaceHTMLElements=False).parse(text)
     assert doc.find("head/title").text == f"Run {run}: Test runbook fence-node"
     assert {s.get("id") for s in doc.iter("section")} >= {
-        "summary", "steps", "compensations", "timeline", "integrity"}
-    rows = doc.findall(".//section[@id='timeline']//tbody/tr")
+        "decision-summary", "summary", "compensations", "integrity"}
+    assert {d.get("id") for d in doc.iter("details")} == {"steps", "timeline"}
+    rows = doc.findall(".//details[@id='timeline']//tbody/tr")
     assert len(rows) == len(t.events) + len(thread())
-    assert len(doc.findall(".//section[@id='steps']/section")) == len(t.steps)
+    assert len(doc.findall(".//details[@id='steps']/section")) == len(t.steps)
     assert not list(doc.iter("script")) and not list(doc.iter("link")) and not list(doc.iter("img"))
     for el in doc.iter():
         assert not any(k in ("src", "href") for k in el.attrib), el.tag
@@ -229,3 +230,46 @@ def test_export_renders_a_stored_run_and_refuses_an_unknown_format(scenario):
     assert text == (GOLDEN / "transcript.md").read_text(encoding="utf-8")
     with pytest.raises(ConfigError, match="choose one of md, html, json"):
         export(e.db, run, fmt="pdf")
+
+
+def test_the_decision_summary_names_who_decided_what_changed_and_each_wait(scenario):
+    e, run = scenario
+    s = transcript_of(e, run).summary
+    assert s.requester == "alice"
+    assert [(d.by, d.step, d.kind) for d in s.decisions] == [("bob", "fence", "approved")]
+    assert [c.text for c in s.ec2_changes] == ["stop Instance i-ip-10-0-1-7: running → stopped"]
+    assert s.cluster_changes == [] and s.interlocks == [] and s.break_glass == []
+    assert s.in_place and "stays stopped" in s.in_place[0]
+    waits = {(w.step, w.kind): (w.seconds, w.outcome) for w in s.waits}
+    assert waits[("fence", "approval")] == (60.0, "approved")
+    assert waits[("slow", "world")] == (30.0, "done")
+    md_text = render(transcript_of(e, run), "md")
+    assert md_text.index("## Decision summary") < md_text.index("## Run") < md_text.index("## Steps")
+
+
+def test_params_are_shown_as_written_and_skipped_steps_say_why(make_engine):
+    from tests.fakes.engine_harness import runbook
+
+    text = runbook("paced", """
+- id: maybe
+  title: Only when asked
+  action: fake.noop
+  when: params.go
+- id: pause
+  title: Pause
+  action: fake.noop
+""", params="""
+go: {type: boolean, default: false}
+pace: {type: duration, default: 6m}
+""")
+    e = make_engine({"paced": text})
+    run = e.start("paced", pace="1h30m")
+    e.runner.drive(run)
+    t = transcript_of(e, run, messages=[])
+    assert t.run.params["pace"] == "1h30m"  # not 5400.0
+    maybe = next(s for s in t.steps if s.key == "maybe")
+    assert maybe.skipped_because == "when is false: params.go"
+    md_text = render(t, "md")
+    params_row = next(line for line in md_text.splitlines() if line.startswith("| Parameters"))
+    assert "`pace` = 1h30m" in params_row and "5400" not in params_row
+    assert "Skipped at " in md_text and "Started -" not in md_text
