@@ -103,7 +103,7 @@ def check_blast_radius(env: Env, *, node_name: str, nodes: Iterable[Obj], facts:
                     if has_taint(n, OUT_OF_SERVICE_TAINT) and n["metadata"]["name"] != node_name)
     facts.append(env.fact(f"cluster {env.cluster.name}", "out_of_service_nodes", others))
     env.ctx.interlock(
-        rule=RULE_BLAST_RADIUS, ok=len(others) + 1 <= limit,
+        rule=RULE_BLAST_RADIUS, ok=len(others) + 1 <= limit, count=len(others) + 1,
         message=f"{len(others)} node(s) already carry {OUT_OF_SERVICE_TAINT} ({', '.join(others)}); "
                 f"tainting {node_name} would exceed the limit of {limit}. Untaint repaired nodes "
                 "first, or raise policy.max_out_of_service_nodes")

@@ -34,6 +34,7 @@ class EventType(StrEnum):
     APPROVAL_REJECTED = "approval.rejected"
     APPROVAL_EXPIRED = "approval.expired"
     APPROVAL_INVALIDATED = "approval.invalidated"
+    PLAN_NARROWED = "plan.narrowed"
     STEP_CONFIRMED = "step.confirmed"
     INTERLOCK_BLOCKED = "interlock.blocked"
     INTERLOCK_OVERRIDE_REQUESTED = "interlock.override_requested"
@@ -143,6 +144,13 @@ def approval_invalidated(step: str, *, old_hash: str | None, new_hash: str, void
               voided=voided, reason=reason)
 
 
+def plan_narrowed(step: str, *, old_hash: str | None, new_hash: str,
+                  dropped: dict[str, str]) -> EventData:
+    """A batch dropped items whose facts changed since approval; the rest applies as approved."""
+    return _e(EventType.PLAN_NARROWED, step=step, old_hash=old_hash, new_hash=new_hash,
+              dropped=dropped)
+
+
 def step_confirmed(step: str, *, note: str) -> EventData:
     return _e(EventType.STEP_CONFIRMED, step=step, note=note)
 
@@ -154,13 +162,19 @@ def interlock_blocked(step: str, *, rule: str, message: str, phase: str, calls: 
               calls=calls)
 
 
-def override_requested(step: str, *, rule: str, reason: str, count: int, needed: int) -> EventData:
+def override_requested(step: str, *, rule: str, reason: str, count: int, needed: int,
+                       nodes: int | None = None) -> EventData:
+    """``nodes``: how many nodes the override allows (blast-radius), when it names a number."""
+    extra = {"nodes": nodes} if nodes is not None else {}
     return _e(EventType.INTERLOCK_OVERRIDE_REQUESTED, step=step, rule=rule, reason=reason,
-              count=count, needed=needed)
+              count=count, needed=needed, **extra)
 
 
-def override_granted(step: str, *, rule: str, approvers: list[str]) -> EventData:
-    return _e(EventType.INTERLOCK_OVERRIDE_GRANTED, step=step, rule=rule, approvers=approvers)
+def override_granted(step: str, *, rule: str, approvers: list[str],
+                     nodes: int | None = None) -> EventData:
+    extra = {"nodes": nodes} if nodes is not None else {}
+    return _e(EventType.INTERLOCK_OVERRIDE_GRANTED, step=step, rule=rule, approvers=approvers,
+              **extra)
 
 
 def interlock_overridden(step: str, *, rule: str, approvers: list[str],

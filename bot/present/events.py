@@ -105,6 +105,15 @@ def _invalidated(p: Payload) -> str:
             f"approvals voided: {voided}")
 
 
+def _dropped(p: Payload) -> str:
+    return "; ".join(f"{k} ({v})" for k, v in (p.get("dropped") or {}).items()) or "none"
+
+
+def _narrowed(p: Payload) -> str:
+    return (f"plan narrowed {short_hash(p.get('old_hash'))} → {short_hash(p.get('new_hash'))}: "
+            f"dropped {_dropped(p)}; the rest applies as approved")
+
+
 def _applying(p: Payload) -> str:
     approvers = ", ".join(p.get("approvers") or ())
     return (f"applying plan {short_hash(p.get('plan_hash'))} (attempt {p.get('attempt', 1)})"
@@ -222,16 +231,21 @@ TEXTS: dict[EventType, EventText] = {
     T.APPROVAL_INVALIDATED: EventText(
         _invalidated, _say(lambda m: f"    ! the plan of {m.key} changed since it was approved: "
                                      "approval void, asking again")),
+    T.PLAN_NARROWED: EventText(
+        _narrowed, _say(lambda m: f"    ! {m.key}: dropped from the approved batch: "
+                                  f"{_dropped(m.payload)}")),
     T.STEP_CONFIRMED: EventText(lambda p: "confirmed" + (f": {p['note']}" if p.get("note") else "")),
     T.INTERLOCK_BLOCKED: EventText(
         lambda p: (f"interlock {p.get('rule', '')} refused at {p.get('phase', '')}: "
                    f"{p.get('message', '')}"),
         _say(lambda m: f"    ✗ interlock {m.payload.get('rule')}: {m.payload.get('message')}")),
     T.INTERLOCK_OVERRIDE_REQUESTED: EventText(
-        lambda p: (f"break-glass for {p.get('rule', '')} ({p.get('count', '?')} of "
-                   f"{p.get('needed', '?')}): {p.get('reason', '')}")),
+        lambda p: (f"break-glass for {p.get('rule', '')}"
+                   + (f" up to {p['nodes']} nodes" if p.get("nodes") is not None else "")
+                   + f" ({p.get('count', '?')} of {p.get('needed', '?')}): {p.get('reason', '')}")),
     T.INTERLOCK_OVERRIDE_GRANTED: EventText(
-        lambda p: (f"break-glass granted for {p.get('rule', '')} by "
+        lambda p: (f"break-glass granted for {p.get('rule', '')}"
+                   + (f" up to {p['nodes']} nodes" if p.get("nodes") is not None else "") + " by "
                    f"{', '.join(p.get('approvers') or ())}")),
     T.INTERLOCK_OVERRIDDEN: EventText(
         lambda p: f"interlock {p.get('rule', '')} overridden at apply",

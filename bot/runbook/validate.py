@@ -24,7 +24,7 @@ from jinja2 import nodes
 from pydantic import BaseModel, ValidationError
 
 from bot.errors import ExpressionError, ParamError, Problem
-from bot.runbook.model import Approval, Runbook, Step
+from bot.runbook.model import MAX_BATCH, Approval, Runbook, Step
 from bot.runbook.params import coerce_param
 from bot.runbook.templating import parse_expression, parse_template
 
@@ -55,7 +55,7 @@ def _nowhere(loc: Loc, message: str, *, key: bool = False) -> Problem:
 
 
 RUN_FIELDS = ("id", "requester", "started_at")
-STEP_FIELDS = ("result", "outputs", "status")
+STEP_FIELDS = ("result", "outputs", "status", "items")
 # ``x.items`` on a result finds the dict method before the key: results must use ``x['items']``
 DICT_METHODS = frozenset({"items", "keys", "values", "get", "pop", "update", "copy", "clear",
                           "setdefault", "popitem", "fromkeys"})
@@ -213,6 +213,9 @@ class _Checker:
             self.expression((*at, "when"), step.when, Scope(index), template=False)
         if step.foreach is not None:
             self.expression((*at, "foreach"), step.foreach, Scope(index), template=False)
+        if step.batch is not None:
+            self.expression((*at, "batch"), step.batch, Scope(index), template=False)
+            self.batch_literal((*at, "batch"), step.batch)
         for g, guard in enumerate(step.guards):
             scope = Scope(index, item=each, plan=True)
             self.expression((*at, "guards", g, "expr"), guard.expr, scope, template=False)
@@ -239,6 +242,13 @@ class _Checker:
             self.narrower(at, step, step.approval)
         if step.action is not None:
             self.action(at, step)
+
+    def batch_literal(self, at: Loc, source: str) -> None:
+        """A literal batch size must be a whole number from 1 to 1000."""
+        text = source.strip()
+        if text.lstrip("-").isdigit() and not 1 <= int(text) <= MAX_BATCH:
+            self.add(at, f"batch {text} is not a batch size: expected a whole number from 1 to "
+                         f"{MAX_BATCH}, or an expression giving one (params.batch_size)")
 
     def narrower(self, at: Loc, step: Step, mine: Approval) -> None:
         """A step's approver groups may narrow the runbook's, never widen them (any step)."""
