@@ -61,7 +61,7 @@ from bot.actions.registry import ActionSpec, action
 from bot.engine.plan import Change, Fact, Plan, Result, canonical_json
 from bot.errors import InterlockBlocked, PermanentError
 
-POLL_SECONDS = 5.0
+POLL_SECONDS = 15.0
 TAINT_VALUE = "nodeshutdown"
 TAINT_EFFECT = "NoExecute"
 GROUP_LABELS = (("eks.amazonaws.com/nodegroup", "node group"), ("karpenter.sh/nodepool", "NodePool"))
@@ -171,8 +171,8 @@ class _Batch:
         self.batch = [by_name[n] for n in p.nodes]
         ids = [i for i in (instance_id_of(n) for n in self.batch) if i]
         self.instances = env.ec2.describe_instances(ids) if ids else {}
-        live = [i for i in ids if instance_state(self.instances.get(i)) in ("running", "stopping",
-                                                                           "pending")]
+        # status checks are evidence for a stop still to be made, not for one under way
+        live = [i for i in ids if instance_state(self.instances.get(i)) in ("running", "pending")]
         self.checks = env.ec2.describe_instance_status(live) if live else {}
 
 

@@ -14,6 +14,7 @@ between approval and apply.
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -70,6 +71,7 @@ class Rehearsal:
     wall_clock: bool = False  # start the simulated clock at the real time (the demo's records)
     actions: Registry | None = None  # the shipped actions unless given (an action being added)
     runbooks_dir: str | None = None  # the shipped runbooks unless given
+    policy: dict[str, Any] = field(default_factory=dict)  # policy keys to set, e.g. limits
 
     def __post_init__(self) -> None:
         self.workdir = Path(self.workdir or tempfile.mkdtemp(prefix="runbook-bot-rehearsal-"))
@@ -93,6 +95,9 @@ class Rehearsal:
         url = self.database_url or f"sqlite:///{self.workdir / 'state.db'}"
         self.settings = default_settings(self.sandbox, database_url=url, audit_key=self.audit_key,
                                          runbooks_dir=self.runbooks_dir)
+        if self.policy:
+            self.settings = dataclasses.replace(
+                self.settings, policy=dataclasses.replace(self.settings.policy, **self.policy))
         sb = self.sandbox
         # the sandbox's own clients: its kubeconfig, and botocore pointed at its EC2 endpoint with
         # the product's retry mode (throttling is retried, as in production)
