@@ -231,11 +231,12 @@ class ZoneWaitParams(ClusterParams):
 
 
 class ZoneHeldParams(ClusterParams):
-    nodes: tuple[NodeName, ...] = Field(max_length=1000)
+    nodes: tuple[NodeName, ...] = Field(max_length=1000, description="The dead nodes")
+    instance_ids: tuple[InstanceId, ...] = Field(max_length=1000, description="Their instances")
 
 
 class ZonePlacementParams(ClusterParams):
     zone: ZoneName
     nodes: tuple[NodeName, ...] = Field(max_length=1000, description="The dead nodes")
-    claims: tuple[str, ...] = Field(max_length=100_000,
-                                    description="The claims to check, as namespace/name")
+    pvs: tuple[ObjectName, ...] = Field(max_length=100_000,
+                                        description="The PersistentVolumes the dead nodes held")

@@ -44,12 +44,14 @@ from bot.actions.objects import (
     Obj,
     csi_instance_id_of,
     ebs_volume_id_of_pv,
+    ec2_tags,
     has_taint,
     instance_id_of,
     instance_state,
     meta,
     nodes_of_instance,
     pod_claims,
+    pv_named_by_tags,
     pv_zone,
     ready_condition,
     set_taint,
@@ -112,25 +114,18 @@ def apply_survey(plan: Plan, p: ZoneSurveyParams, env: Env) -> Result:
     dead = [n for n in in_zone if ready_condition(n)[0] != "True"]
     ids = [i for i in (instance_id_of(n) for n in dead) if i]
     instances = env.ec2.describe_instances(ids) if ids else {}
-    vas = env.kube.list_volume_attachments()
-    pvs = {_name(pv): pv for pv in env.kube.list_pvs()} if dead else {}
+    vas = env.kube.list_volume_attachments() if dead else []
     items: list[Obj] = []
-    todo, done, skipped, claims = [], [], [], []
+    todo, done, skipped, pvs, todo_ids = [], [], [], [], []
     for n in sorted(in_zone, key=_name):
         name, iid = _name(n), instance_id_of(n)
         inst = instances.get(iid) if iid else None
-        mine = [v for v in vas if va_node(v) == name]
-        node_claims = []
-        for v in mine:
-            pv = pvs.get(str(((v.get("spec") or {}).get("source") or {}).get("persistentVolumeName")))
-            ref = ((pv or {}).get("spec") or {}).get("claimRef") or {}
-            if ref.get("name"):
-                node_claims.append(f"{ref.get('namespace')}/{ref['name']}")
+        mine = sorted(str(pv) for v in vas if va_node(v) == name
+                      if (pv := ((v.get("spec") or {}).get("source") or {}).get("persistentVolumeName")))
         item = {"node": name, "instance_id": iid, "state": instance_state(inst) if iid else None,
                 "ready": ready_condition(n)[0] == "True", "spot": is_spot(n, inst),
                 "out_of_service": has_taint(n, OUT_OF_SERVICE_TAINT),
-                "volume_attachments": len(mine), "claims": sorted(node_claims),
-                "groups": groups_of([n])}
+                "volume_attachments": len(mine), "pvs": mine, "groups": groups_of([n])}
         if item["ready"]:
             item["outcome"], item["reason"] = "skipped", "the node is Ready"
             skipped.append(name)
@@ -140,11 +135,12 @@ def apply_survey(plan: Plan, p: ZoneSurveyParams, env: Env) -> Result:
         elif item["out_of_service"] and item["state"] in FENCED_STATES:
             item["outcome"], item["reason"] = "done", "already out of service, instance " + str(item["state"])
             done.append(name)
-            claims += node_claims
         else:
             item["outcome"], item["reason"] = "to do", f"NotReady, instance {item['state']}"
             todo.append(name)
-            claims += node_claims
+        if item["outcome"] != "skipped":
+            pvs += mine
+            todo_ids.append(iid)
         items.append(item)
     if p.max_nodes is not None and len(todo) > p.max_nodes:
         raise PermanentError(
@@ -153,8 +149,8 @@ def apply_survey(plan: Plan, p: ZoneSurveyParams, env: Env) -> Result:
             f"start again with max_nodes={len(todo)} (or name the nodes)",
             service="kubernetes", operation="list_node", code="TooManyNodes")
     return Result(data={"zone": p.zone, "items": items, "todo": todo, "done": done,
-                        "skipped": skipped, "claims": sorted(set(claims)),
-                        "instance_ids": sorted(ids), "count": len(todo)},
+                        "skipped": skipped, "pvs": sorted(set(pvs)),
+                        "instance_ids": sorted(i for i in todo_ids if i), "count": len(todo)},
                   message=f"{len(todo)} node(s) of {p.zone} to recover, {len(done)} already out of "
                           f"service, {len(skipped)} left alone")
 
@@ -162,7 +158,7 @@ def apply_survey(plan: Plan, p: ZoneSurveyParams, env: Env) -> Result:
 # -- fence and taint, one batch ---------------------------------------------------------------
 
 class _Batch:
-    """One read of the batch's world: every node, the batch's instances, their status checks."""
+    """One read of the batch's world: every node, and the batch's instances in one call."""
 
     def __init__(self, env: Env, p: ZoneBatchParams, facts: list[Fact]) -> None:
         self.nodes = env.kube.list_nodes()
@@ -171,9 +167,6 @@ class _Batch:
         self.batch = [by_name[n] for n in p.nodes]
         ids = [i for i in (instance_id_of(n) for n in self.batch) if i]
         self.instances = env.ec2.describe_instances(ids) if ids else {}
-        # status checks are evidence for a stop still to be made, not for one under way
-        live = [i for i in ids if instance_state(self.instances.get(i)) in ("running", "pending")]
-        self.checks = env.ec2.describe_instance_status(live) if live else {}
 
 
 def _assess(env: Env, b: _Batch, node: Obj, facts: list[Fact]) -> tuple[list[Change], str | None]:
@@ -198,7 +191,7 @@ def _assess(env: Env, b: _Batch, node: Obj, facts: list[Fact]) -> tuple[list[Cha
         if state == "absent":
             return [], f"instance {iid} is unknown to EC2"
     else:
-        problems = il.fence_problems(env, instance_id=iid, instance=inst, checks=b.checks.get(iid),
+        problems = il.fence_problems(env, instance_id=iid, instance=inst, checks=None,
                                      nodes=nodes_of_instance(b.nodes, iid), facts=facts)
         if problems:
             return [], "; ".join(problems)
@@ -276,6 +269,9 @@ def _stop(env: Env, ids: list[str]) -> tuple[dict[str, str], dict[str, str]]:
 def apply_fence_taint(plan: Plan, p: ZoneBatchParams, env: Env) -> Result:
     approved: dict[str, Obj] = dict(plan.data.get("nodes") or {})
     batch_info = plan.data.get("batch") or {}
+    stopping = _stops_under_way(env, approved)
+    if stopping is not None:
+        return stopping
     outcomes: dict[str, Obj] = {
         n: {"node": n, "instance_id": None, "outcome": "dropped", "reason": why}
         for n, why in (batch_info.get("dropped") or {}).items()}
@@ -331,6 +327,25 @@ def apply_fence_taint(plan: Plan, p: ZoneBatchParams, env: Env) -> Result:
               for k in ("tainted", "done", "dropped", "failed")}
     return Result(data=data, already_done=not changed and not to_stop,
                   message=", ".join(f"{v} {k}" for k, v in counts.items() if v) or "nothing to do")
+
+
+def _stops_under_way(env: Env, approved: dict[str, Obj]) -> Result | None:
+    """While the stops this batch made are under way (an instance ``stopping``, none left
+    ``running``), a poll reads the instances alone: nothing is written until they are stopped,
+    and the taints then read everything live again."""
+    ids = sorted(str(v["instance_id"]) for v in approved.values() if v.get("stop"))
+    if not ids:
+        return None
+    states = {i: instance_state(inst) for i, inst in env.ec2.describe_instances(ids).items()}
+    if "stopping" not in states.values() or "running" in states.values() \
+            or "pending" in states.values() or len(states) != len(ids):
+        return None
+    fenced = sum(1 for s in states.values() if s in FENCED_STATES)
+    progress = f"{fenced} of {len(ids)} fenced instances stopped"
+    env.ctx.progress = progress
+    return Result(data={"items": [], "stopping": sorted(i for i, s in states.items()
+                                                        if s == "stopping")},
+                  done=False, progress=progress, retry_after=POLL_SECONDS)
 
 
 def _taint(env: Env, node: Obj, b: _Batch) -> Obj:
@@ -390,20 +405,18 @@ def _attachments(env: Env, nodes: set[str]) -> dict[str, list[str]]:
 
 
 def plan_wait_detached(p: ZoneWaitParams, env: Env) -> Plan:
-    initial = _attachments(env, set(p.nodes)) if p.nodes else {}
-    return Plan(action="k8s.zone.wait_detached", params={},
-                data={"initial": sum(len(v) for v in initial.values()), "started_at": env.now_iso()})
+    # the start time lives in the plan, which the engine keeps for every poll
+    return Plan(action="k8s.zone.wait_detached", params={}, data={"started_at": env.now_iso()})
 
 
 def apply_wait_detached(plan: Plan, p: ZoneWaitParams, env: Env) -> Result:
     left = _attachments(env, set(p.nodes)) if p.nodes else {}
     remaining = sum(len(v) for v in left.values())
-    initial = max(int(plan.data.get("initial") or 0), remaining)
     data = {"remaining": {k: sorted(v) for k, v in sorted(left.items())}, "count": remaining,
-            "nodes_left": sorted(left), "detached": initial - remaining}
-    progress = f"{initial - remaining} of {initial} detached, {len(left)} node(s) still hold some"
+            "nodes_left": sorted(left)}
+    progress = f"{remaining} VolumeAttachment(s) left on {len(left)} node(s)"
     if not remaining:
-        return Result(data=data, progress=progress, already_done=not initial,
+        return Result(data=data, progress=progress,
                       message=f"no VolumeAttachment names any of the {len(p.nodes)} nodes")
     started = datetime.fromisoformat(str(plan.data.get("started_at") or env.now_iso()))
     wait = p.timeout - (env.ctx.clock.now() - started).total_seconds()
@@ -423,29 +436,23 @@ def plan_held(p: ZoneHeldParams, env: Env) -> Plan:
 
 
 def apply_held(plan: Plan, p: ZoneHeldParams, env: Env) -> Result:
-    if not p.nodes:
-        return Result(data={"items": [], "volume_ids": [], "count": 0})
-    wanted = set(p.nodes)
-    by_instance = {instance_id_of(n): _name(n) for n in env.kube.list_nodes()
-                   if _name(n) in wanted and instance_id_of(n)}
-    if not by_instance:
+    if not p.instance_ids:
         return Result(data={"items": [], "volume_ids": [], "count": 0})
     vols = env.ec2.describe_volumes(filters=[{"Name": "attachment.instance-id",
-                                              "Values": sorted(i for i in by_instance if i)}])
-    pvs = {v: _name(pv) for pv in env.kube.list_pvs() if (v := ebs_volume_id_of_pv(pv))}
+                                              "Values": sorted(p.instance_ids)}])
+    wanted = set(p.nodes)
     held_pvs = {str(((v.get("spec") or {}).get("source") or {}).get("persistentVolumeName"))
                 for v in env.kube.list_volume_attachments()
                 if va_node(v) in wanted and not terminating(v)}
     items = []
     for vid, vol in sorted(vols.items()):
-        pv = pvs.get(vid)
+        pv = pv_named_by_tags(ec2_tags(vol))
         if pv is None or pv in held_pvs:  # the root volume, or Kubernetes still holds it
             continue
         for a in vol.get("Attachments") or ():
-            iid = a.get("InstanceId")
-            if iid in by_instance:
-                items.append({"volume_id": vid, "instance_id": iid, "node": by_instance[iid],
-                              "pv": pv, "state": a.get("State")})
+            if a.get("InstanceId") in p.instance_ids:
+                items.append({"volume_id": vid, "instance_id": a.get("InstanceId"), "pv": pv,
+                              "state": a.get("State")})
     return Result(data={"items": items, "volume_ids": [i["volume_id"] for i in items],
                         "count": len(items)})
 
@@ -459,19 +466,19 @@ def plan_placement(p: ZonePlacementParams, env: Env) -> Plan:
 def apply_placement(plan: Plan, p: ZonePlacementParams, env: Env) -> Result:
     dead = set(p.nodes)
     nodes = env.kube.list_nodes()
-    pods = env.kube.list_pods() if p.claims else []
-    pvs = env.kube.list_pvs() if p.claims else []
+    pods = env.kube.list_pods() if p.pvs else []
+    wanted = set(p.pvs)
     by_claim: dict[str, Obj] = {}
-    for one in pvs:
+    for one in env.kube.list_pvs() if p.pvs else []:
         ref = (one.get("spec") or {}).get("claimRef") or {}
-        if ref.get("name"):
+        if ref.get("name") and _name(one) in wanted:
             by_claim[f"{ref.get('namespace')}/{ref['name']}"] = one
     users: dict[str, list[Obj]] = {}
     for each in pods:
         for c in pod_claims(each):
             users.setdefault(c, []).append(each)
     items = []
-    for claim in sorted(set(p.claims)):
+    for claim in sorted(by_claim):
         pv = by_claim.get(claim)
         zone = pv_zone(pv) if pv else None
         live = [q for q in users.get(claim, []) if not terminating(q)]
@@ -537,12 +544,13 @@ ACTIONS: tuple[ActionSpec[Any], ...] = (
            description="Waits for all the nodes' VolumeAttachments together, one list per poll.",
            plan=plan_wait_detached, apply=apply_wait_detached),
     action("k8s.zone.held_volumes", ZoneHeldParams, destructive=False,
-           summary="List data volumes EC2 still attaches to {{ nodes | length }} node(s)",
-           description="EBS volumes of PVs that EC2 still attaches to the nodes' instances though "
-                       "no VolumeAttachment holds them: one DescribeVolumes for all.",
+           summary="List data volumes EC2 still attaches to {{ instance_ids | length }} instance(s)",
+           description="EBS volumes of PVs (by the driver's tags) that EC2 still attaches to the "
+                       "instances though no VolumeAttachment on their nodes holds them: one "
+                       "DescribeVolumes for all.",
            plan=plan_held, apply=apply_held),
     action("k8s.zone.placement", ZonePlacementParams, destructive=False,
-           summary="Check the pods of {{ claims | length }} claim(s) run again",
+           summary="Check the pods of the claims of {{ pvs | length }} volume(s) run again",
            description="Per claim: its pod runs on a live node, or why not, naming the node groups "
                        "or NodePools that can add capacity in the volume's zone, or the snapshot "
                        "path to another zone.",

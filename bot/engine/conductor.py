@@ -294,9 +294,13 @@ class Conductor:
         old_plan = s.plan
         s.plan, s.plan_hash = plan.to_dict(), new_hash
         tick.dirty.add(key)
+        # a batch that only lost items whose facts changed: what remains was approved as is
+        dropped = narrowed(old_plan, plan) if recheck and new_hash != old_hash and s.approved \
+            else None
         if not recheck or new_hash != old_hash:
-            self.event(tick, ev.step_planned(s.key, plan=s.plan, plan_hash=new_hash,
-                                             summary=plan.summary), now)
+            self.event(tick, ev.step_planned(
+                s.key, plan=s.plan, plan_hash=new_hash, summary=plan.summary,
+                narrowed_from=old_hash if dropped is not None else None, dropped=dropped), now)
         if not self._guards(s, step, plan, now, tick):
             return
         if self.state.dry_run:
@@ -312,14 +316,10 @@ class Conductor:
             self._to_applying(s, now, tick)  # a read: later steps plan on what it finds
             return
         if recheck:
-            dropped = narrowed(old_plan, plan) if new_hash != old_hash else None
-            if dropped is not None and s.approved:
-                # the batch only lost items whose facts changed: what remains was approved as is
+            if dropped is not None:
                 for v in s.votes:
                     if v.plan_hash == old_hash and v.kind in ("approve", "break_glass"):
                         v.plan_hash = new_hash
-                self.event(tick, ev.plan_narrowed(s.key, old_hash=old_hash, new_hash=new_hash,
-                                                  dropped=dropped), now)
                 self._to_applying(s, now, tick)
                 return
             if new_hash != old_hash:

@@ -34,7 +34,6 @@ class EventType(StrEnum):
     APPROVAL_REJECTED = "approval.rejected"
     APPROVAL_EXPIRED = "approval.expired"
     APPROVAL_INVALIDATED = "approval.invalidated"
-    PLAN_NARROWED = "plan.narrowed"
     STEP_CONFIRMED = "step.confirmed"
     INTERLOCK_BLOCKED = "interlock.blocked"
     INTERLOCK_OVERRIDE_REQUESTED = "interlock.override_requested"
@@ -99,8 +98,15 @@ def run_finished(*, status: str, outcome: str, compensations: list[str],
 # -- planning and guards ----------------------------------------------------------------------------
 
 def step_planned(step: str, *, plan: Mapping[str, Any] | None, plan_hash: str,
-                 summary: str) -> EventData:
-    return _e(EventType.STEP_PLANNED, step=step, plan=plan, plan_hash=plan_hash, summary=summary)
+                 summary: str, narrowed_from: str | None = None,
+                 dropped: Mapping[str, str] | None = None) -> EventData:
+    """``narrowed_from``/``dropped``: a batch plan re-read before apply lost these items (item ->
+    why) and nothing else changed, so the approval of ``narrowed_from`` stands for the rest."""
+    extra: dict[str, Any] = {}
+    if narrowed_from is not None:
+        extra = {"narrowed_from": narrowed_from, "dropped": dict(dropped or {})}
+    return _e(EventType.STEP_PLANNED, step=step, plan=plan, plan_hash=plan_hash, summary=summary,
+              **extra)
 
 
 def guard_checked(step: str, *, expr: str, ok: bool, message: str) -> EventData:
@@ -142,13 +148,6 @@ def approval_invalidated(step: str, *, old_hash: str | None, new_hash: str, void
                          reason: str) -> EventData:
     return _e(EventType.APPROVAL_INVALIDATED, step=step, old_hash=old_hash, new_hash=new_hash,
               voided=voided, reason=reason)
-
-
-def plan_narrowed(step: str, *, old_hash: str | None, new_hash: str,
-                  dropped: dict[str, str]) -> EventData:
-    """A batch dropped items whose facts changed since approval; the rest applies as approved."""
-    return _e(EventType.PLAN_NARROWED, step=step, old_hash=old_hash, new_hash=new_hash,
-              dropped=dropped)
 
 
 def step_confirmed(step: str, *, note: str) -> EventData:

@@ -109,9 +109,12 @@ def _dropped(p: Payload) -> str:
     return "; ".join(f"{k} ({v})" for k, v in (p.get("dropped") or {}).items()) or "none"
 
 
-def _narrowed(p: Payload) -> str:
-    return (f"plan narrowed {short_hash(p.get('old_hash'))} → {short_hash(p.get('new_hash'))}: "
-            f"dropped {_dropped(p)}; the rest applies as approved")
+def _planned(p: Payload) -> str:
+    text = f"planned {short_hash(p.get('plan_hash'))}: {p.get('summary', '')}"
+    if p.get("narrowed_from"):
+        text += (f"; narrowed from the approved {short_hash(p.get('narrowed_from'))}, dropped "
+                 f"{_dropped(p)}: the rest applies as approved")
+    return text
 
 
 def _applying(p: Payload) -> str:
@@ -212,8 +215,7 @@ TEXTS: dict[EventType, EventText] = {
     T.RUN_ABORTED: EventText(lambda p: f"aborted: {p.get('reason', '')}"),
     T.RUN_FINISHED: EventText(lambda p: f"finished {p.get('status', '')}: {p.get('outcome', '')}",
                               _live_finished),
-    T.STEP_PLANNED: EventText(
-        lambda p: f"planned {short_hash(p.get('plan_hash'))}: {p.get('summary', '')}", _live_planned),
+    T.STEP_PLANNED: EventText(_planned, _live_planned),
     T.GUARD_PASSED: EventText(lambda p: f"guard passed: {p.get('expr', '')}"),
     T.GUARD_FAILED: EventText(
         lambda p: f"guard failed: {p.get('expr', '')}: {p.get('message', '')}",
@@ -231,9 +233,6 @@ TEXTS: dict[EventType, EventText] = {
     T.APPROVAL_INVALIDATED: EventText(
         _invalidated, _say(lambda m: f"    ! the plan of {m.key} changed since it was approved: "
                                      "approval void, asking again")),
-    T.PLAN_NARROWED: EventText(
-        _narrowed, _say(lambda m: f"    ! {m.key}: dropped from the approved batch: "
-                                  f"{_dropped(m.payload)}")),
     T.STEP_CONFIRMED: EventText(lambda p: "confirmed" + (f": {p['note']}" if p.get("note") else "")),
     T.INTERLOCK_BLOCKED: EventText(
         lambda p: (f"interlock {p.get('rule', '')} refused at {p.get('phase', '')}: "
