@@ -156,7 +156,8 @@ class Conductor:
                                           f"{step.foreach}")
                 items = list(value)
                 if step.batch is not None:
-                    items = _batches(items, evaluate(step.batch, ctx))
+                    size = step.batch if isinstance(step.batch, int) else evaluate(step.batch, ctx)
+                    items = _batches(items, size)
         except RunbookBotError as e:
             base.title = _plain_title(step)
             self._fail(base, now, tick, f"step {step.id!r}: {e}")

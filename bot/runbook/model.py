@@ -167,7 +167,7 @@ class Step(_Strict):
     on_failure: OnFailure = "abort"
     wait_until: WaitUntil | None = None
     foreach: Expression | None = None
-    batch: Expression | None = Field(
+    batch: int | Expression | None = Field(
         default=None, description="With foreach: an expression giving N; the list is cut into "
                                   "batches of at most N elements, one step instance (and one "
                                   "approval) per batch, whose item is the batch.")
@@ -182,6 +182,14 @@ class Step(_Strict):
         if self.batch is not None and self.foreach is None:
             raise ValueError("'batch' cuts the list of 'foreach' into batches: add 'foreach'")
         return self
+
+    @field_validator("batch")
+    @classmethod
+    def _batch_size(cls, value: int | str | None) -> int | str | None:
+        if isinstance(value, bool) or (isinstance(value, int) and not 1 <= value <= MAX_BATCH):
+            raise ValueError(f"batch {value} is not a batch size: expected a whole number from 1 "
+                             f"to {MAX_BATCH}, or an expression giving one (params.batch_size)")
+        return value
 
     @field_validator("with_")
     @classmethod

@@ -219,7 +219,7 @@ class _Checker:
             self.expression((*at, "when"), step.when, Scope(index), template=False)
         if step.foreach is not None:
             self.expression((*at, "foreach"), step.foreach, Scope(index), template=False)
-        if step.batch is not None:
+        if isinstance(step.batch, str):
             self.expression((*at, "batch"), step.batch, Scope(index), template=False)
             self.batch_literal((*at, "batch"), step.batch)
         for g, guard in enumerate(step.guards):

@@ -50,7 +50,8 @@ class Scenario:
 
 # -- building blocks --------------------------------------------------------------------------
 
-def add_nodes(sb: Sandbox, zone: str, count: int, *, pods: int = 29, cpu: str = "4") -> list[str]:
+def add_nodes(sb: Sandbox, zone: str, count: int, *, pods: int = 29, cpu: str = "4",
+              attach: int = 25) -> list[str]:
     ids = sb.seed_ec2.run_instances(ImageId="ami-12c6146b", MinCount=count, MaxCount=count,
                                     InstanceType="m5.xlarge",
                                     Placement={"AvailabilityZone": zone})["Instances"]
@@ -76,7 +77,7 @@ def add_nodes(sb: Sandbox, zone: str, count: int, *, pods: int = 29, cpu: str = 
                        "nodeInfo": node_info(iid)}})
         sb.create("CSINode", {"metadata": {"name": name}, "spec": {"drivers": [
             {"name": DRIVER, "nodeID": iid, "topologyKeys": [EBS_ZONE],
-             "allocatable": {"count": 25}}]}})
+             "allocatable": {"count": attach}}]}})
         names.append(name)
     adopt(sb, names)
     return names
@@ -291,8 +292,8 @@ def build_az_outage(sb: Sandbox) -> dict[str, Any]:
     dead = add_nodes(sb, ZONES[0], n, pods=per + 5)
     for zone in ZONES[1:]:
         add_nodes(sb, zone, max(1, n // 5), pods=per + 5)
-    # room in the zone for every pod that must move: pods, and EBS attachments (25 per node)
-    spare = add_nodes(sb, ZONES[0], max(1, -(-n * per // 20)), pods=25)
+    # room in the zone for every pod that must move: pods, and EBS attachments (40 per node)
+    spare = add_nodes(sb, ZONES[0], max(1, -(-n * per // 40)), pods=45, attach=40)
     for name in spare:
         sb.store.mutate("Node", None, name, lambda o: o["spec"].update(unschedulable=True))
     storage_class(sb, "gp3", "WaitForFirstConsumer", default=True)

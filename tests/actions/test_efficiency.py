@@ -98,7 +98,7 @@ def test_the_ec2_state_of_every_node_is_one_describe_instances_call(outage):
     ids = [pid.rsplit("/", 1)[-1] for n in kube.list_nodes() if (pid := n["spec"]["providerID"])]
     calls: list[ApiCall] = []
     found = outage.ec2.bound(calls).describe_instances(ids)
-    assert len(found) == len(ids) == NODES + NODES // 5 * 2 + -(-NODES * PER_NODE // 20)
+    assert len(found) == len(ids) == NODES + NODES // 5 * 2 + -(-NODES * PER_NODE // 40)
     assert {found[i]["State"]["Name"] for i in outage.facts["instance_ids"]} == {"stopped"}
     assert _ops(calls) == ["DescribeInstances"]
 
