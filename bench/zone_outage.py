@@ -25,6 +25,7 @@ the bot's). Not part of ``make test``.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import shutil
@@ -38,12 +39,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.wire import WireProxy  # noqa: E402
-from bot.engine.commands import BreakGlass  # noqa: E402
-from bot.engine.ports import ManualClock  # noqa: E402
-from bot.engine.runstate import RunState, StepState  # noqa: E402
-from bot.sim.rehearsal import APPROVERS, Rehearsal  # noqa: E402
-from bot.sim.sandbox import Sandbox  # noqa: E402
+from bench.wire import WireProxy
+from bot.engine.commands import BreakGlass
+from bot.engine.ports import ManualClock
+from bot.engine.runstate import RunState, StepState
+from bot.sim.rehearsal import APPROVERS, Rehearsal
+from bot.sim.sandbox import Sandbox
 
 ZONE = "ap-southeast-1a"
 OOS = "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute"
@@ -206,7 +207,7 @@ def main() -> int:
         if bot["wall"] > man["wall"]:
             missed.append(f"{n} nodes: the bot took {bot['wall']:.2f}s, the script {man['wall']:.2f}s")
     per_node = [bot["reads"] / n for n, bot, _ in rows]
-    if len(rows) > 1 and not all(b < a for a, b in zip(per_node, per_node[1:], strict=False)):
+    if len(rows) > 1 and not all(b < a for a, b in itertools.pairwise(per_node)):
         missed.append("the bot's reads per node do not fall as nodes grow: "
                       + ", ".join(f"{n}: {r:.2f}" for (n, _, _), r in zip(rows, per_node, strict=True)))
     for m in missed:
