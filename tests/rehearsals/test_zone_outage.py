@@ -170,3 +170,23 @@ def test_a_spot_node_fails_alone_and_a_rerun_picks_up_only_what_is_left(rehearse
     assert [c["targets"] for c in writes] == [[spot]]
     assert_clean(r, st.run_id)
     assert_clean(r, again.run_id)
+
+
+def test_what_ec2_still_holds_is_force_detached_through_the_guarded_path(rehearse):
+    r = rehearse("az-outage", policy={"max_out_of_service_nodes": 20}, nodes=2)
+    f = r.facts
+    iid = f["instance_ids"][0]
+    stuck = next(v for v, rows in r.sandbox.ec2.attachments().items()
+                 if rows and rows[0][0] == iid and r.sandbox.ec2.tags(v).get("CSIVolumeName"))
+    r.sandbox.ec2.mark_stuck(stuck, "busy")  # its DetachVolume never completes
+    st = r.run("zone-outage-ngns", zone=ZONE, detach_wait="2m")
+    assert st.status == "succeeded", st.outcome
+    assert st.steps["wait_detach"].status == "failed"  # the attachment stayed
+    assert st.steps["held"].outputs["items"] == [
+        {"volume_id": stuck, "instance_id": iid, "pv": r.sandbox.ec2.tags(stuck)["CSIVolumeName"],
+         "state": "busy"}]
+    detach = st.steps["force_detach[0]"]
+    assert detach.status == "succeeded" and len({v.by for v in detach.approvals()}) == 2
+    assert r.sandbox.ec2.attachments()[stuck] == [] or r.sandbox.ec2.attachments()[stuck][0][0] != iid
+    assert st.steps["placement"].result["running"] == st.steps["placement"].result["total"]
+    assert_clean(r, st.run_id)
