@@ -230,7 +230,8 @@ def plan_fence_taint(p: ZoneBatchParams, env: Env) -> Plan:
         items[name] = _digest({"changes": [asdict(c) for c in ch],
                                "facts": [[f.subject, f.name, f.value] for f in mine]})
         nodes[name] = {"instance_id": instance_id_of(node),
-                       "stop": any(c.operation == "force-stop" for c in ch)}
+                       "stop": any(c.operation == "force-stop" for c in ch),
+                       "state": instance_state(b.instances.get(instance_id_of(node) or ""))}
     others = il.check_blast_radius(env, targets=list(items), nodes=b.nodes, facts=facts) \
         if items else []
     common = _digest({"zone": p.zone, "others": others})
@@ -293,7 +294,11 @@ def apply_fence_taint(plan: Plan, p: ZoneBatchParams, env: Env) -> Result:
         else:
             ok.append(node)
     states = {i: instance_state(b.instances.get(i)) for i in (instance_id_of(n) for n in ok) if i}
-    to_stop = sorted(i for i, s in states.items() if s == "running")
+    # a plain stop someone began on a hung guest never ends: 'stopping' is forced too. Polls
+    # while this batch's own stops are under way never get here (_stops_under_way)
+    planned = {str(v["instance_id"]) for v in approved.values() if v.get("stop")}
+    to_stop = sorted(i for i, s in states.items()
+                     if s == "running" or (s == "stopping" and i in planned))
     if to_stop:
         now, failed = _stop(env, to_stop)
         states.update(now)
@@ -337,8 +342,8 @@ def _stops_under_way(env: Env, approved: dict[str, Obj]) -> Result | None:
     ``running``), a poll reads the instances alone: nothing is written until they are stopped,
     and the taints then read everything live again."""
     ids = sorted(str(v["instance_id"]) for v in approved.values() if v.get("stop"))
-    if not ids:
-        return None
+    if not ids or any(v.get("state") == "stopping" for v in approved.values() if v.get("stop")):
+        return None  # someone else's stop was under way at plan time: it is forced at every apply
     states = {i: instance_state(inst) for i, inst in env.ec2.describe_instances(ids).items()}
     if "stopping" not in states.values() or "running" in states.values() \
             or "pending" in states.values() or len(states) != len(ids):
