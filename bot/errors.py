@@ -74,9 +74,12 @@ class IllegalTransition(PolicyError):
 class InterlockBlocked(RunbookBotError):
     """A safety interlock refused a change. ``rule`` is the interlock's id, e.g. ``oos-taint``."""
 
-    def __init__(self, rule: str, message: str) -> None:
+    def __init__(self, rule: str, message: str, *, count: int | None = None) -> None:
         self.rule = rule
         self.message = message
+        # for a rule that counts (nodes out of service): how many the step would make it; a
+        # break-glass override of such a rule must name the number it allows
+        self.count = count
         super().__init__(f"interlock {rule}: {message}")
 
 

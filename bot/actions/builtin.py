@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.actions import ec2, ec2_snapshots, flow, kube, kube_storage, pv_blockers, reports
+from bot.actions import ec2, ec2_snapshots, flow, kube, kube_storage, pv_blockers, reports, zone
 from bot.actions.registry import ActionSpec, Registry
 
 BUILTIN: tuple[ActionSpec[Any], ...] = (
@@ -21,6 +21,7 @@ BUILTIN: tuple[ActionSpec[Any], ...] = (
     *ec2.ACTIONS,
     *ec2_snapshots.ACTIONS,
     *flow.ACTIONS,
+    *zone.ACTIONS,
 )
 
 

@@ -201,3 +201,42 @@ class VolumeSnapshotParams(ClusterParams):
     volume_id: VolumeId
     pv: ObjectName | None = Field(default=None, description="The PersistentVolume, for the tags.")
     wait: bool = Field(default=True, description="Poll until the snapshot is completed.")
+
+
+ZoneName = Annotated[
+    str, Field(pattern=r"^[a-z]{2}(-[a-z]+)+-[0-9][a-z]$",
+               description="An availability zone, e.g. ap-southeast-1a")
+]
+
+
+class ZoneSurveyParams(ClusterParams):
+    zone: ZoneName
+    nodes: tuple[NodeName, ...] | None = Field(
+        default=None, description="Only these nodes (all must be in the zone); every NotReady "
+                                  "node of the zone when omitted")
+    max_nodes: int | None = Field(
+        default=None, ge=1, le=1000,
+        description="Refuse, before any change, when more NotReady nodes than this are found")
+
+
+class ZoneBatchParams(ClusterParams):
+    zone: ZoneName
+    nodes: tuple[NodeName, ...] = Field(min_length=1, max_length=1000,
+                                        description="The batch: nodes of the zone")
+
+
+class ZoneWaitParams(ClusterParams):
+    nodes: tuple[NodeName, ...] = Field(max_length=1000)
+    timeout: Duration = 600.0
+
+
+class ZoneHeldParams(ClusterParams):
+    nodes: tuple[NodeName, ...] = Field(max_length=1000, description="The dead nodes")
+    instance_ids: tuple[InstanceId, ...] = Field(max_length=1000, description="Their instances")
+
+
+class ZonePlacementParams(ClusterParams):
+    zone: ZoneName
+    nodes: tuple[NodeName, ...] = Field(max_length=1000, description="The dead nodes")
+    pvs: tuple[ObjectName, ...] = Field(max_length=100_000,
+                                        description="The PersistentVolumes the dead nodes held")

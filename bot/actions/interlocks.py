@@ -13,7 +13,7 @@ sees can never disagree. This module holds the rules only: each reads the world 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from bot.actions.env import Env
 from bot.actions.objects import (
@@ -45,8 +45,10 @@ from bot.actions.objects import (
     ready_condition,
     terminating,
     va_node,
+    zone_of_node,
 )
 from bot.engine.plan import Fact
+from bot.errors import InterlockBlocked
 
 RULE_OOS_TAINT = "oos-taint"  # 1
 RULE_FORCE_DETACH = "force-detach"  # 2
@@ -56,17 +58,20 @@ RULE_BLAST_RADIUS = "blast-radius"  # 5
 RULE_FINALIZER_BLOCKER = "finalizer-blocker"  # 6
 RULE_VOLUME_DELETE = "volume-delete"  # 7
 RULE_FENCE = "fence-live"  # 8
+RULE_ZONE = "zone-scope"  # 9: refuses outright, break-glass cannot lift it (not in RULES)
 RULES = (RULE_OOS_TAINT, RULE_FORCE_DETACH, RULE_OOS_UNTAINT, RULE_FINALIZERS, RULE_BLAST_RADIUS,
          RULE_FINALIZER_BLOCKER, RULE_VOLUME_DELETE, RULE_FENCE)
 PV_PROTECTION = "kubernetes.io/pv-protection"
 PVC_PROTECTION = "kubernetes.io/pvc-protection"
 
 
-def check_out_of_service_taint(env: Env, *, node: Obj, facts: list[Fact]) -> None:
+def check_out_of_service_taint(env: Env, *, node: Obj, facts: list[Fact],
+                               instances: Mapping[str, Obj] | None = None) -> None:
     """1: the node is NotReady and its EC2 instance is stopped/terminated, as read right now.
 
     The instance is the one in ``spec.providerID``; when the EBS CSI driver registered the node
-    under a different instance id, which machine the node is cannot be confirmed: refused."""
+    under a different instance id, which machine the node is cannot be confirmed: refused.
+    ``instances``: a DescribeInstances just made for a whole batch, instead of one per node."""
     name = node["metadata"]["name"]
     status, _ = ready_condition(node)
     facts.append(env.fact(f"node {name}", "ready", status))
@@ -87,7 +92,8 @@ def check_out_of_service_taint(env: Env, *, node: Obj, facts: list[Fact]) -> Non
                     f"{CSI_NODE_ID}; the bot cannot tell which machine to confirm is shut down. "
                     "Find out which instance the node runs on before tainting it")
         return
-    state = instance_state(env.ec2.describe_instances([iid]).get(iid))
+    read = instances if instances is not None else env.ec2.describe_instances([iid])
+    state = instance_state(read.get(iid))
     facts.append(env.fact(f"instance {iid}", "state", state))
     env.ctx.interlock(
         rule=RULE_OOS_TAINT, ok=status != "True" and state in FENCED_STATES,
@@ -96,17 +102,26 @@ def check_out_of_service_taint(env: Env, *, node: Obj, facts: list[Fact]) -> Non
                 "first (aws.ec2.instance.stop with force) and wait for 'stopped'")
 
 
-def check_blast_radius(env: Env, *, node_name: str, nodes: Iterable[Obj], facts: list[Fact]) -> None:
-    """5: at most ``policy.max_out_of_service_nodes`` nodes carry the out-of-service taint."""
+def check_blast_radius(env: Env, *, targets: Sequence[str], nodes: Iterable[Obj],
+                       facts: list[Fact]) -> list[str]:
+    """5: at most ``policy.max_out_of_service_nodes`` nodes carry the out-of-service taint once
+    ``targets`` carry it too. A break-glass override names how many it allows (``count``).
+    Returns the other nodes that carry it."""
     limit = env.settings.policy.max_out_of_service_nodes
+    mine = set(targets)
     others = sorted(n["metadata"]["name"] for n in nodes
-                    if has_taint(n, OUT_OF_SERVICE_TAINT) and n["metadata"]["name"] != node_name)
+                    if has_taint(n, OUT_OF_SERVICE_TAINT) and n["metadata"]["name"] not in mine)
     facts.append(env.fact(f"cluster {env.cluster.name}", "out_of_service_nodes", others))
+    count = len(others) + len(mine)
+    what = next(iter(mine)) if len(mine) == 1 else f"{len(mine)} nodes"
     env.ctx.interlock(
-        rule=RULE_BLAST_RADIUS, ok=len(others) + 1 <= limit,
-        message=f"{len(others)} node(s) already carry {OUT_OF_SERVICE_TAINT} ({', '.join(others)}); "
-                f"tainting {node_name} would exceed the limit of {limit}. Untaint repaired nodes "
-                "first, or raise policy.max_out_of_service_nodes")
+        rule=RULE_BLAST_RADIUS, ok=count <= limit, count=count,
+        message=f"{len(others)} node(s) already carry {OUT_OF_SERVICE_TAINT} "
+                f"({', '.join(others[:10]) or 'none'}); tainting {what} would make {count}, over "
+                f"the limit of {limit}. Untaint repaired nodes first, raise "
+                "policy.max_out_of_service_nodes, or for a declared zone outage break glass "
+                f"naming the number of nodes allowed (--nodes {count})")
+    return others
 
 
 def check_out_of_service_untaint(env: Env, *, node: Obj, facts: list[Fact]) -> None:
@@ -391,7 +406,7 @@ class Rechecked:
 
 
 def check_fence(env: Env, *, instance_id: str, instance: Obj | None, facts: list[Fact]) -> None:
-    """6: the Node behind the instance is NotReady now, and has been for at least
+    """8: the Node behind the instance is NotReady now, and has been for at least
     ``policy.fence_min_not_ready``; an instance being started (``pending``) is never fenced.
 
     The Node is found by its providerID (or EBS CSI registration) in a live list, not taken from
@@ -399,13 +414,30 @@ def check_fence(env: Env, *, instance_id: str, instance: Obj | None, facts: list
     plan's facts (its Ready condition and heartbeat), which voids the approval, and is refused here.
     """
     iid = instance_id
+    checks = env.ec2.describe_instance_status([iid]).get(iid) if instance is not None else None
+    problems = fence_problems(env, instance_id=iid, instance=instance, checks=checks or {},
+                              nodes=nodes_of_instance(env.kube.list_nodes(), iid), facts=facts)
+    env.ctx.interlock(
+        rule=RULE_FENCE, ok=not problems,
+        message=f"refusing to stop instance {iid}: {'; '.join(problems)}. A fence is only for a "
+                "machine whose node has been NotReady for a while; a node that recovered must not "
+                "be stopped")
+
+
+def fence_problems(env: Env, *, instance_id: str, instance: Obj | None, checks: Obj | None,
+                   nodes: list[Obj], facts: list[Fact]) -> list[str]:
+    """Why rule 8 refuses to stop one instance, from reads already made (an empty list: it may).
+
+    A batch reads every node in one list and every instance in one DescribeInstances, then asks
+    this for each instance, so a fence of many instances applies the same rule as a fence of one.
+    """
+    iid = instance_id
     state = instance_state(instance)
     facts.append(env.fact(f"instance {iid}", "state", state))
-    checks = env.ec2.describe_instance_status([iid]).get(iid) if instance is not None else None
-    facts.append(env.fact(f"instance {iid}", "status_checks", {
-        "system": ((checks or {}).get("SystemStatus") or {}).get("Status"),
-        "instance": ((checks or {}).get("InstanceStatus") or {}).get("Status")}))
-    nodes = nodes_of_instance(env.kube.list_nodes(), iid)
+    if checks is not None:  # evidence for approvers; the rule itself does not read them
+        facts.append(env.fact(f"instance {iid}", "status_checks", {
+            "system": (checks.get("SystemStatus") or {}).get("Status"),
+            "instance": (checks.get("InstanceStatus") or {}).get("Status")}))
     facts.append(env.fact(f"instance {iid}", "nodes", sorted(meta(n)["name"] for n in nodes)))
     minimum = env.settings.policy.fence_min_not_ready
     now = env.ctx.clock.now()
@@ -435,8 +467,25 @@ def check_fence(env: Env, *, instance_id: str, instance: Obj | None, facts: list
         if down < minimum:
             problems.append(f"node {name} has been NotReady for {down:.0f}s only, less than "
                             f"policy.fence_min_not_ready ({minimum:.0f}s)")
-    env.ctx.interlock(
-        rule=RULE_FENCE, ok=not problems,
-        message=f"refusing to stop instance {iid}: {'; '.join(problems)}. A fence is only for a "
-                "machine whose node has been NotReady for a while; a node that recovered must not "
-                "be stopped")
+    return problems
+
+
+def check_zone(env: Env, *, zone: str, named: Iterable[str], nodes: Iterable[Obj],
+               facts: list[Fact]) -> None:
+    """9: a zone outage acts only on nodes of its zone: every node it names exists and carries
+    that zone (``topology.kubernetes.io/zone``), as read now. Not a filter: a node of another
+    zone in the list refuses the whole step, and break-glass does not lift it (start a run for
+    the other zone instead)."""
+    by_name = {meta(n)["name"]: n for n in nodes}
+    wrong: list[str] = []
+    for name in named:
+        node = by_name.get(name)
+        where = zone_of_node(node) if node is not None else None
+        if where != zone:
+            wrong.append(f"{name} ({'not a node of this cluster' if node is None else f'zone {where}'})")
+    facts.append(env.fact(f"zone {zone}", "nodes_outside", wrong))
+    if wrong:
+        raise InterlockBlocked(RULE_ZONE, (
+            f"this run is for zone {zone}, but {len(wrong)} of its nodes are not in it: "
+            f"{', '.join(wrong[:10])}{' ...' if len(wrong) > 10 else ''}. A zone outage never "
+            "touches another zone; drop those nodes, or start a run for their zone"))

@@ -35,6 +35,7 @@ from bot.actions.objects import (
     meta,
     parse_time,
     ready_condition,
+    set_taint,
     taints_of,
     terminating,
     tolerates,
@@ -130,7 +131,7 @@ def _taint_change(node: Obj, p: TaintParams) -> Change | None:
 def _taint_interlocks(env: Env, *, node: Obj, p: TaintParams, facts: list[Fact]) -> None:
     if p.key == OUT_OF_SERVICE_TAINT:
         il.check_out_of_service_taint(env, node=node, facts=facts)
-        il.check_blast_radius(env, node_name=p.node, nodes=env.kube.list_nodes(), facts=facts)
+        il.check_blast_radius(env, targets=[p.node], nodes=env.kube.list_nodes(), facts=facts)
 
 
 def plan_taint(p: TaintParams, env: Env) -> Plan:
@@ -154,20 +155,7 @@ def apply_taint(plan: Plan, p: TaintParams, env: Env) -> Result:
         if _taint_change(obj, p) is None:
             return None
         recheck(obj)
-        spec = obj.setdefault("spec", {})
-        kept = [t for t in spec.get("taints") or ()
-                if not (t.get("key") == p.key and t.get("effect") == p.effect)]
-        spec["taints"] = [*kept, {"key": p.key, "value": p.value, "effect": p.effect}]
-        if p.key == OUT_OF_SERVICE_TAINT:
-            # in the same write: the boot it was tainted on, which node-recovered must see gone
-            notes = obj.setdefault("metadata", {}).setdefault("annotations", {})
-            notes[TAINT_AT] = env.now_iso()
-            boot = boot_id_of(obj)
-            if boot:
-                notes[TAINT_BOOT_ID] = boot
-            else:
-                notes.pop(TAINT_BOOT_ID, None)
-        return obj
+        return set_taint(obj, key=p.key, value=p.value, effect=p.effect, now=env.now_iso())
 
     written, changed = k.update(kind="Node", name=p.node, mutate=mutate, current=node)
     if _taint_change(written, p) is not None:

@@ -9,7 +9,6 @@ when the finalizers are already gone. Result shapes are the contract in docs/act
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import Any
 
@@ -25,11 +24,11 @@ from bot.actions.declarations import (
 )
 from bot.actions.env import Env
 from bot.actions.objects import (
-    ZONE_KEYS,
     Obj,
     ebs_driver_of_pv,
     ebs_volume_id_of_pv,
     meta,
+    pv_zone,
     ready_condition,
     terminating,
     va_node,
@@ -61,20 +60,6 @@ def va_view(va: Obj, volume_ids: dict[str, str | None]) -> Obj:
             # while the attacher still reports attached with a detachError
             "deleting": terminating(va),
             "volume_id": volume_ids.get(pv) if pv else None}
-
-
-def pv_zone(pv: Obj) -> str | None:
-    affinity = ((pv.get("spec") or {}).get("nodeAffinity") or {}).get("required") or {}
-    for term in affinity.get("nodeSelectorTerms") or ():
-        for expr in term.get("matchExpressions") or ():
-            if expr.get("key") in ZONE_KEYS and expr.get("values"):
-                return str(expr["values"][0])
-    legacy = str(((pv.get("spec") or {}).get("awsElasticBlockStore") or {}).get("volumeID") or "")
-    m = re.match(r"^aws://(?P<zone>[a-z0-9-]+)/", legacy)
-    if m:
-        return m.group("zone")
-    labels = meta(pv).get("labels") or {}
-    return next((str(labels[k]) for k in ZONE_KEYS if labels.get(k)), None)
 
 
 def pv_view(pv: Obj | None, name: str) -> Obj:

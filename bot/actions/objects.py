@@ -60,6 +60,20 @@ def zone_of_node(node: Obj) -> str | None:
     return m.group("zone") if m else None
 
 
+def pv_zone(pv: Obj) -> str | None:
+    affinity = ((pv.get("spec") or {}).get("nodeAffinity") or {}).get("required") or {}
+    for term in affinity.get("nodeSelectorTerms") or ():
+        for expr in term.get("matchExpressions") or ():
+            if expr.get("key") in ZONE_KEYS and expr.get("values"):
+                return str(expr["values"][0])
+    legacy = str(((pv.get("spec") or {}).get("awsElasticBlockStore") or {}).get("volumeID") or "")
+    m = re.match(r"^aws://(?P<zone>[a-z0-9-]+)/", legacy)
+    if m:
+        return m.group("zone")
+    labels = meta(pv).get("labels") or {}
+    return next((str(labels[k]) for k in ZONE_KEYS if labels.get(k)), None)
+
+
 def ready_condition(node: Obj) -> tuple[str, str | None]:
     """(status, lastTransitionTime) of the Ready condition; ``Unknown`` when it is missing."""
     for cond in (node.get("status") or {}).get("conditions") or ():
@@ -75,6 +89,26 @@ def taints_of(node: Obj) -> list[Obj]:
 
 def has_taint(node: Obj, key: str) -> bool:
     return any(t.get("key") == key for t in (node.get("spec") or {}).get("taints") or ())
+
+
+def set_taint(obj: Obj, *, key: str, value: str, effect: str, now: str) -> Obj:
+    """``obj`` (a Node) with the taint added, or its value replaced for the same key and effect.
+
+    The out-of-service taint records, in the same write, when it went on and the boot it went on
+    (``TAINT_AT``, ``TAINT_BOOT_ID``), which the untaint interlock must see gone."""
+    spec = obj.setdefault("spec", {})
+    kept = [t for t in spec.get("taints") or ()
+            if not (t.get("key") == key and t.get("effect") == effect)]
+    spec["taints"] = [*kept, {"key": key, "value": value, "effect": effect}]
+    if key == OUT_OF_SERVICE_TAINT:
+        notes = obj.setdefault("metadata", {}).setdefault("annotations", {})
+        notes[TAINT_AT] = now
+        boot = boot_id_of(obj)
+        if boot:
+            notes[TAINT_BOOT_ID] = boot
+        else:
+            notes.pop(TAINT_BOOT_ID, None)
+    return obj
 
 
 def va_node(va: Obj) -> str | None:

@@ -57,6 +57,10 @@ def register(sub: Any) -> None:
         p.add_argument("--reason", required=True, metavar="TEXT", help="why (recorded in the audit)")
         if name != "abort":
             p.add_argument("--step", metavar="ID", help="the step (default: the one waiting)")
+        if name == "break-glass":
+            p.add_argument("--nodes", type=int, metavar="N",
+                           help="for an interlock that counts nodes (blast-radius): how many "
+                                "nodes the override allows out of service at once")
         p.add_argument("--as", dest="as_user", metavar="USER", help=ACTOR_HELP)
         p.add_argument("--no-follow", action="store_true", help="do not carry the run on here")
         p.set_defaults(handler=cmd_decide, command_name=name)
@@ -182,7 +186,8 @@ def cmd_decide(args: argparse.Namespace) -> int:
     elif name == "reject":
         cmd = c.Reject(run_id=run_id, actor=actor, reason=args.reason, step=step, via=via)
     elif name == "break-glass":
-        cmd = c.BreakGlass(run_id=run_id, actor=actor, reason=args.reason, step=step, via=via)
+        cmd = c.BreakGlass(run_id=run_id, actor=actor, reason=args.reason, step=step, via=via,
+                           nodes=args.nodes)
     else:
         cmd = c.Abort(run_id=run_id, actor=actor, reason=args.reason, via=via)
     out = runner.submit(cmd)

@@ -274,8 +274,9 @@ class Ec2Client:
         if volume_ids:
             flt.append({"Name": "volume-id", "Values": sorted(set(volume_ids))})
         out: dict[str, dict[str, Any]] = {}
-        for page in self._paginate("DescribeVolumes", "describe_volumes", list(volume_ids),
-                                   Filters=flt):
+        # the audit names what was asked for: the ids, or the filters' values
+        targets = list(volume_ids) or [str(v) for f in filters for v in f.get("Values") or ()]
+        for page in self._paginate("DescribeVolumes", "describe_volumes", targets, Filters=flt):
             for vol in page.get("Volumes", ()):
                 out[vol["VolumeId"]] = vol
         return out

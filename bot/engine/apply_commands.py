@@ -177,29 +177,42 @@ def _break_glass(c: Commandable, s: StepState, cmd: BreakGlass, now: datetime, t
         raise PolicyError(f"step {s.key} is not blocked by an interlock; break-glass only "
                           "overrides an interlock")
     reason = check_reason(cmd.reason, what="break-glass")
+    counted = s.blocked.get("count")
+    if counted is not None and cmd.nodes is None:
+        raise PolicyError(
+            f"interlock {s.blocked['rule']} counts nodes (this step would make {counted}): "
+            "break-glass must name how many nodes it allows (--nodes N)")
+    if cmd.nodes is not None and cmd.nodes < 1:
+        raise PolicyError(f"--nodes {cmd.nodes}: the number of nodes must be at least 1")
     rule = c.rule_for(s)
     prior = [v.by for v in s.votes if v.kind == "break_glass"]
     check_approver(rule=rule, approver=cmd.actor, requester=c.state.requester, prior=prior,
                    policy=c.policy, membership=c.membership, kind="break_glass")
     interlock = s.blocked["rule"]
     s.votes.append(Vote(by=cmd.actor, at=iso(now), kind="break_glass", reason=reason,
-                        rule=interlock))
+                        rule=interlock, nodes=cmd.nodes))
     count = len(prior) + 1
     tick.dirty.add(s.key)
     c.event(tick, ev.override_requested(s.key, rule=interlock, reason=reason, count=count,
-                                        needed=BREAK_GLASS_QUORUM), now, actor=cmd.actor)
+                                        needed=BREAK_GLASS_QUORUM, nodes=cmd.nodes),
+            now, actor=cmd.actor)
     if count < BREAK_GLASS_QUORUM:
         return Outcome(True, f"break-glass {count} of {BREAK_GLASS_QUORUM} for interlock "
                              f"{interlock} on step {s.key} recorded", c.state.run_id, s.key)
-    s.overrides = sorted({*s.overrides, interlock})
+    glass = [v for v in s.votes if v.kind == "break_glass"]
+    named = [v.nodes for v in glass if v.nodes is not None]
+    # the override allows the smallest number any of its people named, never more
+    allowed = min(named) if named else None
+    granted = interlock if allowed is None else f"{interlock}<={allowed}"
+    s.overrides = sorted({*(o for o in s.overrides if not o.startswith(f"{interlock}<=")), granted})
     s.blocked = None
     c.set_step(tick, s, S.PLANNING)
     c.set_run(tick, R.RUNNING)
-    c.event(tick, ev.override_granted(s.key, rule=interlock,
-                                      approvers=[v.by for v in s.votes if v.kind == "break_glass"]),
-            now)
-    return Outcome(True, f"break-glass granted: interlock {interlock} is overridden for step "
-                         f"{s.key}, which is planned again", c.state.run_id, s.key)
+    c.event(tick, ev.override_granted(s.key, rule=interlock, approvers=[v.by for v in glass],
+                                      nodes=allowed), now)
+    upto = f" up to {allowed} nodes" if allowed is not None else ""
+    return Outcome(True, f"break-glass granted: interlock {interlock} is overridden{upto} for "
+                         f"step {s.key}, which is planned again", c.state.run_id, s.key)
 
 
 def _retry(c: Commandable, s: StepState, cmd: Retry, now: datetime, tick: Tick) -> Outcome:

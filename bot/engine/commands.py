@@ -55,13 +55,17 @@ class Confirm:
 
 @dataclass(frozen=True)
 class BreakGlass:
-    """Override the interlock blocking a step; two distinct people with reasons are needed."""
+    """Override the interlock blocking a step; two distinct people with reasons are needed.
+
+    ``nodes``: for a rule that counts nodes (blast-radius), how many nodes the override allows
+    out of service at once; such a rule is not overridden without it."""
 
     run_id: str
     actor: str
     reason: str
     step: str | None = None
     via: Mapping[str, Any] | None = None
+    nodes: int | None = None
 
 
 @dataclass(frozen=True)

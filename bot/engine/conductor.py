@@ -39,13 +39,13 @@ from bot.engine.decisions import (
     parse_iso,
 )
 from bot.engine.events import EventData
-from bot.engine.plan import ApiCall, Plan, Result
+from bot.engine.plan import ApiCall, Plan, Result, narrowed
 from bot.engine.ports import ActionSpecLike
 from bot.engine.runstate import RunState, StepState
 from bot.engine.scope import Scope
 from bot.engine.state import STEP_FINAL, RunStatus, StepStatus, advance_run, advance_step
 from bot.errors import ExpressionError, InterlockBlocked, RetryableError, RunbookBotError
-from bot.runbook.model import Runbook, Step
+from bot.runbook.model import MAX_BATCH, Runbook, Step
 from bot.runbook.templating import evaluate, render, render_value
 
 S = StepStatus
@@ -58,6 +58,15 @@ def _plain_title(step: Step) -> str:
     """A step's title with its expressions elided, for a step whose values never existed."""
     return _UNRENDERED.sub("…", step.title)
 ENGINE = SYSTEM_ACTOR  # the actor of events the engine itself causes
+
+
+def _batches(items: list[Any], size: Any) -> list[Any]:
+    """``items`` cut into lists of at most ``size`` (a step's ``batch``), in order."""
+    if isinstance(size, bool) or not isinstance(size, int | float) or int(size) != size \
+            or not 1 <= size <= MAX_BATCH:
+        raise ExpressionError(f"batch must give a whole number from 1 to {MAX_BATCH}, got {size!r}")
+    n = int(size)
+    return [items[i:i + n] for i in range(0, len(items), n)]
 
 
 class Conductor:
@@ -146,6 +155,9 @@ class Conductor:
                     raise ExpressionError(f"foreach must give a list, got {type(value).__name__}: "
                                           f"{step.foreach}")
                 items = list(value)
+                if step.batch is not None:
+                    size = step.batch if isinstance(step.batch, int) else evaluate(step.batch, ctx)
+                    items = _batches(items, size)
         except RunbookBotError as e:
             base.title = _plain_title(step)
             self._fail(base, now, tick, f"step {step.id!r}: {e}")
@@ -280,11 +292,16 @@ class Conductor:
         plan = outcome
         new_hash = plan.hash()
         old_hash = s.plan_hash
+        old_plan = s.plan
         s.plan, s.plan_hash = plan.to_dict(), new_hash
         tick.dirty.add(key)
+        # a batch that only lost items whose facts changed: what remains was approved as is
+        dropped = narrowed(old_plan, plan) if recheck and new_hash != old_hash and s.approved \
+            else None
         if not recheck or new_hash != old_hash:
-            self.event(tick, ev.step_planned(s.key, plan=s.plan, plan_hash=new_hash,
-                                             summary=plan.summary), now)
+            self.event(tick, ev.step_planned(
+                s.key, plan=s.plan, plan_hash=new_hash, summary=plan.summary,
+                narrowed_from=old_hash if dropped is not None else None, dropped=dropped), now)
         if not self._guards(s, step, plan, now, tick):
             return
         if self.state.dry_run:
@@ -300,6 +317,12 @@ class Conductor:
             self._to_applying(s, now, tick)  # a read: later steps plan on what it finds
             return
         if recheck:
+            if dropped is not None:
+                for v in s.votes:
+                    if v.plan_hash == old_hash and v.kind in ("approve", "break_glass"):
+                        v.plan_hash = new_hash
+                self._to_applying(s, now, tick)
+                return
             if new_hash != old_hash:
                 voided = [v.by for v in s.approvals() if v.plan_hash == old_hash]
                 s.approved = False
@@ -506,6 +529,8 @@ class Conductor:
             self._skip(s, now, tick, f"dry run: interlock {e.rule} would refuse: {e.message}")
             return
         s.blocked = {"rule": e.rule, "message": e.message}
+        if e.count is not None:
+            s.blocked["count"] = e.count
         s.votes = [v for v in s.votes if v.kind != "break_glass"]
         self._request_approval(s, self.step_of(s), now, tick)
         s.approved = False  # approvals of this plan stand, but only break-glass lets it apply

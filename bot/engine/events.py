@@ -98,8 +98,15 @@ def run_finished(*, status: str, outcome: str, compensations: list[str],
 # -- planning and guards ----------------------------------------------------------------------------
 
 def step_planned(step: str, *, plan: Mapping[str, Any] | None, plan_hash: str,
-                 summary: str) -> EventData:
-    return _e(EventType.STEP_PLANNED, step=step, plan=plan, plan_hash=plan_hash, summary=summary)
+                 summary: str, narrowed_from: str | None = None,
+                 dropped: Mapping[str, str] | None = None) -> EventData:
+    """``narrowed_from``/``dropped``: a batch plan re-read before apply lost these items (item ->
+    why) and nothing else changed, so the approval of ``narrowed_from`` stands for the rest."""
+    extra: dict[str, Any] = {}
+    if narrowed_from is not None:
+        extra = {"narrowed_from": narrowed_from, "dropped": dict(dropped or {})}
+    return _e(EventType.STEP_PLANNED, step=step, plan=plan, plan_hash=plan_hash, summary=summary,
+              **extra)
 
 
 def guard_checked(step: str, *, expr: str, ok: bool, message: str) -> EventData:
@@ -154,13 +161,19 @@ def interlock_blocked(step: str, *, rule: str, message: str, phase: str, calls: 
               calls=calls)
 
 
-def override_requested(step: str, *, rule: str, reason: str, count: int, needed: int) -> EventData:
+def override_requested(step: str, *, rule: str, reason: str, count: int, needed: int,
+                       nodes: int | None = None) -> EventData:
+    """``nodes``: how many nodes the override allows (blast-radius), when it names a number."""
+    extra = {"nodes": nodes} if nodes is not None else {}
     return _e(EventType.INTERLOCK_OVERRIDE_REQUESTED, step=step, rule=rule, reason=reason,
-              count=count, needed=needed)
+              count=count, needed=needed, **extra)
 
 
-def override_granted(step: str, *, rule: str, approvers: list[str]) -> EventData:
-    return _e(EventType.INTERLOCK_OVERRIDE_GRANTED, step=step, rule=rule, approvers=approvers)
+def override_granted(step: str, *, rule: str, approvers: list[str],
+                     nodes: int | None = None) -> EventData:
+    extra = {"nodes": nodes} if nodes is not None else {}
+    return _e(EventType.INTERLOCK_OVERRIDE_GRANTED, step=step, rule=rule, approvers=approvers,
+              **extra)
 
 
 def interlock_overridden(step: str, *, rule: str, approvers: list[str],

@@ -97,6 +97,32 @@ class Plan:
         )
 
 
+def narrowed(approved: Mapping[str, Any] | None, new: Plan) -> dict[str, str] | None:
+    """The items a batch plan dropped since ``approved``, when dropping them is all that changed.
+
+    A batch action describes its plan in ``data["batch"]``: ``common`` (a hash of what concerns the
+    whole batch), ``items`` (item -> a hash of that item's changes and facts) and ``dropped`` (item
+    -> why it is left out). ``new`` narrows ``approved`` when ``common`` is the same and every item
+    it keeps is in ``approved`` with the same hash: it does a part of what was approved, nothing
+    else. Returns the dropped items with their reasons, or None when the plan changed otherwise.
+    """
+    if approved is None:
+        return None
+    old_batch = (approved.get("data") or {}).get("batch")
+    new_batch = new.data.get("batch")
+    if not isinstance(old_batch, Mapping) or not isinstance(new_batch, Mapping):
+        return None
+    if approved.get("action") != new.action or dict(approved.get("params") or {}) != dict(new.params):
+        return None
+    if old_batch.get("common") != new_batch.get("common"):
+        return None
+    old_items, new_items = dict(old_batch.get("items") or {}), dict(new_batch.get("items") or {})
+    if any(old_items.get(k) != h for k, h in new_items.items()):
+        return None
+    reasons = dict(new_batch.get("dropped") or {})
+    return {k: str(reasons.get(k, "its facts changed")) for k in old_items if k not in new_items}
+
+
 @dataclass(frozen=True)
 class ApiCall:
     """One call an action made to an outside API, for the audit trail."""

@@ -63,14 +63,30 @@ class StepContext:
     progress: str = ""  # set by long-running actions while they wait
     confirmed_by: str | None = None  # who confirmed a manual.confirm item
 
-    def interlock(self, *, rule: str, ok: bool, message: str) -> None:
-        """Enforce a safety rule: raise InterlockBlocked unless it holds or was broken-glass."""
+    def interlock(self, *, rule: str, ok: bool, message: str, count: int | None = None) -> None:
+        """Enforce a safety rule: raise InterlockBlocked unless it holds or was broken-glass.
+
+        A rule that counts (``count``: how many nodes the step would leave out of service) is
+        overridden only by a break-glass that named a number (``rule<=N`` in ``overrides``), and
+        only up to that number: an override for N never allows N + 1."""
         if ok:
             return
-        if rule in self.overrides:
+        if count is None and rule in self.overrides:
             self.overridden.append(rule)
             return
-        raise InterlockBlocked(rule, message)
+        limit = override_limit(self.overrides, rule)
+        if count is not None and limit is not None and count <= limit:
+            self.overridden.append(rule)
+            return
+        if count is not None and limit is not None:
+            message += f" (the break-glass override allows {limit}, this would make {count})"
+        raise InterlockBlocked(rule, message, count=count)
+
+
+def override_limit(overrides: frozenset[str] | set[str] | list[str], rule: str) -> int | None:
+    """The number a break-glass override of ``rule`` allows (``rule<=N``), or None."""
+    limits = [int(o.split("<=", 1)[1]) for o in overrides if o.startswith(f"{rule}<=")]
+    return min(limits) if limits else None
 
 
 class ActionSpecLike(Protocol):

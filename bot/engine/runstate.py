@@ -37,6 +37,7 @@ class Vote:
     plan_hash: str | None = None  # the plan the person was shown (None: bound at the next plan)
     reason: str = ""
     rule: str = ""  # for break_glass: the interlock overridden
+    nodes: int | None = None  # for break_glass of a counted rule: how many nodes it allows
 
 
 @dataclass
@@ -66,7 +67,7 @@ class StepState:
     expires_at: str | None = None
     votes: list[Vote] = field(default_factory=list)
     approved: bool = False  # quorum reached for plan_hash; re-checked just before apply
-    blocked: dict[str, str] | None = None  # {"rule", "message"}: an interlock refused
+    blocked: dict[str, Any] | None = None  # {"rule", "message", "count"?}: an interlock refused
     overrides: list[str] = field(default_factory=list)  # interlock rules broken-glass
     result: dict[str, Any] | None = None
     outputs: dict[str, Any] = field(default_factory=dict)

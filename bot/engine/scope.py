@@ -2,7 +2,9 @@
 
 The step entries are cached and only rebuilt for steps whose state changed, so a long run does not
 re-walk every earlier step for every template it renders. A ``foreach`` step reads as the list of
-its elements' results, and each output as the list of the elements' outputs.
+its elements' results, and each output as the list of the elements' outputs; ``items`` gives each
+element's own outcome (item, status, result, outputs, error), so a later step can say which
+elements failed while the others went on.
 """
 
 from __future__ import annotations
@@ -23,6 +25,11 @@ def _aggregate_status(instances: list[StepState]) -> str:
     if statuses <= {StepStatus.SUCCEEDED, StepStatus.SKIPPED}:
         return str(StepStatus.SUCCEEDED)
     return str(next(iter(statuses)))
+
+
+def _outcome(s: StepState) -> dict[str, Any]:
+    return {"item": s.item, "status": str(s.status), "result": s.result,
+            "outputs": dict(s.outputs), "error": s.error}
 
 
 class Scope:
@@ -47,12 +54,14 @@ class Scope:
             return None
         if step_id not in self._foreach:
             s = instances[0]
-            return {"result": s.result, "outputs": dict(s.outputs), "status": str(s.status)}
+            return {"result": s.result, "outputs": dict(s.outputs), "status": str(s.status),
+                    "items": [_outcome(s)]}
         names = sorted({k for s in instances for k in s.outputs})
         real = [s for s in instances if s.index is not None]
         return {"result": [s.result for s in real],
                 "outputs": {n: [s.outputs.get(n) for s in real] for n in names},
-                "status": _aggregate_status(instances)}
+                "status": _aggregate_status(instances),
+                "items": [_outcome(s) for s in real]}
 
     def steps(self) -> dict[str, Any]:
         for step_id in self._stale:

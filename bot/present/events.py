@@ -105,6 +105,18 @@ def _invalidated(p: Payload) -> str:
             f"approvals voided: {voided}")
 
 
+def _dropped(p: Payload) -> str:
+    return "; ".join(f"{k} ({v})" for k, v in (p.get("dropped") or {}).items()) or "none"
+
+
+def _planned(p: Payload) -> str:
+    text = f"planned {short_hash(p.get('plan_hash'))}: {p.get('summary', '')}"
+    if p.get("narrowed_from"):
+        text += (f"; narrowed from the approved {short_hash(p.get('narrowed_from'))}, dropped "
+                 f"{_dropped(p)}: the rest applies as approved")
+    return text
+
+
 def _applying(p: Payload) -> str:
     approvers = ", ".join(p.get("approvers") or ())
     return (f"applying plan {short_hash(p.get('plan_hash'))} (attempt {p.get('attempt', 1)})"
@@ -203,8 +215,7 @@ TEXTS: dict[EventType, EventText] = {
     T.RUN_ABORTED: EventText(lambda p: f"aborted: {p.get('reason', '')}"),
     T.RUN_FINISHED: EventText(lambda p: f"finished {p.get('status', '')}: {p.get('outcome', '')}",
                               _live_finished),
-    T.STEP_PLANNED: EventText(
-        lambda p: f"planned {short_hash(p.get('plan_hash'))}: {p.get('summary', '')}", _live_planned),
+    T.STEP_PLANNED: EventText(_planned, _live_planned),
     T.GUARD_PASSED: EventText(lambda p: f"guard passed: {p.get('expr', '')}"),
     T.GUARD_FAILED: EventText(
         lambda p: f"guard failed: {p.get('expr', '')}: {p.get('message', '')}",
@@ -228,10 +239,12 @@ TEXTS: dict[EventType, EventText] = {
                    f"{p.get('message', '')}"),
         _say(lambda m: f"    ✗ interlock {m.payload.get('rule')}: {m.payload.get('message')}")),
     T.INTERLOCK_OVERRIDE_REQUESTED: EventText(
-        lambda p: (f"break-glass for {p.get('rule', '')} ({p.get('count', '?')} of "
-                   f"{p.get('needed', '?')}): {p.get('reason', '')}")),
+        lambda p: (f"break-glass for {p.get('rule', '')}"
+                   + (f" up to {p['nodes']} nodes" if p.get("nodes") is not None else "")
+                   + f" ({p.get('count', '?')} of {p.get('needed', '?')}): {p.get('reason', '')}")),
     T.INTERLOCK_OVERRIDE_GRANTED: EventText(
-        lambda p: (f"break-glass granted for {p.get('rule', '')} by "
+        lambda p: (f"break-glass granted for {p.get('rule', '')}"
+                   + (f" up to {p['nodes']} nodes" if p.get("nodes") is not None else "") + " by "
                    f"{', '.join(p.get('approvers') or ())}")),
     T.INTERLOCK_OVERRIDDEN: EventText(
         lambda p: f"interlock {p.get('rule', '')} overridden at apply",

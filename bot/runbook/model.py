@@ -48,6 +48,7 @@ Duration = Annotated[
         }
     ),
 ]
+MAX_BATCH = 1000  # the largest batch a step's ``batch`` may cut a ``foreach`` list into
 Identifier = Annotated[str, Field(pattern=IDENTIFIER, max_length=63)]
 Expression = Annotated[str, Field(min_length=1, description="A bare Jinja2 expression, no {{ }}.")]
 
@@ -64,7 +65,7 @@ class Metadata(_Strict):
     owner: str = ""
 
 
-ParamType = Literal["string", "integer", "boolean", "enum", "duration"]
+ParamType = Literal["string", "integer", "boolean", "enum", "duration", "list"]
 
 
 class Param(_Strict):
@@ -83,8 +84,8 @@ class Param(_Strict):
             raise ValueError("an enum param needs 'values', a list of the allowed strings")
         if self.type != "enum" and self.values is not None:
             raise ValueError(f"'values' is only for enum params, not {self.type}")
-        if self.pattern is not None and self.type != "string":
-            raise ValueError(f"'pattern' is only for string params, not {self.type}")
+        if self.pattern is not None and self.type not in ("string", "list"):
+            raise ValueError(f"'pattern' is only for string and list params, not {self.type}")
         if self.required and self.default is not None:
             raise ValueError("a param cannot be both required and have a default")
         return self
@@ -166,6 +167,10 @@ class Step(_Strict):
     on_failure: OnFailure = "abort"
     wait_until: WaitUntil | None = None
     foreach: Expression | None = None
+    batch: int | Expression | None = Field(
+        default=None, description="With foreach: an expression giving N; the list is cut into "
+                                  "batches of at most N elements, one step instance (and one "
+                                  "approval) per batch, whose item is the batch.")
     outputs: dict[Identifier, Expression] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -174,7 +179,17 @@ class Step(_Strict):
             raise ValueError("a step needs exactly one of 'action' or 'manual'")
         if self.manual is not None and self.with_:
             raise ValueError("'with' is only for action steps; a manual step has none")
+        if self.batch is not None and self.foreach is None:
+            raise ValueError("'batch' cuts the list of 'foreach' into batches: add 'foreach'")
         return self
+
+    @field_validator("batch")
+    @classmethod
+    def _batch_size(cls, value: int | str | None) -> int | str | None:
+        if isinstance(value, bool) or (isinstance(value, int) and not 1 <= value <= MAX_BATCH):
+            raise ValueError(f"batch {value} is not a batch size: expected a whole number from 1 "
+                             f"to {MAX_BATCH}, or an expression giving one (params.batch_size)")
+        return value
 
     @field_validator("with_")
     @classmethod

@@ -58,7 +58,27 @@ def coerce_param(name: str, spec: Param, raw: Any) -> Any:
             return parse_duration(raw)
         except ValueError as e:
             raise ParamError(f"param {name!r}: {e}") from None
+    if kind == "list":
+        return _list_param(name, spec, raw)
     raise ParamError(f"param {name!r}: unknown type {kind!r}")
+
+
+def _list_param(name: str, spec: Param, raw: Any) -> list[str]:
+    """A list of strings: a YAML/JSON list, or text separated by commas or spaces
+    (``-p nodes=a,b``). A ``pattern`` applies to every element."""
+    if isinstance(raw, list | tuple):
+        values = [str(v).strip() for v in raw]
+    elif isinstance(raw, str):
+        values = [v for v in re.split(r"[,\s]+", raw) if v]
+    else:
+        raise ParamError(f"param {name!r}: expected a list, or text separated by commas, "
+                         f"got {raw!r}")
+    values = list(dict.fromkeys(v for v in values if v))
+    bad = [v for v in values if spec.pattern and not re.fullmatch(spec.pattern, v)]
+    if bad:
+        raise ParamError(f"param {name!r}: {', '.join(map(repr, bad))} "
+                         f"{'does' if len(bad) == 1 else 'do'} not match the pattern {spec.pattern}")
+    return values
 
 
 @dataclass(frozen=True)

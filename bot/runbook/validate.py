@@ -24,7 +24,7 @@ from jinja2 import nodes
 from pydantic import BaseModel, ValidationError
 
 from bot.errors import ExpressionError, ParamError, Problem
-from bot.runbook.model import Approval, Runbook, Step
+from bot.runbook.model import MAX_BATCH, Approval, Runbook, Step
 from bot.runbook.params import coerce_param
 from bot.runbook.templating import parse_expression, parse_template
 
@@ -55,7 +55,7 @@ def _nowhere(loc: Loc, message: str, *, key: bool = False) -> Problem:
 
 
 RUN_FIELDS = ("id", "requester", "started_at")
-STEP_FIELDS = ("result", "outputs", "status")
+STEP_FIELDS = ("result", "outputs", "status", "items")
 # ``x.items`` on a result finds the dict method before the key: results must use ``x['items']``
 DICT_METHODS = frozenset({"items", "keys", "values", "get", "pop", "update", "copy", "clear",
                           "setdefault", "popitem", "fromkeys"})
@@ -120,9 +120,11 @@ class _Checker:
     def _walk(self, node: nodes.Node, scope: Scope, local: set[str]) -> Iterator[str]:
         if isinstance(node, nodes.Getattr | nodes.Getitem | nodes.Name):
             chain: list[str | None] = []
+            dotted: list[bool] = []  # per element: written with a dot (not brackets)
             cursor: nodes.Node = node
             dynamic: list[nodes.Node] = []
             while isinstance(cursor, nodes.Getattr | nodes.Getitem):
+                dotted.append(isinstance(cursor, nodes.Getattr))
                 if isinstance(cursor, nodes.Getattr):
                     chain.append(cursor.attr)
                 elif isinstance(cursor.arg, nodes.Const) and isinstance(cursor.arg.value, str):
@@ -132,9 +134,10 @@ class _Checker:
                     dynamic.append(cursor.arg)
                 cursor = cursor.node
             chain.reverse()
+            dotted.reverse()
             if isinstance(cursor, nodes.Name):
                 if cursor.ctx == "load" and cursor.name not in local:
-                    yield from self._reference(cursor.name, chain, node, scope)
+                    yield from self._reference(cursor.name, chain, node, scope, dotted)
             else:
                 yield from self._walk(cursor, scope, local)
             for arg in dynamic:
@@ -144,7 +147,8 @@ class _Checker:
             yield from self._walk(child, scope, local)
 
     def _reference(
-        self, root: str, chain: list[str | None], node: nodes.Node, scope: Scope
+        self, root: str, chain: list[str | None], node: nodes.Node, scope: Scope,
+        dotted: list[bool] | None = None,
     ) -> Iterator[str]:
         roots = scope.roots()
         if root not in roots:
@@ -164,12 +168,13 @@ class _Checker:
         elif root == "run" and first is not None and first not in RUN_FIELDS:
             yield f"unknown field run.{first}; run has: {', '.join(RUN_FIELDS)}"
         elif root == "steps" and first is not None:
-            yield from self._step_reference(first, chain[1:], scope)
+            yield from self._step_reference(first, chain[1:], scope, (dotted or [])[1:])
         elif (root == "result" and isinstance(node, nodes.Getattr) and len(chain) == 1
               and first in DICT_METHODS):
             yield f"write result[{first!r}], not result.{first} (that is the dict method)"
 
-    def _step_reference(self, step_id: str, rest: list[str | None], scope: Scope) -> Iterator[str]:
+    def _step_reference(self, step_id: str, rest: list[str | None], scope: Scope,
+                        dotted: list[bool] | None = None) -> Iterator[str]:
         earlier = [s.id for s in self.runbook.spec.steps[: scope.step_index]]
         if step_id not in self.order:
             yield (f"unknown step {step_id!r}{_suggest(step_id, list(self.order))}; "
@@ -193,7 +198,8 @@ class _Checker:
             if rest[1] not in outputs:
                 yield (f"step {step_id!r} has no output {rest[1]!r}{_suggest(rest[1], outputs)}; "
                        f"its outputs: {_listing(outputs)}")
-        if part == "result" and len(rest) > 1 and rest[1] in DICT_METHODS:
+        if part == "result" and len(rest) > 1 and rest[1] in DICT_METHODS \
+                and (dotted is None or len(dotted) < 2 or dotted[1]):
             yield (f"write steps.{step_id}.result[{rest[1]!r}], not .{rest[1]} "
                    f"(that is the dict method)")
 
@@ -213,6 +219,9 @@ class _Checker:
             self.expression((*at, "when"), step.when, Scope(index), template=False)
         if step.foreach is not None:
             self.expression((*at, "foreach"), step.foreach, Scope(index), template=False)
+        if isinstance(step.batch, str):
+            self.expression((*at, "batch"), step.batch, Scope(index), template=False)
+            self.batch_literal((*at, "batch"), step.batch)
         for g, guard in enumerate(step.guards):
             scope = Scope(index, item=each, plan=True)
             self.expression((*at, "guards", g, "expr"), guard.expr, scope, template=False)
@@ -239,6 +248,13 @@ class _Checker:
             self.narrower(at, step, step.approval)
         if step.action is not None:
             self.action(at, step)
+
+    def batch_literal(self, at: Loc, source: str) -> None:
+        """A literal batch size must be a whole number from 1 to 1000."""
+        text = source.strip()
+        if text.lstrip("-").isdigit() and not 1 <= int(text) <= MAX_BATCH:
+            self.add(at, f"batch {text} is not a batch size: expected a whole number from 1 to "
+                         f"{MAX_BATCH}, or an expression giving one (params.batch_size)")
 
     def narrower(self, at: Loc, step: Step, mine: Approval) -> None:
         """A step's approver groups may narrow the runbook's, never widen them (any step)."""

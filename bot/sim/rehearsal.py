@@ -14,6 +14,7 @@ between approval and apply.
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ from typing import Any
 
 from bot.actions.catalog import ClusterClients, build_catalog
 from bot.actions.registry import Registry
-from bot.clients.ec2 import Ec2Client
+from bot.clients.ec2 import Ec2Client, boto3_client
 from bot.clients.kube import KubeClient
 from bot.config import ClusterConfig, PolicyConfig, Settings
 from bot.engine.commands import Approve, Command, Confirm, Outcome, StartRun
@@ -32,7 +33,7 @@ from bot.engine.runstate import RunState, StepState
 from bot.engine.state import RUN_TERMINAL
 from bot.runbook.source import DirectorySource
 from bot.runtime.runner import Runner
-from bot.sim.sandbox import BOT_CONTEXT, Sandbox
+from bot.sim.sandbox import BOT_CONTEXT, CREDENTIALS, Sandbox
 from bot.store.db import Database
 
 REPO = Path(__file__).resolve().parents[2]
@@ -70,6 +71,10 @@ class Rehearsal:
     wall_clock: bool = False  # start the simulated clock at the real time (the demo's records)
     actions: Registry | None = None  # the shipped actions unless given (an action being added)
     runbooks_dir: str | None = None  # the shipped runbooks unless given
+    policy: dict[str, Any] = field(default_factory=dict)  # policy keys to set, e.g. limits
+    # reach the sandbox through these instead (a proxy that counts requests on the wire)
+    kubeconfig: str | None = None
+    ec2_endpoint: str | None = None
 
     def __post_init__(self) -> None:
         self.workdir = Path(self.workdir or tempfile.mkdtemp(prefix="runbook-bot-rehearsal-"))
@@ -93,12 +98,19 @@ class Rehearsal:
         url = self.database_url or f"sqlite:///{self.workdir / 'state.db'}"
         self.settings = default_settings(self.sandbox, database_url=url, audit_key=self.audit_key,
                                          runbooks_dir=self.runbooks_dir)
+        if self.policy:
+            self.settings = dataclasses.replace(
+                self.settings, policy=dataclasses.replace(self.settings.policy, **self.policy))
         sb = self.sandbox
         # the sandbox's own clients: its kubeconfig, and botocore pointed at its EC2 endpoint with
         # the product's retry mode (throttling is retried, as in production)
+        ec2 = (sb.ec2_client(as_bot=True, max_attempts=self.ec2_attempts) if self.ec2_endpoint is None
+               else boto3_client(region=sb.region, endpoint_url=self.ec2_endpoint,
+                                 credentials=CREDENTIALS, max_attempts=self.ec2_attempts))
         clients = ClusterClients.of(
-            kube=KubeClient.from_config(kubeconfig=str(sb.kubeconfig_path), context=BOT_CONTEXT),
-            ec2=Ec2Client(client=sb.ec2_client(as_bot=True, max_attempts=self.ec2_attempts)))
+            kube=KubeClient.from_config(kubeconfig=self.kubeconfig or str(sb.kubeconfig_path),
+                                        context=BOT_CONTEXT),
+            ec2=Ec2Client(client=ec2))
         self.store = Database(url, audit_key=self.audit_key)
         catalog = build_catalog(self.settings, clients_factory=lambda _cfg: clients,
                                 actions=self.actions)

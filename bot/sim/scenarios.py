@@ -50,7 +50,8 @@ class Scenario:
 
 # -- building blocks --------------------------------------------------------------------------
 
-def add_nodes(sb: Sandbox, zone: str, count: int, *, pods: int = 29, cpu: str = "4") -> list[str]:
+def add_nodes(sb: Sandbox, zone: str, count: int, *, pods: int = 29, cpu: str = "4",
+              attach: int = 25) -> list[str]:
     ids = sb.seed_ec2.run_instances(ImageId="ami-12c6146b", MinCount=count, MaxCount=count,
                                     InstanceType="m5.xlarge",
                                     Placement={"AvailabilityZone": zone})["Instances"]
@@ -76,7 +77,7 @@ def add_nodes(sb: Sandbox, zone: str, count: int, *, pods: int = 29, cpu: str = 
                        "nodeInfo": node_info(iid)}})
         sb.create("CSINode", {"metadata": {"name": name}, "spec": {"drivers": [
             {"name": DRIVER, "nodeID": iid, "topologyKeys": [EBS_ZONE],
-             "allocatable": {"count": 25}}]}})
+             "allocatable": {"count": attach}}]}})
         names.append(name)
     adopt(sb, names)
     return names
@@ -291,7 +292,8 @@ def build_az_outage(sb: Sandbox) -> dict[str, Any]:
     dead = add_nodes(sb, ZONES[0], n, pods=per + 5)
     for zone in ZONES[1:]:
         add_nodes(sb, zone, max(1, n // 5), pods=per + 5)
-    spare = add_nodes(sb, ZONES[0], max(1, n // 10), pods=10 * per + 10)
+    # room in the zone for every pod that must move: pods, and EBS attachments (40 per node)
+    spare = add_nodes(sb, ZONES[0], max(1, -(-n * per // 40)), pods=45, attach=40)
     for name in spare:
         sb.store.mutate("Node", None, name, lambda o: o["spec"].update(unschedulable=True))
     storage_class(sb, "gp3", "WaitForFirstConsumer", default=True)
@@ -301,16 +303,34 @@ def build_az_outage(sb: Sandbox) -> dict[str, Any]:
         sts["spec"]["template"]["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
         sb.store.update(sb.res("StatefulSet"), sts, namespace=NAMESPACE, check_rv=False)
     sb.advance(10)
+    for i in range(n):  # placed; a replacement pod may go to any node of the zone
+        sb.store.mutate("StatefulSet", NAMESPACE, f"shard-{i:03d}",
+                        lambda o: o["spec"]["template"]["spec"].pop("nodeSelector", None))
     for name in spare:
         sb.store.mutate("Node", None, name, lambda o: o["spec"].update(unschedulable=False))
     instances = [instance_id(sb.get("Node", None, d)) for d in dead]
-    for iid in instances:
+    # options hung=K: the first K dead instances still run (hung guests: they must be fenced);
+    # spot=J: the first J of those are one-time Spot instances (StopInstances refuses them)
+    hung = min(n, int(sb.options.get("hung", 0)))
+    spot = min(hung, int(sb.options.get("spot", 0)))
+    for i, iid in enumerate(instances):
         assert iid
-        sb.ec2.set_state(iid, "stopped", reason_code="Server.InternalError",
-                         reason_message="Server.InternalError: Internal error on the host")
+        if i < hung:
+            sb.ec2.set_hung(iid)
+        else:
+            sb.ec2.set_state(iid, "stopped", reason_code="Server.InternalError",
+                             reason_message="Server.InternalError: Internal error on the host")
+        if i < spot:
+            inst = sb.ec2.instance(iid)
+            assert inst is not None
+            inst.lifecycle = "spot"
+            sb.store.mutate("Node", None, dead[i], lambda o: o["metadata"]["labels"].update(
+                {"karpenter.sh/capacity-type": "spot"}))
     sb.advance(45)
     return {"zone": ZONES[0], "dead_nodes": dead, "instance_ids": instances, "namespace": NAMESPACE,
-            "spare_nodes": spare, "volumes": n * per}
+            "spare_nodes": spare, "volumes": n * per, "hung": dead[:hung], "spot": dead[:spot],
+            "other_zone_nodes": [x["metadata"]["name"] for x in sb.list("Node")
+                                 if x["metadata"]["labels"].get(ZONE) != ZONES[0]]}
 
 
 def build_node_recovers(sb: Sandbox) -> dict[str, Any]:
@@ -349,7 +369,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("zombie-attachments", "VolumeAttachments attached: true with no consumer or on a node "
              "that no longer exists", 1, build_zombies, {}),
     Scenario("az-outage", "N nodes of ap-southeast-1a die at once (options nodes=N up to 100, "
-             "volumes_per_node=5)", 1, build_az_outage, {}),
+             "volumes_per_node=5; hung=K of them still running, spot=J of those Spot)", 1,
+             build_az_outage, {}),
     Scenario("node-recovers-during-approval", "like node-hung, but the guest recovers by itself "
              "(Ready again, same boot) 120 s later (option recover_after), while a fence waits for "
              "approval", 1, build_node_recovers, {}),

@@ -104,10 +104,13 @@ DESTRUCTIVE = sorted(s.name for s in builtin_actions() if s.destructive)
 def test_the_destructive_actions_are_exactly_the_changing_ones():
     assert DESTRUCTIVE == ["aws.ec2.instance.stop", "aws.ec2.volume.delete", "aws.ec2.volume.detach",
                            "k8s.finalizers.remove", "k8s.node.taint", "k8s.node.untaint",
-                           "k8s.pod.delete"]
+                           "k8s.pod.delete", "k8s.zone.fence_taint"]
 
 
-HONESTY = sorted([*(a for a in DESTRUCTIVE if a != "k8s.finalizers.remove"),
+# a zone batch plans two changes per node (stop, taint); tests/rehearsals/test_zone_outage.py
+# shows its plan, drops and dry run against the sandbox
+HONESTY = sorted([*(a for a in DESTRUCTIVE if a not in ("k8s.finalizers.remove",
+                                                         "k8s.zone.fence_taint")),
                   "k8s.finalizers.remove:PersistentVolume", "k8s.finalizers.remove:PersistentVolumeClaim",
                   "k8s.finalizers.remove:VolumeAttachment", "k8s.node.cordon", "k8s.node.uncordon"])
 

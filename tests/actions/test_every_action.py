@@ -15,6 +15,7 @@ import pytest
 
 from bot.actions.builtin import builtin_actions
 from bot.actions.declarations import OUT_OF_SERVICE_TAINT
+from tests.actions.conftest import ZONE
 
 OOS = {"key": OUT_OF_SERVICE_TAINT, "value": "nodeshutdown", "effect": "NoExecute"}
 WRITE_OPS = {"delete_namespaced_pod", "replace_node", "replace_persistent_volume",
@@ -32,6 +33,16 @@ class Case:
     check: Callable[[Any, dict[str, Any], Any], bool]  # (world, params, result): the outcome holds
     again_ops: list[str] | None = None  # a second apply, for an action that changes something
     between: Callable[[Any], object] | None = None  # what happens in the world between polls
+
+
+def _held(world):
+    iid = world.instance(state="stopped")
+    world.node("n1", ready="False", instance_id=iid)
+    world.volume(attach_to=iid, tags={"CSIVolumeName": "pv-1"})  # let go by Kubernetes
+    world.volume(attach_to=iid, tags={"CSIVolumeName": "pv-2"})
+    world.va("csi-2", node="n1", pv="pv-2")  # still held by Kubernetes
+    world.volume(attach_to=iid)  # the root volume: no PV
+    return {"nodes": ["n1"], "instance_ids": [iid]}
 
 
 def _node(world, **kw):
@@ -225,6 +236,33 @@ CASES: dict[str, Case] = {
         _is({"confirmed": True, "by": "alice"})),
     "notify": Case(lambda w: {"message": "fencing now"}, [], [], _is({"message": "fencing now"})),
     "wait": Case(lambda w: {"duration": "1m"}, [], [], _is({"waited": 60.0})),
+    "k8s.zone.survey": Case(
+        lambda w: (_dead(w), w.node("n2"), {"zone": ZONE})[-1], [],
+        ["list_node", "DescribeInstances", "list_volume_attachment"],
+        lambda w, p, r: r.data["todo"] == ["n1"] and r.data["skipped"] == ["n2"]),
+    "k8s.zone.fence_taint": Case(
+        lambda w: (w.dead_node(w.instance(), name="n1"), {"zone": ZONE, "nodes": ["n1"]})[-1],
+        ["list_node", "DescribeInstances"],
+        ["DescribeInstances", "list_node", "DescribeInstances", "StopInstances",
+         "DescribeInstances", "list_node", "DescribeInstances", "replace_node"],
+        lambda w, p, r: (OOS in w.kube.get("nodes", "n1")["spec"]["taints"]
+                         and r.data["out_of_service"] == ["n1"]),
+        again_ops=["DescribeInstances", "list_node", "DescribeInstances"]),
+    "k8s.zone.wait_detached": Case(
+        lambda w: (w.va("csi-1", node="n1", pv="pv-1"), w.va("csi-2", node="other", pv="pv-2"),
+                   {"nodes": ["n1"]})[-1],
+        [], ["list_volume_attachment", "list_volume_attachment"],
+        lambda w, p, r: r.data["count"] == 0,
+        between=lambda w: w.kube.delete("volumeattachments", "csi-1")),
+    "k8s.zone.held_volumes": Case(
+        _held, [], ["DescribeVolumes", "list_volume_attachment"],
+        lambda w, p, r: [i["pv"] for i in r.data["items"]] == ["pv-1"]),
+    "k8s.zone.placement": Case(
+        lambda w: (w.pv("pv-1", volume_id=w.volume(), claim=("default", "data-0")),
+                   w.node("n2"), w.pod("es-0", node="n2", pvc="data-0"),
+                   {"zone": ZONE, "nodes": ["n1"], "pvs": ["pv-1"]})[-1],
+        [], ["list_node", "list_pod_for_all_namespaces", "list_persistent_volume"],
+        lambda w, p, r: [i["claim"] for i in r.data["items"]] == ["default/data-0"]),
 }
 
 

@@ -16,8 +16,9 @@ from bot.sim.rehearsal import Rehearsal
 def rehearse(tmp_path):
     opened: list[Rehearsal] = []
 
-    def start(scenario: str, **options: Any) -> Rehearsal:
-        r = Rehearsal(scenario, options=options, workdir=tmp_path / f"r{len(opened)}")
+    def start(scenario: str, policy: dict[str, Any] | None = None, **options: Any) -> Rehearsal:
+        r = Rehearsal(scenario, options=options, workdir=tmp_path / f"r{len(opened)}",
+                      policy=policy or {})
         r.start()
         opened.append(r)
         return r

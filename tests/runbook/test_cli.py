@@ -103,7 +103,7 @@ def test_show_of_an_unknown_runbook_names_the_known_ones(capsys: pytest.CaptureF
     assert capsys.readouterr().err == (
         "runbook-bot: error: no runbook named 'node-dead'; runbooks: multi-attach-triage, "
         "node-dead-ngns, node-recovered, stuck-terminating-volume, volume-affinity-conflict, "
-        "zombie-volumeattachments\n"
+        "zombie-volumeattachments, zone-outage-ngns\n"
     )
 
 

@@ -104,3 +104,13 @@ def test_a_form_gets_each_problem_next_to_its_field_in_the_same_check() -> None:
     assert str(caught.value) == "; ".join(check.problems)
     good = check_params(rb, {"node": "n1", "count": ""})  # an empty field is a field not given
     assert good.ok and good.fields == {} and good.values == {"node": "n1", "count": None, "wait": 360.0}
+
+
+def test_a_list_param_takes_text_separated_by_commas_or_a_list_and_checks_each_element():
+    spec = Param(type="list", pattern="^ip-[0-9]+$")
+    assert coerce_param("nodes", spec, "ip-1, ip-2,ip-1") == ["ip-1", "ip-2"]
+    assert coerce_param("nodes", spec, ["ip-3"]) == ["ip-3"]
+    with pytest.raises(ParamError, match=r"param 'nodes': 'IP-4' does not match the pattern"):
+        coerce_param("nodes", spec, "ip-1,IP-4")
+    with pytest.raises(ParamError, match="expected a list"):
+        coerce_param("nodes", spec, 7)

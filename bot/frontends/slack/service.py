@@ -168,7 +168,7 @@ class SlackService:
         if cmd.verb == "reject":
             return c.Reject(run_id=run_id, actor=actor, reason=cmd.reason)
         if cmd.verb == "break-glass":
-            return c.BreakGlass(run_id=run_id, actor=actor, reason=cmd.reason)
+            return c.BreakGlass(run_id=run_id, actor=actor, reason=cmd.reason, nodes=cmd.nodes)
         return c.Abort(run_id=run_id, actor=actor, reason=cmd.reason)
 
     def _list(self, person: Person) -> None:

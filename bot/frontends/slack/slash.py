@@ -25,7 +25,8 @@ add `--dry-run` to only plan
 • `runs`: the active runs in this channel
 • `approve RUN_ID [STEP]`, `reject RUN_ID reason...`: decide without the buttons
 • `confirm RUN_ID [STEP]`, `retry RUN_ID [STEP]`: confirm a manual step, plan a blocked step again
-• `break-glass RUN_ID reason...`: override the interlock blocking a step (two people)
+• `break-glass RUN_ID [--nodes N] reason...`: override the interlock blocking a step (two \
+people); `--nodes N` for the out-of-service cap: how many nodes the override allows
 • `abort RUN_ID reason...`: stop a run; nothing more is applied
 • `export RUN_ID [md|html|json]`: the run's transcript, uploaded into its thread"""
 
@@ -46,6 +47,7 @@ class Slash:
     params: dict[str, str] = field(default_factory=dict)
     dry_run: bool = False
     fmt: str = "md"
+    nodes: int | None = None  # break-glass of a rule that counts nodes: how many it allows
 
 
 def _run_id(word: str | None, verb: str) -> str:
@@ -98,10 +100,16 @@ def parse(text: str) -> Slash:
         return Slash(verb, run_id=_run_id(rest[0], verb), step=rest[1] if len(rest) == 2 else None)
     if verb in ("reject", "abort", "break-glass"):
         run_id = _run_id(rest[0] if rest else None, verb)
-        reason = " ".join(rest[1:])
+        words, nodes = rest[1:], None
+        if verb == "break-glass" and words[:1] == ["--nodes"]:
+            if len(words) < 2 or not words[1].isdigit() or int(words[1]) < 1:
+                raise UsageError("`/runbook break-glass RUN_ID --nodes N reason...`: N is the "
+                                 "number of nodes the override allows, a whole number from 1")
+            nodes, words = int(words[1]), words[2:]
+        reason = " ".join(words)
         if not reason:
             raise UsageError(f"`/runbook {verb} RUN_ID reason...` needs a reason (it is audited)")
-        return Slash(verb, run_id=run_id, reason=reason)
+        return Slash(verb, run_id=run_id, reason=reason, nodes=nodes)
     if verb == "export":
         run_id = _run_id(rest[0] if rest else None, verb)
         fmt = rest[1].lower() if len(rest) > 1 else "md"

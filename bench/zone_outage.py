@@ -1,0 +1,219 @@
+"""A zone outage recovered by the bot against a careful engineer's kubectl and AWS CLI procedure.
+
+The ``az-outage`` sandbox with 10, 50 and 100 dead nodes (one in ten still ``running``: a hung
+guest that must be fenced). Both sides start from a fresh copy of the same sandbox and are counted
+on the wire by ``bench/wire.py``, which sees every request to the API server and every EC2 query,
+plan-time and safety reads included.
+
+- The bot runs ``zone-outage-ngns`` with its defaults (batches of 10); approvals are given at
+  once, and the blast-radius cap is passed by break-glass naming the number of nodes.
+- The engineer's procedure: one ``kubectl get nodes`` for the zone, one ``aws ec2
+  describe-instances`` for all, one ``aws ec2 stop-instances --force`` for the running ones,
+  ``describe-instances`` until they are stopped, ``kubectl taint`` per node, one ``kubectl get
+  volumeattachments`` per poll until the nodes hold none, one ``aws ec2 describe-volumes`` for
+  what EC2 still attaches. Sandbox time moves between polls as it does for the bot.
+
+Targets: fewer requests than the procedure at every size, reads growing slower than the number of
+nodes (per node, fewer at 100 than at 10), and wall time no worse. Prints the figures; exits 1 if a
+target is missed. Needs kubectl and the AWS CLI: ``aws`` on PATH, else it installs ``awscli``
+from PyPI into a virtual environment of its own (the CLI pins its botocore, which must not replace
+the bot's). Not part of ``make test``.
+
+    .venv/bin/python bench/zone_outage.py [--sizes 10,50,100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import venv
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.wire import WireProxy
+from bot.engine.commands import BreakGlass
+from bot.engine.ports import ManualClock
+from bot.engine.runstate import RunState, StepState
+from bot.sim.rehearsal import APPROVERS, Rehearsal
+from bot.sim.sandbox import Sandbox
+
+ZONE = "ap-southeast-1a"
+OOS = "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute"
+POLL = 15.0
+
+
+def aws_cli() -> str:
+    found = shutil.which("aws")
+    if found:
+        return found
+    home = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "runbook-bot-bench"
+    exe = home / "awscli" / "bin" / "aws"
+    if not exe.exists():
+        print("installing awscli from PyPI into", home / "awscli", file=sys.stderr)
+        venv.create(home / "awscli", with_pip=True)
+        subprocess.run([str(home / "awscli" / "bin" / "pip"), "install", "-q", "awscli"], check=True)
+    return str(exe)
+
+
+def options(n: int) -> dict[str, Any]:
+    return {"nodes": n, "hung": max(1, n // 10)}
+
+
+class WiredRehearsal(Rehearsal):
+    """A rehearsal whose bot reaches the sandbox through the counting proxy."""
+
+    def start(self) -> None:
+        self.sandbox.start()
+        self.wire = WireProxy(self.sandbox)
+        self.wire.start()
+        self.kubeconfig, self.ec2_endpoint = self.wire.kubeconfig, self.wire.ec2_endpoint
+        started = self.sandbox.start
+        self.sandbox.start = lambda: None  # type: ignore[method-assign]
+        try:
+            super().start()
+        finally:
+            self.sandbox.start = started  # type: ignore[method-assign]
+
+    def stop(self) -> None:
+        self.wire.stop()
+        super().stop()
+
+
+def bot_side(n: int, workdir: Path) -> dict[str, Any]:
+    r = WiredRehearsal("az-outage", options=options(n), workdir=workdir)
+    r.start()
+    try:
+        r.sandbox.advance(300)  # NotReady for longer than policy.fence_min_not_ready
+        r.wire.reset()
+
+        def decide(state: RunState, s: StepState) -> Any:
+            if s.blocked and s.blocked.get("rule") == "blast-radius":
+                given = {v.by for v in s.votes if v.kind == "break_glass"}
+                who = next(a for a in APPROVERS if a not in given)
+                return BreakGlass(run_id=state.run_id, actor=who, reason="zone outage declared",
+                                  step=s.key, nodes=int(s.blocked["count"]))
+            return r.approve_all(state, s)
+
+        start = time.perf_counter()
+        st = r.run("zone-outage-ngns", decide=decide, zone=ZONE)
+        wall = time.perf_counter() - start
+        assert st.status == "succeeded", st.outcome
+        tainted = [x for x in r.sandbox.list("Node") if any(
+            t["key"] == "node.kubernetes.io/out-of-service" for t in x["spec"].get("taints") or ())]
+        assert len(tainted) == n, len(tainted)
+        return {"total": r.wire.total(), "reads": r.wire.total(reads=True),
+                "writes": r.wire.total(reads=False), "wall": wall, "counts": r.wire.counts()}
+    finally:
+        r.stop()
+
+
+class Shell:
+    """The engineer's terminal: kubectl and the AWS CLI with the sandbox's env, through the proxy."""
+
+    def __init__(self, sb: Sandbox, wire: WireProxy, aws: str, cache: Path) -> None:
+        self.env = {**os.environ, **sb.env, "KUBECONFIG": wire.kubeconfig,
+                    "AWS_ENDPOINT_URL_EC2": wire.ec2_endpoint, "AWS_PAGER": "",
+                    "AWS_MAX_ATTEMPTS": "8", "AWS_RETRY_MODE": "standard"}
+        self.aws, self.cache = aws, cache
+
+    def kubectl(self, *args: str) -> Any:
+        out = subprocess.run(["kubectl", f"--cache-dir={self.cache}", *args], env=self.env,
+                             check=True, capture_output=True, text=True).stdout
+        return json.loads(out) if "-o" in args else out
+
+    def ec2(self, *args: str) -> Any:
+        out = subprocess.run([self.aws, "ec2", *args, "--output", "json"], env=self.env,
+                             check=True, capture_output=True, text=True).stdout
+        return json.loads(out) if out.strip() else {}
+
+
+def states(sh: Shell, ids: list[str]) -> dict[str, str]:
+    data = sh.ec2("describe-instances", "--instance-ids", *ids)
+    return {i["InstanceId"]: i["State"]["Name"] for r in data["Reservations"] for i in r["Instances"]}
+
+
+def script_side(n: int, workdir: Path, aws: str) -> dict[str, Any]:
+    sb = Sandbox("az-outage", workdir=workdir, clock=ManualClock(), options=options(n))
+    sb.start()
+    wire = WireProxy(sb)
+    wire.start()
+    try:
+        sb.advance(300)
+        wire.reset()
+        sh = Shell(sb, wire, aws, workdir / "kube-cache")
+        start = time.perf_counter()
+        nodes = sh.kubectl("get", "nodes", "-l", f"topology.kubernetes.io/zone={ZONE}", "-o", "json")
+        dead = {x["metadata"]["name"]: x["spec"]["providerID"].rsplit("/", 1)[1]
+                for x in nodes["items"]
+                if next(c["status"] for c in x["status"]["conditions"] if c["type"] == "Ready") != "True"}
+        ids = sorted(dead.values())
+        running = [i for i, s in states(sh, ids).items() if s == "running"]
+        if running:
+            sh.ec2("stop-instances", "--force", "--instance-ids", *running)
+            while any(s != "stopped" for s in states(sh, running).values()):
+                sb.advance(POLL)
+        for name in sorted(dead):
+            sh.kubectl("taint", "node", name, OOS)
+        while True:
+            vas = sh.kubectl("get", "volumeattachments", "-o", "json")
+            if not [v for v in vas["items"] if v["spec"]["nodeName"] in dead]:
+                break
+            sb.advance(POLL)
+        sh.ec2("describe-volumes", "--filters", f"Name=attachment.instance-id,Values={','.join(ids)}")
+        wall = time.perf_counter() - start
+        return {"total": wire.total(), "reads": wire.total(reads=True),
+                "writes": wire.total(reads=False), "wall": wall, "counts": wire.counts()}
+    finally:
+        wire.stop()
+        sb.stop()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="10,50,100")
+    parser.add_argument("--verbose", action="store_true", help="print the requests by kind")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    if not shutil.which("kubectl"):
+        print("kubectl is needed on PATH", file=sys.stderr)
+        return 2
+    aws = aws_cli()
+    rows = []
+    print(f"{'nodes':>5}  {'bot req':>7} {'reads':>5} {'writes':>6} {'wall s':>6}   "
+          f"{'script req':>10} {'reads':>5} {'writes':>6} {'wall s':>6}")
+    for n in sizes:
+        with tempfile.TemporaryDirectory() as tmp:
+            bot = bot_side(n, Path(tmp) / "bot")
+            man = script_side(n, Path(tmp) / "script", aws)
+        rows.append((n, bot, man))
+        print(f"{n:>5}  {bot['total']:>7} {bot['reads']:>5} {bot['writes']:>6} {bot['wall']:>6.2f}   "
+              f"{man['total']:>10} {man['reads']:>5} {man['writes']:>6} {man['wall']:>6.2f}")
+        if args.verbose:
+            print("   bot:", dict(sorted(bot["counts"].items())))
+            print("   script:", dict(sorted(man["counts"].items())))
+    missed = []
+    for n, bot, man in rows:
+        if bot["total"] >= man["total"]:
+            missed.append(f"{n} nodes: the bot made {bot['total']} requests, the script {man['total']}")
+        if bot["wall"] > man["wall"]:
+            missed.append(f"{n} nodes: the bot took {bot['wall']:.2f}s, the script {man['wall']:.2f}s")
+    per_node = [bot["reads"] / n for n, bot, _ in rows]
+    if len(rows) > 1 and not all(b < a for a, b in itertools.pairwise(per_node)):
+        missed.append("the bot's reads per node do not fall as nodes grow: "
+                      + ", ".join(f"{n}: {r:.2f}" for (n, _, _), r in zip(rows, per_node, strict=True)))
+    for m in missed:
+        print("MISSED:", m)
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
