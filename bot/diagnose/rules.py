@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from bot.actions.kube import AFFINITY_CONFLICT, MULTI_ATTACH, detach_risk
-from bot.actions.kube_storage import pv_zone, storage_class_audit
+from bot.actions.kube_storage import storage_class_audit
 from bot.actions.objects import (
     LIVE_STATES,
     Obj,
@@ -28,6 +28,7 @@ from bot.actions.objects import (
     meta,
     pod_claims,
     pv_named_by_tags,
+    pv_zone,
     ready_condition,
     terminating,
     zone_of_node,
