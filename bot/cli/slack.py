@@ -103,10 +103,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
                       "and stops", flush=True)
             else:
                 server = http_server(app, host=args.host, port=args.port, threads=args.threads,
-                                     ops=ops)
+                                     ops=ops, alerts=parts.webhook)
                 threading.Thread(target=server.run, name="runbook-bot-http", daemon=True).start()
                 print(f"runbook-bot: serving Slack on http://{args.host}:{server.effective_port}"
-                      "/slack/events (health: /healthz, readiness: /readyz, metrics: /metrics); "
+                      "/slack/events (health: /healthz, readiness: /readyz, metrics: /metrics"
+                      + (", Alertmanager: /alertmanager" if parts.webhook else "") + "); "
                       "SIGTERM or Ctrl-C drains and stops",
                       flush=True)
             while not stop.wait(0.5):

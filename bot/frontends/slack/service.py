@@ -215,11 +215,11 @@ class SlackService:
     # -- starting runs --------------------------------------------------------------------------
 
     def run(self, name: str, raw: Mapping[str, Any], person: Person, *, trigger_id: str | None,
-            dry_run: bool = False) -> None:
+            dry_run: bool = False, suggested_by: str | None = None) -> None:
         """Start a run, or open the params form when a param is missing or invalid."""
         raw = self.runner.redact(dict(raw))  # what was typed is answered back redacted, too
         try:
-            self.start(name, raw, person, dry_run=dry_run)
+            self.start(name, raw, person, dry_run=dry_run, suggested_by=suggested_by)
             return
         except ParamError:
             pass  # the engine checked the params and started nothing; say which, field by field
@@ -228,20 +228,38 @@ class SlackService:
         if errors.get("") or not errors:
             self.tell(person, f":warning: {bk.esc(errors.get('') or 'the params are not valid')}")
             return
-        meta = json.dumps({"runbook": name, "channel": person.channel, "dry_run": dry_run})
-        view = bk.params_modal(runbook, values=raw, errors=errors, metadata=meta)
+        self.form(name, raw, person, trigger_id=trigger_id, dry_run=dry_run, errors=errors,
+                  suggested_by=suggested_by)
+
+    def form(self, name: str, raw: Mapping[str, Any], person: Person, *, trigger_id: str | None,
+             dry_run: bool = False, errors: Mapping[str, str] | None = None,
+             suggested_by: str | None = None) -> None:
+        """The params form, prefilled with ``raw``: the run starts when a person submits it."""
+        runbook, _, _ = self.runner.runbooks.get(name)
+        errors = dict(errors or {})
+        meta = {"runbook": name, "channel": person.channel, "dry_run": dry_run}
+        if suggested_by:
+            meta["suggested_by"] = suggested_by
+        view = bk.params_modal(runbook, values=raw, errors=errors, metadata=json.dumps(meta))
         try:
             if trigger_id is None:
                 raise PolicyError("no trigger to open a form with")
             self.client.views_open(trigger_id=trigger_id, view=view)
         except (SlackApiError, PolicyError):
+            if not errors:
+                self.tell(person, f":warning: could not open the form; type `/runbook run "
+                                  f"{bk.esc(name)} key=value ...` instead")
+                return
             problems = bk.esc("; ".join(f"{k}: {v}" for k, v in errors.items()))
             self.tell(person, f":warning: {problems}. Add them as `key=value` after the "
                               f"runbook name: `/runbook run {bk.esc(name)} key=value ...`")
 
-    def start(self, name: str, raw: Mapping[str, Any], person: Person, *, dry_run: bool) -> None:
+    def start(self, name: str, raw: Mapping[str, Any], person: Person, *, dry_run: bool,
+              suggested_by: str | None = None) -> None:
         origin = {"frontend": "slack", "channel": person.channel, "team": person.team,
                   "user": person.user}
+        if suggested_by:  # the alert (or diagnosis) whose suggestion this run follows
+            origin["suggested_by"] = suggested_by
         state = self.runner.start(c.StartRun(runbook=name, params=dict(raw),
                                              requester=person.identity, dry_run=dry_run,
                                              origin=origin))
