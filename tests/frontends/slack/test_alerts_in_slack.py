@@ -269,3 +269,19 @@ def test_the_system_actor_of_an_alert_can_never_approve(abot: Bot):
     assert refused and refused[-1].actor == actor
     out = abot.runner.submit(c.Approve(run_id=real, actor=f"slack:{DAVE}", step="change"))
     assert out.ok, out.message
+
+
+@pytest.mark.postgres
+def test_two_replicas_sharing_postgresql_post_one_card_for_a_group_delivered_to_both(
+        make_bot: Any, pg_url: str):
+    one = make_bot(alerts=ALERTS, texts=TEXTS, db_url=pg_url)
+    two = make_bot(alerts=ALERTS, texts=TEXTS, db_url=pg_url)
+    a = alert(node="ip-10-0-1-2")
+    for bot in (one, two, one, two):  # Alertmanager's own replicas each deliver the group
+        assert post(bot, payload(a))[0] == 200
+    assert len(cards(one)) == 1
+    # resolved at the other replica: the one card is updated, not a second one posted
+    post(two, payload(alert(node="ip-10-0-1-2", status="resolved")))
+    [card] = cards(one)
+    assert card["text"].startswith("All alerts resolved")
+    assert len(one.fake.revisions(CHANNEL, card["ts"])) == 2
