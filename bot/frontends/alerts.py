@@ -41,7 +41,7 @@ from bot.engine import commands as c
 from bot.engine.approvals import SYSTEM_PREFIX
 from bot.engine.ports import Clock, RunbookSource
 from bot.errors import RunbookBotError
-from bot.frontends.http import WSGIApp
+from bot.frontends.http import WSGIApp, limit_bodies, server_cap
 from bot.frontends.metrics import Metrics
 from bot.runbook.model import Runbook
 from bot.runbook.triggers import Suggestion, suggestions
@@ -351,3 +351,28 @@ def webhook_app(intake: AlertIntake, *, metrics: Metrics | None = None) -> WSGIA
         return _answer(start_response, "200 OK", json.dumps(receipt.outcomes, sort_keys=True) + "\n")
 
     return app
+
+
+def standalone_app(webhook: WSGIApp, ops: Any) -> WSGIApp:
+    """``alerts serve``: ``/alertmanager`` and the ops endpoints, 404 else, behind body limits."""
+    from bot.frontends.ops import BODY_LIMITS as OPS_LIMITS
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        path = str(environ.get("PATH_INFO") or "/")
+        if path == ALERTS_PATH:
+            return webhook(environ, start_response)
+        if ops.handles(path):
+            return ops(environ, start_response)
+        return _answer(start_response, "404 Not Found", "not found\n")
+
+    return limit_bodies(app, limits={**BODY_LIMITS, **OPS_LIMITS})
+
+
+def standalone_server(webhook: WSGIApp, ops: Any, *, host: str, port: int, threads: int) -> Any:
+    """A waitress server for ``standalone_app`` (not yet running: call ``.run()``)."""
+    from waitress.server import create_server
+
+    return create_server(standalone_app(webhook, ops), host=host, port=port, threads=threads,
+                         # whole seconds: waitress reads the loop timeout as an int
+                         asyncore_loop_timeout=1, ident="runbook-bot",
+                         max_request_body_size=server_cap(BODY_LIMITS) + 1)

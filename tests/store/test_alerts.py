@@ -35,7 +35,8 @@ def test_two_replicas_on_one_database_agree_each_change_is_seen_once(db_url: str
         seen: list[str] = []
         barrier = threading.Barrier(8)
 
-        def deliver(log: AlertLog, status: str = status) -> None:
+        def deliver(log: AlertLog, status: str = status, seen: list[str] = seen,
+                    barrier: threading.Barrier = barrier) -> None:
             barrier.wait()
             seen.append(note(log, status))
 

@@ -211,7 +211,7 @@ def test_dry_run_starts_a_plan_only_run_as_the_person_and_records_the_alert(abot
     state = abot.db.load(run.run_id)
     assert state.dry_run and state.requester == f"slack:{ALICE}"
     assert state.params["name"] == "ip-10-0-1-2"
-    created = [e for e in abot.events(run.run_id) if e.type == "run.created"][0]
+    created = next(e for e in abot.events(run.run_id) if e.type == "run.created")
     assert created.payload["origin"]["suggested_by"] == "alert:default/5ef77f1f7cbe2a1d"
 
 
@@ -260,7 +260,7 @@ def test_the_system_actor_of_an_alert_can_never_approve(abot: Bot):
     [view] = [v for v in abot.fake.views()]
     abot.submit(view, {bk.param_block_id("name"): {"value": {"type": "plain_text_input",
                                                             "value": "ip-10-0-1-2"}}}, user=ALICE)
-    real = [r for r in abot.db.runs(limit=5) if not abot.db.load(r.run_id).dry_run][0].run_id
+    real = next(r for r in abot.db.runs(limit=5) if not abot.db.load(r.run_id).dry_run).run_id
     actor = system_requester({"alertname": "KubeNodeNotReady"}, "5ef77f1f7cbe2a1d")
     out = abot.runner.submit(c.Approve(run_id=real, actor=actor, step="change"))
     assert not out.ok
