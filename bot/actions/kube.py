@@ -9,6 +9,7 @@ shapes are the contract in docs/action-results.md. Storage objects are in ``kube
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from typing import Any
 
 from bot.actions import interlocks as il
@@ -346,40 +347,48 @@ def plan_detach_risk(p: NodeParams, env: Env) -> Plan:
     return _read_only("k8s.node.detach_risk")
 
 
-def apply_detach_risk(plan: Plan, p: NodeParams, env: Env) -> Result:
-    """Volumes attached on the node whose pods are gone from it.
+def detach_risk(node: str, vas: list[Obj], pvs: list[Obj], pods: list[Obj],
+                now: datetime) -> Obj:
+    """Volumes attached on ``node`` whose pods are gone from it, from lists already read.
 
     Once no pod on a NotReady node uses a volume (its pod was force-deleted), the attach/detach
     controller detaches it 6 minutes later without the kubelet's word, from a machine that may
     still run and write: the window in which the node must be fenced."""
-    k = env.kube
-    vas = [v for v in k.list_volume_attachments() if va_node(v) == p.node and not terminating(v)]
-    if not vas:
-        return Result(data={"items": [], "count": 0, "timeout_detach_in": None})
+    on_node = [v for v in vas if va_node(v) == node and not terminating(v)]
+    if not on_node:
+        return {"items": [], "count": 0, "timeout_detach_in": None}
     claims = {meta(pv)["name"]: f"{(pv['spec'].get('claimRef') or {}).get('namespace')}/"
                                 f"{(pv['spec'].get('claimRef') or {}).get('name')}"
-              for pv in k.list_pvs() if (pv.get("spec") or {}).get("claimRef")}
+              for pv in pvs if (pv.get("spec") or {}).get("claimRef")}
     users: dict[str, list[Obj]] = {}
-    for pod in k.list_pods():
+    for pod in pods:
         for claim in pod_view(pod)["claims"]:
             users.setdefault(claim, []).append(pod)
-    now, items = env.ctx.clock.now(), []
-    for va in sorted(vas, key=lambda v: str(meta(v)["name"])):
+    items = []
+    for va in sorted(on_node, key=lambda v: str(meta(v)["name"])):
         pv = ((va.get("spec") or {}).get("source") or {}).get("persistentVolumeName")
         claim = claims.get(str(pv))
-        pods = users.get(claim or "", [])
-        if claim is None or any((x.get("spec") or {}).get("nodeName") == p.node for x in pods):
+        used = users.get(claim or "", [])
+        if claim is None or any((x.get("spec") or {}).get("nodeName") == node for x in used):
             continue  # still used there (or not a claimed volume): the controller waits
         # the replacement was created when the old pod object went: the controller's clock
-        born = [t for x in pods if (t := parse_time(meta(x).get("creationTimestamp")))]
+        born = [t for x in used if (t := parse_time(meta(x).get("creationTimestamp")))]
         left = (max(0.0, TIMEOUT_DETACH_SECONDS - (now - min(born)).total_seconds())
                 if born else None)
         items.append({"volume_attachment": meta(va)["name"], "pv": pv, "claim": claim,
                       "timeout_detach_in": left})
     lefts = [i["timeout_detach_in"] for i in items if i["timeout_detach_in"] is not None]
-    return Result(data={"items": items, "count": len(items),
-                        "timeout_detach_in": min(lefts) if lefts else
-                        (TIMEOUT_DETACH_SECONDS if items else None)})
+    return {"items": items, "count": len(items),
+            "timeout_detach_in": min(lefts) if lefts else
+            (TIMEOUT_DETACH_SECONDS if items else None)}
+
+
+def apply_detach_risk(plan: Plan, p: NodeParams, env: Env) -> Result:
+    k = env.kube
+    vas = k.list_volume_attachments()
+    if not any(va_node(v) == p.node and not terminating(v) for v in vas):
+        return Result(data=detach_risk(p.node, [], [], [], env.ctx.clock.now()))
+    return Result(data=detach_risk(p.node, vas, k.list_pvs(), k.list_pods(), env.ctx.clock.now()))
 
 
 def plan_pod_get(p: PodParams, env: Env) -> Plan:

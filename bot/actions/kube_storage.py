@@ -195,13 +195,15 @@ def plan_sc_audit(p: StorageClassAuditParams, env: Env) -> Plan:
     return _read_only("k8s.storageclasses.audit")
 
 
-def apply_sc_audit(plan: Plan, p: StorageClassAuditParams, env: Env) -> Result:
-    k = env.kube
-    zones = sorted({z for n in k.list_nodes()
+def storage_class_audit(nodes: list[Obj], classes: list[Obj]) -> Obj:
+    """Each StorageClass's binding mode against the zones of Ready, schedulable nodes, from lists
+    already read: an ``Immediate`` class across several zones without ``allowedTopologies``
+    pinning one is ``risky``."""
+    zones = sorted({z for n in nodes
                     if not (n.get("spec") or {}).get("unschedulable")
                     and ready_condition(n)[0] == "True" and (z := zone_of_node(n))})
     items, problems = [], []
-    for sc in sorted(k.list_storage_classes(), key=lambda s: str(meta(s)["name"])):
+    for sc in sorted(classes, key=lambda s: str(meta(s)["name"])):
         name, mode = meta(sc)["name"], sc.get("volumeBindingMode") or "Immediate"
         allowed = sorted({v for t in sc.get("allowedTopologies") or ()
                           for e in t.get("matchLabelExpressions") or () for v in e.get("values") or ()})
@@ -219,7 +221,12 @@ def apply_sc_audit(plan: Plan, p: StorageClassAuditParams, env: Env) -> Result:
                 f"StorageClass {name} binds Immediate across {len(zones)} zones ({', '.join(zones)}): "
                 "volumes are created before scheduling and can pin pods to a zone without capacity; "
                 "create a WaitForFirstConsumer class (the field is immutable)")
-    return Result(data={"items": items, "zones": zones, "problems": problems})
+    return {"items": items, "zones": zones, "problems": problems}
+
+
+def apply_sc_audit(plan: Plan, p: StorageClassAuditParams, env: Env) -> Result:
+    k = env.kube
+    return Result(data=storage_class_audit(k.list_nodes(), k.list_storage_classes()))
 
 
 # -- finalizers -------------------------------------------------------------------------------

@@ -239,6 +239,10 @@ class KubeClient:
         selector = f"involvedObject.name={pod},involvedObject.namespace={namespace}"
         return self._list("core", "list_namespaced_event", namespace, field_selector=selector)
 
+    def list_events(self) -> list[Obj]:
+        """Every event in every namespace: one paginated list, joined with the objects in memory."""
+        return self._list("core", "list_event_for_all_namespaces")
+
     def list_object_events(self, *, kind: str, name: str, namespace: str | None = None) -> list[Obj]:
         """Events about one object; a cluster-scoped object's (a PV's) are kept in ``default``."""
         ns = namespace or "default"
@@ -264,6 +268,10 @@ class KubeClient:
     def get_pvc(self, *, namespace: str, name: str) -> Obj:
         return self._request("core", "read_namespaced_persistent_volume_claim",
                              (f"{namespace}/{name}",), name, namespace)
+
+    def list_pvcs(self) -> list[Obj]:
+        """Every PersistentVolumeClaim in every namespace."""
+        return self._list("core", "list_persistent_volume_claim_for_all_namespaces")
 
     def list_storage_classes(self) -> list[Obj]:
         return self._list("storage", "list_storage_class")
