@@ -34,7 +34,7 @@ def register(sub: Any) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from bot.cli.wiring import build_runner, open_store, ops_endpoints
+    from bot.cli.wiring import build_runner, open_store, ops_endpoints, scanner
     from bot.config import load_settings
     from bot.errors import ConfigError
     from bot.frontends.alerts import AlertIntake, LogCards, standalone_server, webhook_app
@@ -63,7 +63,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     intake = AlertIntake(config=settings.alerts, clusters=list(settings.clusters),
                          runbooks=runner.runbooks, names=names, alert_log=AlertLog(store.engine),
                          clock=runner.clock, cards=LogCards(), start=start,
-                         submit=pool.submit, metrics=metrics)
+                         submit=pool.submit, diagnoser=scanner(settings), metrics=metrics)
     ops = ops_endpoints(runner, store, metrics, interval=args.interval)
     server = standalone_server(webhook_app(intake, metrics=metrics), ops, host=args.host,
                                port=args.port, threads=args.threads)

@@ -56,7 +56,7 @@ def _verify_token(parts: Any, api_url: str | None) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from bot.cli.wiring import build_runner, open_store, ops_endpoints
+    from bot.cli.wiring import build_runner, open_store, ops_endpoints, scanner
     from bot.config import load_settings
     from bot.frontends.metrics import Metrics
     from bot.frontends.slack.app import (
@@ -79,7 +79,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     _verify_token(parts, settings.slack.api_url)
     runner = build_runner(settings, store=store, notifiers=[parts.outbox],
                           membership=parts.membership(settings.policy), metrics=metrics)
-    app, _, _ = build_app(settings, runner, parts=parts)
+    app, _, _ = build_app(settings, runner, parts=parts, diagnoser=scanner(settings))
     ops = ops_endpoints(runner, store, metrics, interval=args.interval)
     def work() -> None:
         background_thread()  # the worker loop yields the CPU to the threads answering Slack

@@ -37,6 +37,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bot.config import AlertsConfig
+from bot.diagnose import Report, Scope
 from bot.engine import commands as c
 from bot.engine.approvals import SYSTEM_PREFIX
 from bot.engine.ports import Clock, RunbookSource
@@ -162,7 +163,30 @@ class Cards(Protocol):
     def show(self, group: AlertGroup) -> None: ...
 
 
-Findings = Callable[[str, Mapping[str, str]], list[str]]  # (cluster, params) -> what was found
+Diagnoser = Callable[[Scope], Report]  # one read-only scan of a cluster (``bot.diagnose``)
+
+
+def scope_of(cluster: str, params: Mapping[str, str]) -> Scope:
+    """What to diagnose for a suggestion: its node, or its pod (and namespace), or namespace."""
+    node, pod, namespace = params.get("node"), params.get("pod"), params.get("namespace")
+    if pod:
+        return Scope(cluster=cluster, pod=pod, namespace=namespace)
+    return Scope(cluster=cluster, node=node or None, namespace=namespace or None)
+
+
+def finding_lines(report: Report, *, limit: int = 3) -> list[str]:
+    """The worst findings of a scan, one line each: severity, summary and the runbook for it."""
+    lines = []
+    for f in report.findings[:limit]:
+        line = f"{f.severity.value}: {f.summary}"
+        if f.runbook:
+            line += f" (runbook {f.runbook})"
+        lines.append(line)
+    if len(report.findings) > limit:
+        lines.append(f"{len(report.findings) - limit} more: /runbook diagnose shows them all")
+    if not report.findings:
+        lines.append("the diagnosis found nothing wrong here")
+    return lines
 
 
 def provenance(key: str) -> str:
@@ -193,7 +217,7 @@ class AlertIntake:
                  names: Callable[[], list[str]], alert_log: AlertLog, clock: Clock,
                  cards: Cards | None = None, start: Callable[[c.StartRun], Any] | None = None,
                  origin: Mapping[str, Any] | None = None,
-                 submit: Callable[..., Any] | None = None, findings: Findings | None = None,
+                 submit: Callable[..., Any] | None = None, diagnoser: Diagnoser | None = None,
                  metrics: Metrics | None = None) -> None:
         self.config = config
         self.clusters = tuple(clusters)
@@ -205,7 +229,7 @@ class AlertIntake:
         self.start = start
         self.origin = dict(origin or {"frontend": "alertmanager"})
         self.submit = submit or (lambda fn, *a, **k: fn(*a, **k))
-        self.findings = findings
+        self.diagnoser = diagnoser
         self.metrics = metrics
 
     def cluster_of(self, labels: Mapping[str, str]) -> str | None:
@@ -287,7 +311,10 @@ class AlertIntake:
         return Suggestion(s.runbook, {**s.params, "cluster": cluster}, s.auto_run, s.problem)
 
     def follow_up(self, group_key: str, label: str, starts: Sequence[c.StartRun]) -> None:
-        """Off the request thread: start the auto-runs, then show the group as stored."""
+        """Off the request thread: start the auto-runs, diagnose what is new, then show the
+        group as stored."""
+        if self.diagnoser is not None:
+            self.diagnose(group_key)
         for cmd in starts:
             try:
                 state = self.start(cmd) if self.start is not None else None
@@ -299,6 +326,23 @@ class AlertIntake:
             self.cards.show(AlertGroup(key=group_key, label=label, alerts=self.log.group(group_key)))
 
 
+    def diagnose(self, group_key: str) -> None:
+        """What a scan finds for each firing alert not diagnosed yet, kept with the alert."""
+        done: dict[Scope, list[str]] = {}
+        for a in self.log.group(group_key):
+            if a.status != "firing" or "findings" in a.data or self.diagnoser is None:
+                continue
+            firsts = a.data.get("suggestions") or [{}]
+            scope = scope_of(a.data.get("cluster", ""), firsts[0].get("params", {}))
+            if scope not in done:
+                try:
+                    done[scope] = finding_lines(self.diagnoser(scope))
+                except Exception as e:  # a broken scan is said, never "nothing"; the card still goes
+                    log.warning("could not diagnose %s for an alert: %s", scope, e)
+                    done[scope] = [f"the diagnosis could not be made: {str(e)[:200]}"]
+            self.log.annotate(a.key, findings=done[scope])
+
+
 class LogCards:
     """Without Slack: each change of a group is one log line naming what to run."""
 
@@ -306,9 +350,10 @@ class LogCards:
         for a in group.alerts:
             for s in a.data.get("suggestions", []):
                 params = " ".join(f"-p {k}={v}" for k, v in s["params"].items())
-                log.info("alert %s %s on %s: runbook-bot run %s %s (suggested by %s)",
+                log.info("alert %s %s on %s: runbook-bot run %s %s (suggested by %s)%s",
                          a.data["labels"].get("alertname"), a.status, a.data["cluster"],
-                         s["runbook"], params, provenance(a.key))
+                         s["runbook"], params, provenance(a.key),
+                         "".join(f"; {line}" for line in a.data.get("findings", [])))
 
 
 # -- the endpoint -------------------------------------------------------------------------------

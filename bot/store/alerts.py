@@ -78,6 +78,16 @@ class AlertLog:
             return "resolved"
         return "new"
 
+    def annotate(self, key: str, **fields: Any) -> None:
+        """Add fields to an alert's data (what the diagnosis found), keeping the rest."""
+        with self.engine.begin() as conn:
+            row = conn.execute(select(alerts_t.c.data).where(alerts_t.c.key == key)).first()
+            if row is None:
+                return
+            data = {**json.loads(row.data), **fields}
+            conn.execute(update(alerts_t).where(alerts_t.c.key == key).values(
+                data=json.dumps(data, sort_keys=True, separators=(",", ":"))))
+
     def group(self, group_key: str) -> list[StoredAlert]:
         """The alerts of a group as last recorded, oldest first."""
         with self.engine.begin() as conn:

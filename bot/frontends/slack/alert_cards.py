@@ -19,6 +19,7 @@ from typing import Any, Final
 
 from slack_sdk.errors import SlackApiError
 
+from bot.diagnose import Report
 from bot.frontends.alerts import AlertGroup, provenance
 from bot.present import blockkit as bk
 from bot.store.alerts import AlertLog, StoredAlert
@@ -36,6 +37,52 @@ def suggestion_value(runbook: str, params: Mapping[str, str], ref: str) -> str |
     """A button's value: the runbook, its params and the provenance; None if over Slack's limit."""
     value = json.dumps({"rb": runbook, "p": dict(params), "a": ref}, separators=(",", ":"))
     return value if len(value) <= bk.LIMITS["button_value"] else None
+
+
+def suggestion_buttons(runbook: str, params: Mapping[str, str], ref: str, *,
+                       block_id: str) -> bk.Block | None:
+    """Dry run / Run for one suggestion, or None when its value would not fit a button."""
+    value = suggestion_value(runbook, params, ref)
+    if value is None:
+        return None
+    return bk.actions([
+        bk.button(text="Dry run", action_id=ACTION_ALERT_DRY_RUN, value=value),
+        bk.button(text="Run", action_id=ACTION_ALERT_RUN, value=value, style="primary"),
+    ], block_id=block_id)
+
+
+def diagnosis_ref(report: Report) -> str:
+    """The provenance of a run started from a diagnosis: ``diagnosis:<cluster>@<scanned_at>``."""
+    return f"diagnosis:{report.cluster}@{report.scanned_at.isoformat(timespec='seconds')}"
+
+
+MAX_FINDINGS = 12  # each finding takes up to four blocks; Block Kit allows 50 a message
+
+
+def diagnosis_blocks(report: Report) -> tuple[str, list[bk.Block]]:
+    """A scan's findings, worst first, each with its evidence and Dry run / Run buttons."""
+    n = len(report.findings)
+    title = (f"{n} finding{'s' if n != 1 else ''} in cluster {report.cluster}" if n
+             else f"Nothing wrong found in cluster {report.cluster}")
+    blocks: list[bk.Block] = [bk.section(f"*{bk.esc(title)}* ({report.calls} API calls, "
+                                         f"{bk.hhmm(report.scanned_at.isoformat())})")]
+    ref = diagnosis_ref(report)
+    for i, f in enumerate(report.findings[:MAX_FINDINGS]):
+        blocks.append(bk.section(f"*{bk.esc(f.severity.value)}* {bk.esc(f.summary)}"))
+        seen = "; ".join(f"{e.what} ({e.source})" for e in f.evidence[:3])
+        if seen:
+            blocks.append(bk.context(bk.esc(seen)))
+        if f.runbook:
+            params = " ".join(f"{k}=`{bk.esc(v)}`" for k, v in f.params.items())
+            blocks.append(bk.context(f"Runbook *{bk.esc(f.runbook)}* {params}"))
+            buttons = suggestion_buttons(f.runbook, f.params, ref, block_id=f"finding:{i}")
+            if buttons is not None:
+                blocks.append(buttons)
+        elif f.command:
+            blocks.append(bk.context(f"`{bk.esc(f.command)}`"))
+    if n > MAX_FINDINGS:
+        blocks.append(bk.context(f"{n - MAX_FINDINGS} more: `runbook-bot diagnose` lists them all"))
+    return title, bk.limit_blocks(blocks)
 
 
 def _subject(labels: Mapping[str, str]) -> str:
@@ -64,12 +111,10 @@ def _alert_blocks(a: StoredAlert, index: int) -> list[bk.Block]:
         if s.get("problem"):
             text += f"\n:warning: {bk.esc(s['problem'])}: fill the params in the form"
         blocks.append(bk.context(text))
-        value = suggestion_value(s["runbook"], s["params"], provenance(a.key))
-        if firing and value is not None:
-            blocks.append(bk.actions([
-                bk.button(text="Dry run", action_id=ACTION_ALERT_DRY_RUN, value=value),
-                bk.button(text="Run", action_id=ACTION_ALERT_RUN, value=value, style="primary"),
-            ], block_id=f"alert:{index}:{j}"))
+        buttons = suggestion_buttons(s["runbook"], s["params"], provenance(a.key),
+                                     block_id=f"alert:{index}:{j}")
+        if firing and buttons is not None:
+            blocks.append(buttons)
     return blocks
 
 

@@ -46,7 +46,7 @@ from bot.engine.approvals import Membership, membership_from
 from bot.engine.facts import RunbookFacts
 from bot.engine.ports import Clock, SystemClock
 from bot.errors import ConfigError, ExternalError
-from bot.frontends.alerts import ALERTS_PATH, AlertIntake, Findings, webhook_app
+from bot.frontends.alerts import ALERTS_PATH, AlertIntake, Diagnoser, webhook_app
 from bot.frontends.alerts import BODY_LIMITS as ALERT_LIMITS
 from bot.frontends.http import WSGIApp, limit_bodies, server_cap, stop_server
 from bot.frontends.metrics import Metrics
@@ -239,12 +239,13 @@ class SlackParts:
 def build_app(settings: Settings, runner: Runner, *, parts: SlackParts | None = None,
               names: Callable[[], list[str]] | None = None,
               exporter: Exporter | None = None,
-              findings: Findings | None = None) -> tuple[App, SlackService, SlackParts]:
+              diagnoser: Diagnoser | None = None) -> tuple[App, SlackService, SlackParts]:
     """The bolt App for ``runner``; the outbox is registered with the runner if it was not.
 
     ``exporter`` defaults to transcripts with the run's Slack thread merged in, where installed.
     With webhook credentials configured (``alerts:``), ``parts.webhook`` is the Alertmanager
-    endpoint, whose cards go to ``alerts.channel`` (``findings``: what a diagnosis found).
+    endpoint, whose cards go to ``alerts.channel``; ``diagnoser`` scans a cluster for the cards
+    and for ``/runbook diagnose``.
     """
     from bot.frontends.slack.listeners import register
     from bot.frontends.slack.transcripts import slack_exporter
@@ -262,7 +263,7 @@ def build_app(settings: Settings, runner: Runner, *, parts: SlackParts | None = 
     service = SlackService(runner=runner, client=parts.client, slack_store=parts.slack_store,
                            usergroups=parts.usergroups, clock=parts.clock, names=names, facts=facts,
                            exporter=exporter, drive=lambda run_id: parts.work.drive(
-                               runner.drive, run_id), show=parts.outbox.draw)
+                               runner.drive, run_id), show=parts.outbox.draw, diagnoser=diagnoser)
     app = App(client=parts.client, signing_secret=settings.slack.signing_secret or "",
               token_verification_enabled=True, request_verification_enabled=True,
               process_before_response=True,
@@ -270,7 +271,7 @@ def build_app(settings: Settings, runner: Runner, *, parts: SlackParts | None = 
               listener_executor=ThreadPoolExecutor(max_workers=16,
                                                    thread_name_prefix="slack-listener"))
     if settings.alerts.enabled and names is not None:
-        parts.webhook = webhook_app(alert_intake(settings, runner, parts, names, findings),
+        parts.webhook = webhook_app(alert_intake(settings, runner, parts, names, diagnoser),
                                     metrics=parts.metrics)
     app.middleware(_timed(parts.metrics))
     app.middleware(_once(parts))
@@ -280,7 +281,7 @@ def build_app(settings: Settings, runner: Runner, *, parts: SlackParts | None = 
 
 
 def alert_intake(settings: Settings, runner: Runner, parts: SlackParts,
-                 names: Callable[[], list[str]], findings: Findings | None) -> AlertIntake:
+                 names: Callable[[], list[str]], diagnoser: Diagnoser | None) -> AlertIntake:
     """Alerts in Slack: cards in ``alerts.channel``; auto-runs drawn there, driven by the pool."""
     channel = settings.alerts.channel
 
@@ -295,7 +296,7 @@ def alert_intake(settings: Settings, runner: Runner, parts: SlackParts,
                        runbooks=runner.runbooks, names=names, alert_log=parts.alert_log,
                        clock=parts.clock, cards=cards, start=start,
                        origin={"frontend": "slack", "channel": channel},
-                       submit=parts.work.submit, findings=findings, metrics=parts.metrics)
+                       submit=parts.work.submit, diagnoser=diagnoser, metrics=parts.metrics)
 
 
 def _kind(body: Any) -> str:

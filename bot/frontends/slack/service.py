@@ -25,11 +25,14 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_handlers import ConnectionErrorRetryHandler
 from slack_sdk.webhook import WebhookClient
 
+from bot.diagnose import Scope
 from bot.engine import commands as c
 from bot.engine.approvals import approver_groups, check_reason
 from bot.engine.facts import RunbookFacts
 from bot.engine.ports import Clock
 from bot.errors import ExternalError, NotFound, ParamError, PolicyError, RunbookBotError
+from bot.frontends.alerts import Diagnoser
+from bot.frontends.slack.alert_cards import diagnosis_blocks
 from bot.frontends.slack.drawing import Drawing, who
 from bot.frontends.slack.identity import UserGroups, identity_for
 from bot.frontends.slack.persistence import SlackStore
@@ -66,7 +69,7 @@ class SlackService:
                  exporter: Exporter | None = None,
                  drive: Callable[[str], Any] | None = None,
                  show: Callable[[str], Drawing | None] | None = None,
-                 facts: RunbookFacts | None = None) -> None:
+                 facts: RunbookFacts | None = None, diagnoser: Diagnoser | None = None) -> None:
         self.runner = runner
         self.facts = facts or RunbookFacts(runbooks=runner.runbooks, catalog=runner.catalog)
         self.client = client
@@ -77,6 +80,7 @@ class SlackService:
         self.exporter = exporter
         self.drive = drive or (lambda run_id: runner.drive(run_id))  # carry a run on
         self.show = show or (lambda run_id: None)  # draw a run in Slack now
+        self.diagnoser = diagnoser  # one read-only scan of a cluster
 
     # -- answering ------------------------------------------------------------------------------
 
@@ -141,6 +145,8 @@ class SlackService:
             self.tell(person, f"{len(views)} active run(s)", bk.runs_list(views, who=who))
         elif v == "export":
             self._export(cmd, person)
+        elif v == "diagnose":
+            self._diagnose(cmd, person)
         else:
             assert cmd.run_id is not None
             self.decide(self._command(cmd, person), person)
@@ -192,6 +198,18 @@ class SlackService:
         state = self.runner.store.load(run_id)
         view = run_view(state, self.facts.titles(state))
         self.tell(person, bk.card_text(view), bk.run_card(view, who=who))
+
+    def _diagnose(self, cmd: Slash, person: Person) -> None:
+        """The findings of one scan, privately, each with Dry run / Run buttons."""
+        if self.diagnoser is None:
+            self.tell(person, "Diagnosis is not available in this installation; "
+                              "`runbook-bot diagnose` on the bot's host scans a cluster.")
+            return
+        p = cmd.params
+        report = self.diagnoser(Scope(cluster=p.get("cluster", ""), node=p.get("node"),
+                                      pod=p.get("pod"), namespace=p.get("namespace")))
+        text, blocks = diagnosis_blocks(report)
+        self.tell(person, text, blocks)
 
     def _export(self, cmd: Slash, person: Person) -> None:
         if self.exporter is None:
