@@ -176,7 +176,7 @@ class Bot:
                  threads: int = 4, workers: int = 4, card_interval: float = 0.0,
                  rehearsal: Any = None, db_url: str | None = None,
                  alerts: AlertsConfig | None = None, texts: dict[str, str] | None = None,
-                 clusters: tuple[str, ...] = ()) -> None:
+                 clusters: tuple[str, ...] = (), diagnoser: Any = None) -> None:
         """On fake actions, or (``rehearsal``, a started ``bot.sim.rehearsal.Rehearsal``) on the
         shipped runbooks against the sandbox, with ``SANDBOX_POLICY``."""
         self.fake = fake
@@ -208,7 +208,8 @@ class Bot:
         self.ops = OpsEndpoints(metrics=self.metrics, checks={
             "database": database_check(self.db.engine),
             "worker": worker_check(self.runner.heartbeat)})
-        self.app, self.service, _ = build_app(self.settings, self.runner, parts=self.parts)
+        self.app, self.service, _ = build_app(self.settings, self.runner, parts=self.parts,
+                                              diagnoser=diagnoser)
         self.parts.start()
         self._closed = False
         self.server = http_server(self.app, host="127.0.0.1", port=0, threads=threads, ops=self.ops,
