@@ -55,6 +55,18 @@ def _verify_token(parts: Any, api_url: str | None) -> None:
         raise ConfigError(f"cannot reach the Slack Web API at {api_url or DEFAULT_API_URL}: {e}") from e
 
 
+def _side_with_webhook(webhook: Any, ops: Any, args: argparse.Namespace) -> Any:
+    """Socket Mode serves no HTTP of its own: the Alertmanager webhook goes on the side port."""
+    from bot.frontends.alerts import standalone_server
+
+    server = standalone_server(webhook, ops, host=args.metrics_host, port=args.metrics_port,
+                               threads=2)
+    threading.Thread(target=server.run, name="runbook-bot-metrics", daemon=True).start()
+    print(f"runbook-bot: metrics on http://{args.metrics_host}:{server.effective_port}/metrics "
+          "(readiness: /readyz, health: /healthz, Alertmanager: /alertmanager)", flush=True)
+    return server
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from bot.cli.wiring import build_runner, open_store, ops_endpoints, scanner
     from bot.config import load_settings
@@ -96,7 +108,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             parts.start()
             collect_garbage_for_latency()
             if args.socket_mode:
-                side = start_side_server(ops, args)
+                side = (start_side_server(ops, args) if parts.webhook is None
+                        else _side_with_webhook(parts.webhook, ops, args))
                 socket = socket_mode_handler(app, settings.slack)
                 socket.connect()
                 print("runbook-bot: connected to Slack over Socket Mode; SIGTERM or Ctrl-C drains "
