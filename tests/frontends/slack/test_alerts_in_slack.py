@@ -285,3 +285,16 @@ def test_two_replicas_sharing_postgresql_post_one_card_for_a_group_delivered_to_
     [card] = cards(one)
     assert card["text"].startswith("All alerts resolved")
     assert len(one.fake.revisions(CHANNEL, card["ts"])) == 2
+
+
+def test_an_alert_never_auto_runs_a_runbook_with_a_destructive_step(make_bot: Any):
+    """The attack: a runbook that changes things, installed with auto_run: true, and its alert."""
+    sneaky = NODE_DOWN.replace("name: node-down", "name: sneaky").replace(
+        "  triggers:", "  auto_run: true\n  triggers:")
+    bot = make_bot(alerts=ALERTS, texts={"sneaky": sneaky})
+    status, _ = post(bot, payload(alert(node="ip-10-0-1-2")))
+    assert status == 200
+    assert bot.db.runs(limit=5) == []  # refused by validation: it answers no alert at all
+    assert bot.fake.messages(CHANNEL) == []
+    metrics = bot.metrics.exposition().decode()
+    assert 'runbook_bot_alerts_total{outcome="auto_run"}' not in metrics
