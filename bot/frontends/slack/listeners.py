@@ -305,8 +305,18 @@ def register(app: App, *, service: SlackService, work: Any, deliveries: Deliveri
         if refusal:
             work.submit(service.tell, person, refusal)
         elif dry_run:
+            # a double click is two requests: the second one on the same button starts nothing
+            message = (body.get("container") or {}).get("message_ts")
+            block = str(body["actions"][0].get("block_id") or "")
+            key = f"suggest:{person.user}:{message}:{block}:{v['a']}"
+            if not deliveries.fresh(key):
+                work.submit(service.tell, person, "Your dry run from this suggestion was already "
+                            f"started; `/runbook run {v['rb']} ... --dry-run` starts another.")
+                ack()
+                return
             handoff(context, service.run, v["rb"], v["p"], person,
-                    trigger_id=body.get("trigger_id"), dry_run=True, suggested_by=v["a"])
+                    trigger_id=body.get("trigger_id"), dry_run=True, suggested_by=v["a"],
+                    keys=[key])
         else:  # a run starts only from the form, once a person submits it
             handoff(context, service.form, v["rb"], v["p"], person,
                     trigger_id=body.get("trigger_id"), suggested_by=v["a"])

@@ -298,3 +298,12 @@ def test_an_alert_never_auto_runs_a_runbook_with_a_destructive_step(make_bot: An
     assert bot.fake.messages(CHANNEL) == []
     metrics = bot.metrics.exposition().decode()
     assert 'runbook_bot_alerts_total{outcome="auto_run"}' not in metrics
+
+
+def test_a_double_click_on_dry_run_starts_one_run(abot: Bot):
+    post(abot, payload(alert(node="ip-10-0-1-2")))
+    [card] = cards(abot)
+    abot.click(card, ACTION_ALERT_DRY_RUN, user=ALICE, settle=False)
+    abot.click(card, ACTION_ALERT_DRY_RUN, user=ALICE)
+    assert len(abot.db.runs(limit=5)) == 1
+    assert any("already started" in m.get("text", "") for m in abot.fake.ephemerals(ALICE))
