@@ -26,6 +26,8 @@ and built-in defaults when there is none. A file named by 1 or 2 must exist. Its
         fence_min_not_ready (seconds >= 60: how long a node must have been NotReady before its
         instance may be fenced), approvals_from (a non-empty list of terminal, slack; default both)
     slack: bot_token, signing_secret, app_token, api_url, allowed_channels, usergroup_ttl
+    alerts: bearer_tokens, basic_auth (username -> password; secrets of 16 characters or more),
+        cluster_label (default cluster), channel (the Slack channel of suggestion cards)
 
 The file is validated as a whole with pydantic, strictly: a quoted "false" is not a boolean and a
 quoted "3" is not a number. Every bad value becomes one line of the ``ConfigError``, naming the key
@@ -40,6 +42,8 @@ Environment variables override the file:
                                 ``os.pathsep`` (``:``); replaces the file's runbooks_dir
     SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET, SLACK_APP_TOKEN, RUNBOOK_BOT_SLACK_API_URL,
     RUNBOOK_BOT_SLACK_CHANNELS (comma-separated channel ids)
+    RUNBOOK_BOT_ALERTS_TOKEN    the Alertmanager webhook's bearer token (replaces the file's)
+    RUNBOOK_BOT_ALERTS_CHANNEL  the Slack channel of alert suggestion cards
     RUNBOOK_BOT_LOG_FORMAT      text (default) or json: what --log-format is when not given
     RUNBOOK_BOT_LOG_LEVEL       debug, info, warning or error: what --log-level is when not given
 
@@ -88,6 +92,21 @@ class SlackConfig:
 
 
 @dataclass(frozen=True)
+class AlertsConfig:
+    """The Alertmanager webhook: who may post to it, and where its suggestions go."""
+
+    bearer_tokens: tuple[str, ...] = ()  # Authorization: Bearer <token>
+    basic_auth: Mapping[str, str] = field(default_factory=dict)  # username -> password
+    cluster_label: str = "cluster"  # the label naming an alert's cluster
+    channel: str | None = None  # the Slack channel of suggestion cards
+
+    @property
+    def enabled(self) -> bool:
+        """The webhook is served only with credentials to check: never open to anyone."""
+        return bool(self.bearer_tokens or self.basic_auth)
+
+
+@dataclass(frozen=True)
 class PolicyConfig:
     """Approval and interlock policy that no runbook can loosen."""
 
@@ -113,6 +132,7 @@ class Settings:
     clusters: Mapping[str, ClusterConfig] = field(default_factory=dict)
     policy: PolicyConfig = PolicyConfig()
     slack: SlackConfig = SlackConfig()
+    alerts: AlertsConfig = AlertsConfig()
     lease_seconds: float = 6.0
     config_file: str | None = None  # the file these settings were read from, if any
 
@@ -139,7 +159,8 @@ class Settings:
 Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 Text = Annotated[str, Field(min_length=1)]
 BACKENDS = ("sqlite", "postgresql")
-SECRETS = frozenset({"audit_key", "bot_token", "signing_secret", "app_token"})  # never echoed
+SECRETS = frozenset({"audit_key", "bot_token", "signing_secret", "app_token", "bearer_tokens",
+                     "basic_auth"})  # never echoed
 Frontend = Literal["terminal", "slack"]
 FRONTENDS: tuple[Frontend, ...] = ("terminal", "slack")
 
@@ -180,6 +201,13 @@ class _Slack(_Strict):
     usergroup_ttl: Seconds = 300.0
 
 
+class _Alerts(_Strict):
+    bearer_tokens: list[Annotated[str, Field(min_length=16)]] = []
+    basic_auth: dict[Text, Annotated[str, Field(min_length=16)]] = {}
+    cluster_label: Annotated[str, Field(pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$")] = "cluster"
+    channel: Text | None = None
+
+
 class _File(_Strict):
     database_url: Text | None = None
     audit_key: Text | None = None
@@ -188,6 +216,7 @@ class _File(_Strict):
     clusters: dict[Text, _Cluster] = {}
     policy: _Policy = _Policy()
     slack: _Slack = _Slack()
+    alerts: _Alerts = _Alerts()
     lease_seconds: Seconds = 6.0
 
     @field_validator("redact_patterns")
@@ -221,7 +250,7 @@ class _File(_Strict):
 
 
 _SECTIONS: dict[str, type[BaseModel]] = {"": _File, "policy": _Policy, "slack": _Slack,
-                                        "clusters": _Cluster}
+                                        "clusters": _Cluster, "alerts": _Alerts}
 _EXPECTED = {
     "bool_type": "must be true or false",
     "int_type": "must be a whole number",
@@ -289,7 +318,15 @@ def _parse(data: Mapping[str, Any], env: Mapping[str, str], *, source: str) -> _
             slack["allowed_channels"] = [c.strip() for c in env["RUNBOOK_BOT_SLACK_CHANNELS"]
                                          .split(",") if c.strip()]
         merged["slack"] = slack
-    for key in [k for k in ("policy", "slack") if merged.get(k) is None and k in merged]:
+    alerts = {} if data.get("alerts") is None else data["alerts"]
+    if isinstance(alerts, Mapping):
+        alerts = dict(alerts)
+        if env.get("RUNBOOK_BOT_ALERTS_TOKEN"):
+            alerts["bearer_tokens"] = [env["RUNBOOK_BOT_ALERTS_TOKEN"]]
+        if env.get("RUNBOOK_BOT_ALERTS_CHANNEL"):
+            alerts["channel"] = env["RUNBOOK_BOT_ALERTS_CHANNEL"]
+        merged["alerts"] = alerts
+    for key in [k for k in ("policy", "slack", "alerts") if merged.get(k) is None and k in merged]:
         del merged[key]  # an empty section (`policy:` alone) means the defaults
     try:
         return _File.model_validate(merged)
@@ -361,8 +398,12 @@ def settings_from_mapping(data: Mapping[str, Any], env: Mapping[str, str], *,
     slack = SlackConfig(bot_token=s.bot_token, signing_secret=s.signing_secret,
                         app_token=s.app_token, api_url=s.api_url,
                         allowed_channels=tuple(s.allowed_channels), usergroup_ttl=s.usergroup_ttl)
+    a = f.alerts
+    alerts = AlertsConfig(bearer_tokens=tuple(a.bearer_tokens), basic_auth=dict(a.basic_auth),
+                          cluster_label=a.cluster_label, channel=a.channel)
     return Settings(
         database_url=f.database_url or default_database_url(env), audit_key=f.audit_key,
+        alerts=alerts,
         runbooks_dir=_runbook_dirs(f.runbooks_dir, env, path.parent if path else None),
         redact_patterns=tuple(f.redact_patterns), clusters=clusters,
         policy=policy, slack=slack, lease_seconds=f.lease_seconds,

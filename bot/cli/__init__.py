@@ -44,6 +44,7 @@ COMMAND_MODULES = (
     "bot.cli.demo",  # demo
     "bot.cli.sim",  # sim up, sim scenarios
     "bot.cli.slack",  # slack serve
+    "bot.cli.alerts",  # alerts serve
     "bot.cli.db",  # db status, db upgrade
     "bot.cli.config",  # config path, config check
 )

@@ -55,8 +55,20 @@ def _verify_token(parts: Any, api_url: str | None) -> None:
         raise ConfigError(f"cannot reach the Slack Web API at {api_url or DEFAULT_API_URL}: {e}") from e
 
 
+def _side_with_webhook(webhook: Any, ops: Any, args: argparse.Namespace) -> Any:
+    """Socket Mode serves no HTTP of its own: the Alertmanager webhook goes on the side port."""
+    from bot.frontends.alerts import standalone_server
+
+    server = standalone_server(webhook, ops, host=args.metrics_host, port=args.metrics_port,
+                               threads=2)
+    threading.Thread(target=server.run, name="runbook-bot-metrics", daemon=True).start()
+    print(f"runbook-bot: metrics on http://{args.metrics_host}:{server.effective_port}/metrics "
+          "(readiness: /readyz, health: /healthz, Alertmanager: /alertmanager)", flush=True)
+    return server
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
-    from bot.cli.wiring import build_runner, open_store, ops_endpoints
+    from bot.cli.wiring import build_runner, open_store, ops_endpoints, scanner
     from bot.config import load_settings
     from bot.frontends.metrics import Metrics
     from bot.frontends.slack.app import (
@@ -79,7 +91,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     _verify_token(parts, settings.slack.api_url)
     runner = build_runner(settings, store=store, notifiers=[parts.outbox],
                           membership=parts.membership(settings.policy), metrics=metrics)
-    app, _, _ = build_app(settings, runner, parts=parts)
+    app, _, _ = build_app(settings, runner, parts=parts, diagnoser=scanner(settings))
     ops = ops_endpoints(runner, store, metrics, interval=args.interval)
     def work() -> None:
         background_thread()  # the worker loop yields the CPU to the threads answering Slack
@@ -96,17 +108,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
             parts.start()
             collect_garbage_for_latency()
             if args.socket_mode:
-                side = start_side_server(ops, args)
+                side = (start_side_server(ops, args) if parts.webhook is None
+                        else _side_with_webhook(parts.webhook, ops, args))
                 socket = socket_mode_handler(app, settings.slack)
                 socket.connect()
                 print("runbook-bot: connected to Slack over Socket Mode; SIGTERM or Ctrl-C drains "
                       "and stops", flush=True)
             else:
                 server = http_server(app, host=args.host, port=args.port, threads=args.threads,
-                                     ops=ops)
+                                     ops=ops, alerts=parts.webhook)
                 threading.Thread(target=server.run, name="runbook-bot-http", daemon=True).start()
                 print(f"runbook-bot: serving Slack on http://{args.host}:{server.effective_port}"
-                      "/slack/events (health: /healthz, readiness: /readyz, metrics: /metrics); "
+                      "/slack/events (health: /healthz, readiness: /readyz, metrics: /metrics"
+                      + (", Alertmanager: /alertmanager" if parts.webhook else "") + "); "
                       "SIGTERM or Ctrl-C drains and stops",
                       flush=True)
             while not stop.wait(0.5):

@@ -7,7 +7,7 @@ clock or clients.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from bot.config import Settings
@@ -15,6 +15,7 @@ from bot.errors import NotFound
 
 if TYPE_CHECKING:  # the parts are imported when built, so a command loads only what it uses
     from bot.actions.catalog import ClientsFactory
+    from bot.diagnose import Report, Scope
     from bot.engine.approvals import Membership
     from bot.engine.ports import Clock, Notifier, RunStore
     from bot.frontends.metrics import Metrics
@@ -57,6 +58,35 @@ def build_runner(settings: Settings, *, store: RunStore | None = None,
         runner.leases.takeover_listeners.append(metrics.lease_taken_over)
         runner.heartbeat.listeners.append(metrics.worker_looped)
     return runner
+
+
+def scanner(settings: Settings, *, clients_factory: ClientsFactory | None = None,
+            clock: Clock | None = None) -> Callable[[Scope], Report]:
+    """Diagnoses for the front-ends (alert cards, ``/runbook diagnose``): each configured
+    cluster's clients are built on its first scan and kept; ``scope.cluster`` "" is the only one."""
+    import threading
+    from dataclasses import replace
+
+    from bot.actions.builtin import builtin_actions
+    from bot.actions.env import ClusterClients
+    from bot.diagnose import catalogue_of, diagnose
+    from bot.engine.ports import SystemClock
+    from bot.runbook.source import DirectorySource
+
+    make = clients_factory or ClusterClients.from_config
+    runbooks = catalogue_of(DirectorySource(settings.runbooks_dir, catalog=builtin_actions()))
+    kept: dict[str, ClusterClients] = {}
+    lock = threading.Lock()
+    now = (clock or SystemClock()).now
+
+    def scan(scope: Scope) -> Report:
+        cfg = settings.cluster(scope.cluster or None)
+        with lock:
+            clients = kept.get(cfg.name) or kept.setdefault(cfg.name, make(cfg))
+        return diagnose(cfg, clients, replace(scope, cluster=cfg.name), now=now(),
+                        runbooks=runbooks)
+
+    return scan
 
 
 def ops_endpoints(runner: Runner, store: Database, metrics: Metrics, *,

@@ -83,6 +83,14 @@ class Metrics:
                                      "request", ["kind"], buckets=ACK_BUCKETS, registry=r)
         self.worker_last_loop = Gauge("runbook_bot_worker_last_loop_timestamp_seconds", "When the "
                                       "worker loop last went round (Unix time)", registry=r)
+        self.alerts = Counter("runbook_bot_alerts", "Alerts received from Alertmanager, by "
+                              "outcome: suggested (a runbook answers it), duplicate (heard "
+                              "before), resolved, unmatched (no runbook answers it), "
+                              "unknown_cluster, auto_run (a read-only run started)",
+                              ["outcome"], registry=r)
+        self.alert_requests = Counter("runbook_bot_alert_requests", "Alertmanager webhook "
+                                      "requests, by answer: accepted, unauthorized, malformed",
+                                      ["answer"], registry=r)
         self._lock = threading.Lock()
 
     # -- the Notifier port ----------------------------------------------------------------------
@@ -147,6 +155,12 @@ class Metrics:
 
     def worker_looped(self, at: datetime) -> None:
         self.worker_last_loop.set(at.timestamp())
+
+    def alert(self, outcome: str) -> None:
+        self.alerts.labels(outcome).inc()
+
+    def alert_request(self, answer: str) -> None:
+        self.alert_requests.labels(answer).inc()
 
     def exposition(self) -> bytes:
         """The registry in Prometheus's text format."""

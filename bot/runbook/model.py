@@ -14,6 +14,9 @@ Conventions (documented in docs/runbook-language.md):
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -200,9 +203,82 @@ class Step(_Strict):
         return value
 
 
+LABEL_NAME = r"^[a-zA-Z_][a-zA-Z0-9_]*$"
+# Alertmanager's matcher syntax: name, operator, value (quoted or not)
+MATCHER = re.compile(r'^\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*(?:"((?:[^"\\]|\\.)*)"|([^"\s]*))\s*$')
+
+
+@dataclass(frozen=True)
+class Matcher:
+    """One label matcher of a trigger: ``name op value``, as Alertmanager's routes write them."""
+
+    name: str
+    op: str
+    value: str
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        got = labels.get(self.name, "")
+        if self.op == "=":
+            return got == self.value
+        if self.op == "!=":
+            return got != self.value
+        hit = re.fullmatch(self.value, got) is not None
+        return hit if self.op == "=~" else not hit
+
+
+def parse_matcher(text: str) -> Matcher:
+    """``severity=~"warning|critical"`` -> Matcher; ValueError saying what is valid otherwise."""
+    m = MATCHER.match(text)
+    if m is None:
+        raise ValueError(f"matcher {text!r} is not LABEL=VALUE, LABEL!=VALUE, LABEL=~REGEX or "
+                         f"LABEL!~REGEX (e.g. 'phase=\"Failed\"')")
+    name, op, quoted, bare = m.groups()
+    value = re.sub(r'\\(["\\])', r"\1", quoted) if quoted is not None else bare
+    if op in ("=~", "!~"):
+        try:
+            re.compile(value)
+        except re.error as e:
+            raise ValueError(f"matcher {text!r}: {value!r} is not a regular expression: {e}") from None
+    return Matcher(name, op, value)
+
+
+class Trigger(_Strict):
+    """An alert this runbook answers, and how the alert's labels fill the runbook's params."""
+
+    alertname: Annotated[str, Field(min_length=1, max_length=200,
+                                    description="The alert's alertname label, exactly.")]
+    matchers: tuple[str, ...] = Field(
+        default=(), description='More label matchers, all of which must hold, in Alertmanager\'s '
+                                'syntax: \'phase="Failed"\', \'severity=~"warning|critical"\', '
+                                '\'namespace!="kube-system"\'.')
+    params: dict[Identifier, str] = Field(
+        default_factory=dict,
+        description="Param name -> template over the alert's 'labels' and 'annotations', e.g. "
+                    "node: \"{{ labels.node }}\".")
+
+    @field_validator("matchers")
+    @classmethod
+    def _matchers(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for text in value:
+            parse_matcher(text)
+        return value
+
+    def label_matchers(self) -> tuple[Matcher, ...]:
+        return tuple(parse_matcher(t) for t in self.matchers)
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        return (labels.get("alertname") == self.alertname
+                and all(m.matches(labels) for m in self.label_matchers()))
+
+
 class Spec(_Strict):
     params: dict[Identifier, Param] = Field(default_factory=dict)
     approvals: Approval = Approval()
+    triggers: tuple[Trigger, ...] = Field(
+        default=(), description="The alerts this runbook answers (docs/alerts.md).")
+    auto_run: bool = Field(
+        default=False, description="Start a run when a trigger's alert fires, with the bot as "
+                                   "requester; only for a runbook with no destructive step.")
     steps: Annotated[tuple[Step, ...], Field(min_length=1)]
 
 

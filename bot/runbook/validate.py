@@ -345,6 +345,61 @@ class _Checker:
                      f"read-only actions; add a read-only step after this one to wait on")
 
 
+    # -- triggers and auto_run ------------------------------------------------------------------
+
+    def triggers(self) -> None:
+        """Each trigger fills declared params from ``labels``/``annotations`` only; ``auto_run``
+        only on a runbook with no destructive step, whose triggers fill every required param."""
+        spec = self.runbook.spec
+        declared = list(spec.params)
+        for t, trigger in enumerate(spec.triggers):
+            at: Loc = ("spec", "triggers", t)
+            for name, source in trigger.params.items():
+                if name not in declared:
+                    self.add((*at, "params", name),
+                             f"trigger {trigger.alertname!r} fills param {name!r}, which the runbook "
+                             f"does not declare{_suggest(name, declared)}; declared params: "
+                             f"{_listing(declared)}", key=True)
+                self.alert_template((*at, "params", name), source)
+            if spec.auto_run:
+                missing = [n for n, p in spec.params.items()
+                           if p.required and n not in trigger.params]
+                if missing:
+                    self.add((*at, "params"),
+                             f"auto_run needs every required param filled from the alert; trigger "
+                             f"{trigger.alertname!r} does not fill {', '.join(missing)}")
+        if not spec.auto_run:
+            return
+        if not spec.triggers:
+            self.add(("spec", "auto_run"), "auto_run: true needs at least one trigger in "
+                     "spec.triggers (the alerts that start it)")
+        if self.catalog is None:
+            return
+        for index, step in enumerate(spec.steps):
+            if (step.action is not None and step.action in self.catalog
+                    and self.catalog.get(step.action).destructive):
+                self.add(("spec", "auto_run"),
+                         f"auto_run: true is only for runbooks that change nothing, and step "
+                         f"{step.id!r} (line {self.locate(('spec', 'steps', index), '').line}) runs "
+                         f"destructive action {step.action!r}; remove auto_run, or the step")
+
+    def alert_template(self, loc: Loc, source: str) -> None:
+        try:
+            tree = parse_template(source)
+        except ExpressionError as e:
+            self.add(loc, str(e))
+            return
+        local = {n.name for n in tree.find_all(nodes.Name) if n.ctx in ("store", "param")}
+        for n in tree.find_all(nodes.Name):
+            if n.ctx == "load" and n.name not in local and n.name not in ALERT_ROOTS:
+                self.add(loc, f"unknown name {n.name!r}{_suggest(n.name, list(ALERT_ROOTS))}; a "
+                              f"trigger's params can use: {', '.join(ALERT_ROOTS)} "
+                              f"[in {source!r}]")
+
+
+ALERT_ROOTS = ("labels", "annotations")
+
+
 def _templated(value: Any) -> bool:
     if isinstance(value, str):
         return "{{" in value or "{%" in value
@@ -378,6 +433,7 @@ def validate(runbook: Runbook, *, catalog: Catalog | None, locate: Locator = _no
                 checker.add(("spec", "params", name, "default"), f"{e} (its default)")
     for index, step in enumerate(runbook.spec.steps):
         checker.step(index, step)
+    checker.triggers()
     return sorted(checker.problems, key=lambda p: (p.file, p.line, p.col))
 
 

@@ -106,6 +106,27 @@ events_t = Table(
     Column("hash", String(64), nullable=False),
 )
 
+# Alertmanager's alerts, deduplicated across replicas (``alerts.py``; revision store_0003)
+alerts_t = Table(
+    "alerts", metadata,
+    Column("key", String(200), primary_key=True),  # cluster/fingerprint
+    Column("group_key", String(64), nullable=False, index=True),  # sha256 of Alertmanager's groupKey
+    Column("status", String(10), nullable=False),  # firing | resolved
+    Column("starts_at", String(40), nullable=False),
+    Column("data", Text, nullable=False),  # JSON: labels, annotations, suggestions...
+    Column("seen_at", Float, nullable=False),
+    Column("expires_at", Float, nullable=False, index=True),
+)
+
+groups_t = Table(
+    "alert_groups", metadata,
+    Column("group_key", String(64), primary_key=True),
+    Column("label", Text, nullable=False),  # Alertmanager's groupKey, as it sent it
+    Column("channel", String(40), nullable=True),
+    Column("ts", String(40), nullable=True),
+    Column("expires_at", Float, nullable=False, index=True),
+)
+
 STORE = Component(name="store", metadata=metadata,
                   versions=Path(__file__).with_name("migrations") / "versions",
                   version_table="alembic_version")

@@ -46,10 +46,13 @@ from bot.engine.approvals import Membership, membership_from
 from bot.engine.facts import RunbookFacts
 from bot.engine.ports import Clock, SystemClock
 from bot.errors import ConfigError, ExternalError
-from bot.frontends.http import limit_bodies, server_cap, stop_server
+from bot.frontends.alerts import ALERTS_PATH, AlertIntake, Diagnoser, webhook_app
+from bot.frontends.alerts import BODY_LIMITS as ALERT_LIMITS
+from bot.frontends.http import WSGIApp, limit_bodies, server_cap, stop_server
 from bot.frontends.metrics import Metrics
 from bot.frontends.ops import BODY_LIMITS as OPS_LIMITS
 from bot.frontends.ops import OpsEndpoints
+from bot.frontends.slack.alert_cards import SlackCards
 from bot.frontends.slack.dedupe import Deliveries
 from bot.frontends.slack.drawing import RunDrawer, RunFacts
 from bot.frontends.slack.identity import UserGroups
@@ -57,6 +60,7 @@ from bot.frontends.slack.outbox import Outbox
 from bot.frontends.slack.persistence import SlackStore
 from bot.frontends.slack.service import GROUP_PREFIX, Exporter, SlackService
 from bot.runtime.runner import Runner
+from bot.store.alerts import AlertLog
 
 log = logging.getLogger(__name__)
 DEFAULT_API_URL = "https://slack.com/api/"
@@ -64,7 +68,7 @@ EVENTS_PATH = "/slack/events"
 HEALTH_PATH = "/healthz"
 # bytes per endpoint (docs/slack.md): Slack's requests are a few KB, a large modal's some 100 KB;
 # health, readiness and metrics take none
-BODY_LIMITS = {EVENTS_PATH: 1024 * 1024, **OPS_LIMITS}
+BODY_LIMITS = {EVENTS_PATH: 1024 * 1024, **ALERT_LIMITS, **OPS_LIMITS}
 
 
 def background_thread() -> None:
@@ -208,6 +212,8 @@ class SlackParts:
                              on_thread_start=background_thread)
         self.metrics.track_backlog(lambda: len(self.outbox.pending()))
         self.work = Work(workers)
+        self.alert_log = AlertLog(store.engine)
+        self.webhook: WSGIApp | None = None  # POST /alertmanager, once build_app made it
 
     def start(self) -> None:
         self.outbox.start()
@@ -232,10 +238,14 @@ class SlackParts:
 
 def build_app(settings: Settings, runner: Runner, *, parts: SlackParts | None = None,
               names: Callable[[], list[str]] | None = None,
-              exporter: Exporter | None = None) -> tuple[App, SlackService, SlackParts]:
+              exporter: Exporter | None = None,
+              diagnoser: Diagnoser | None = None) -> tuple[App, SlackService, SlackParts]:
     """The bolt App for ``runner``; the outbox is registered with the runner if it was not.
 
     ``exporter`` defaults to transcripts with the run's Slack thread merged in, where installed.
+    With webhook credentials configured (``alerts:``), ``parts.webhook`` is the Alertmanager
+    endpoint, whose cards go to ``alerts.channel``; ``diagnoser`` scans a cluster for the cards
+    and for ``/runbook diagnose``.
     """
     from bot.frontends.slack.listeners import register
     from bot.frontends.slack.transcripts import slack_exporter
@@ -253,18 +263,40 @@ def build_app(settings: Settings, runner: Runner, *, parts: SlackParts | None = 
     service = SlackService(runner=runner, client=parts.client, slack_store=parts.slack_store,
                            usergroups=parts.usergroups, clock=parts.clock, names=names, facts=facts,
                            exporter=exporter, drive=lambda run_id: parts.work.drive(
-                               runner.drive, run_id), show=parts.outbox.draw)
+                               runner.drive, run_id), show=parts.outbox.draw, diagnoser=diagnoser)
     app = App(client=parts.client, signing_secret=settings.slack.signing_secret or "",
               token_verification_enabled=True, request_verification_enabled=True,
               process_before_response=True,
               logger=logging.getLogger("bot.frontends.slack.bolt"),
               listener_executor=ThreadPoolExecutor(max_workers=16,
                                                    thread_name_prefix="slack-listener"))
+    if settings.alerts.enabled and names is not None:
+        parts.webhook = webhook_app(alert_intake(settings, runner, parts, names, diagnoser),
+                                    metrics=parts.metrics)
     app.middleware(_timed(parts.metrics))
     app.middleware(_once(parts))
     register(app, service=service, work=parts.work, deliveries=parts.deliveries,
              config=settings.slack)
     return app, service, parts
+
+
+def alert_intake(settings: Settings, runner: Runner, parts: SlackParts,
+                 names: Callable[[], list[str]], diagnoser: Diagnoser | None) -> AlertIntake:
+    """Alerts in Slack: cards in ``alerts.channel``; auto-runs drawn there, driven by the pool."""
+    channel = settings.alerts.channel
+
+    def start(cmd: Any) -> Any:
+        state = runner.start(cmd)
+        parts.work.drive(runner.drive, state.run_id)
+        return state
+
+    cards = SlackCards(client=parts.client, alert_log=parts.alert_log, channel=channel,
+                       clock_now=lambda: parts.clock.now().timestamp())
+    return AlertIntake(config=settings.alerts, clusters=list(settings.clusters),
+                       runbooks=runner.runbooks, names=names, alert_log=parts.alert_log,
+                       clock=parts.clock, cards=cards, start=start,
+                       origin={"frontend": "slack", "channel": channel},
+                       submit=parts.work.submit, diagnoser=diagnoser, metrics=parts.metrics)
 
 
 def _kind(body: Any) -> str:
@@ -315,14 +347,16 @@ def _once(parts: SlackParts) -> Callable[..., Any]:
     return once
 
 
-def wsgi_app(app: App, ops: OpsEndpoints | None = None,
+def wsgi_app(app: App, ops: OpsEndpoints | None = None, alerts: WSGIApp | None = None,
              ) -> Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]:
     """``/slack/events`` to bolt, ``/healthz``, ``/readyz`` and ``/metrics`` to ``ops`` (without
-    it, only ``/healthz``), 404 for anything else; every body over its endpoint's limit is refused
-    unread."""
+    it, only ``/healthz``), ``/alertmanager`` to ``alerts`` when given, 404 for anything else;
+    every body over its endpoint's limit is refused unread."""
     handler = SlackRequestHandler(app, path=EVENTS_PATH)
 
     def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if alerts is not None and environ.get("PATH_INFO") == ALERTS_PATH:
+            return alerts(environ, start_response)
         if ops is not None and ops.handles(str(environ.get("PATH_INFO") or "")):
             return ops(environ, start_response)
         if environ.get("PATH_INFO") == HEALTH_PATH:
@@ -366,11 +400,11 @@ _OBJECTS = ("user", "team", "channel", "view", "container", "enterprise", "messa
 
 
 def http_server(app: App, *, host: str = "0.0.0.0", port: int = 3000, threads: int = 8,
-                ops: OpsEndpoints | None = None) -> Any:
+                ops: OpsEndpoints | None = None, alerts: WSGIApp | None = None) -> Any:
     """A waitress server for the app (not yet running: call ``.run()``)."""
     from waitress.server import create_server
 
-    return create_server(wsgi_app(app, ops), host=host, port=port, threads=threads,
+    return create_server(wsgi_app(app, ops, alerts), host=host, port=port, threads=threads,
                          # whole seconds: waitress reads the loop timeout as an int, and 0 busy-polls a core
                          asyncore_loop_timeout=1, ident="runbook-bot",
                          # waitress refuses a longer Content-Length right after the headers

@@ -33,6 +33,8 @@ from slack_bolt import App, BoltResponse
 from bot.config import SlackConfig
 from bot.engine import commands as c
 from bot.errors import RunbookBotError
+from bot.frontends.alerts import PROVENANCE
+from bot.frontends.slack.alert_cards import ACTION_ALERT_DRY_RUN, ACTION_ALERT_RUN
 from bot.frontends.slack.dedupe import Deliveries
 from bot.frontends.slack.service import Person, SlackService
 from bot.frontends.slack.slash import USAGE, UsageError, parse
@@ -118,6 +120,17 @@ def _value(body: dict[str, Any]) -> dict[str, Any]:
     except (KeyError, IndexError, TypeError, ValueError):
         return {}
     return raw if isinstance(raw, dict) else {}
+
+
+def _suggested(body: dict[str, Any]) -> dict[str, Any]:
+    """A suggestion button's value: runbook, params and provenance, as the card wrote them."""
+    v = _value(body)
+    rb, params, ref = v.get("rb"), v.get("p"), v.get("a")
+    if not (isinstance(rb, str) and rb and isinstance(params, dict)
+            and all(isinstance(k, str) and isinstance(x, str) for k, x in params.items())
+            and isinstance(ref, str) and ref.startswith((PROVENANCE, "diagnosis:"))):
+        raise Malformed("button click: the suggestion's value is not one this bot wrote")
+    return {"rb": rb, "p": params, "a": ref}
 
 
 def _field(state: dict[str, Any], block_id: str) -> str:
@@ -278,9 +291,44 @@ def register(app: App, *, service: SlackService, work: Any, deliveries: Deliveri
             ack(response_action="errors",
                 errors={bk.param_block_id(k): bk.truncate(v, 150, pointer="") for k, v in errors.items()})
             return
+        ref = meta.get("suggested_by")
         handoff(context, service.start, str(meta["runbook"]), raw, person,
-                dry_run=bool(meta.get("dry_run")))
+                dry_run=bool(meta.get("dry_run")),
+                suggested_by=ref if isinstance(ref, str) and ref else None)
         ack()
+
+    def suggestion(ack: Any, body: dict[str, Any], context: Any, *, dry_run: bool) -> None:
+        _checked(_Click, body, "button click")
+        person = _person(body)
+        v = _suggested(body)
+        refusal = off_limits(person.channel)
+        if refusal:
+            work.submit(service.tell, person, refusal)
+        elif dry_run:
+            # a double click is two requests: the second one on the same button starts nothing
+            message = (body.get("container") or {}).get("message_ts")
+            block = str(body["actions"][0].get("block_id") or "")
+            key = f"suggest:{person.user}:{message}:{block}:{v['a']}"
+            if not deliveries.fresh(key):
+                work.submit(service.tell, person, "Your dry run from this suggestion was already "
+                            f"started; `/runbook run {v['rb']} ... --dry-run` starts another.")
+                ack()
+                return
+            handoff(context, service.run, v["rb"], v["p"], person,
+                    trigger_id=body.get("trigger_id"), dry_run=True, suggested_by=v["a"],
+                    keys=[key])
+        else:  # a run starts only from the form, once a person submits it
+            handoff(context, service.form, v["rb"], v["p"], person,
+                    trigger_id=body.get("trigger_id"), suggested_by=v["a"])
+        ack()
+
+    @app.action(ACTION_ALERT_DRY_RUN)
+    def alert_dry_run(ack: Any, body: dict[str, Any], context: Any) -> None:
+        suggestion(ack, body, context, dry_run=True)
+
+    @app.action(ACTION_ALERT_RUN)
+    def alert_run(ack: Any, body: dict[str, Any], context: Any) -> None:
+        suggestion(ack, body, context, dry_run=False)
 
     @app.error
     def on_error(error: Exception, body: dict[str, Any]) -> BoltResponse | None:

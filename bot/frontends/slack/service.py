@@ -25,11 +25,14 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_handlers import ConnectionErrorRetryHandler
 from slack_sdk.webhook import WebhookClient
 
+from bot.diagnose import Scope
 from bot.engine import commands as c
 from bot.engine.approvals import approver_groups, check_reason
 from bot.engine.facts import RunbookFacts
 from bot.engine.ports import Clock
 from bot.errors import ExternalError, NotFound, ParamError, PolicyError, RunbookBotError
+from bot.frontends.alerts import Diagnoser
+from bot.frontends.slack.alert_cards import diagnosis_blocks
 from bot.frontends.slack.drawing import Drawing, who
 from bot.frontends.slack.identity import UserGroups, identity_for
 from bot.frontends.slack.persistence import SlackStore
@@ -66,7 +69,7 @@ class SlackService:
                  exporter: Exporter | None = None,
                  drive: Callable[[str], Any] | None = None,
                  show: Callable[[str], Drawing | None] | None = None,
-                 facts: RunbookFacts | None = None) -> None:
+                 facts: RunbookFacts | None = None, diagnoser: Diagnoser | None = None) -> None:
         self.runner = runner
         self.facts = facts or RunbookFacts(runbooks=runner.runbooks, catalog=runner.catalog)
         self.client = client
@@ -77,6 +80,7 @@ class SlackService:
         self.exporter = exporter
         self.drive = drive or (lambda run_id: runner.drive(run_id))  # carry a run on
         self.show = show or (lambda run_id: None)  # draw a run in Slack now
+        self.diagnoser = diagnoser  # one read-only scan of a cluster
 
     # -- answering ------------------------------------------------------------------------------
 
@@ -141,6 +145,8 @@ class SlackService:
             self.tell(person, f"{len(views)} active run(s)", bk.runs_list(views, who=who))
         elif v == "export":
             self._export(cmd, person)
+        elif v == "diagnose":
+            self._diagnose(cmd, person)
         else:
             assert cmd.run_id is not None
             self.decide(self._command(cmd, person), person)
@@ -193,6 +199,18 @@ class SlackService:
         view = run_view(state, self.facts.titles(state))
         self.tell(person, bk.card_text(view), bk.run_card(view, who=who))
 
+    def _diagnose(self, cmd: Slash, person: Person) -> None:
+        """The findings of one scan, privately, each with Dry run / Run buttons."""
+        if self.diagnoser is None:
+            self.tell(person, "Diagnosis is not available in this installation; "
+                              "`runbook-bot diagnose` on the bot's host scans a cluster.")
+            return
+        p = cmd.params
+        report = self.diagnoser(Scope(cluster=p.get("cluster", ""), node=p.get("node"),
+                                      pod=p.get("pod"), namespace=p.get("namespace")))
+        text, blocks = diagnosis_blocks(report)
+        self.tell(person, text, blocks)
+
     def _export(self, cmd: Slash, person: Person) -> None:
         if self.exporter is None:
             self.tell(person, "Export is not available in this installation yet; "
@@ -215,11 +233,11 @@ class SlackService:
     # -- starting runs --------------------------------------------------------------------------
 
     def run(self, name: str, raw: Mapping[str, Any], person: Person, *, trigger_id: str | None,
-            dry_run: bool = False) -> None:
+            dry_run: bool = False, suggested_by: str | None = None) -> None:
         """Start a run, or open the params form when a param is missing or invalid."""
         raw = self.runner.redact(dict(raw))  # what was typed is answered back redacted, too
         try:
-            self.start(name, raw, person, dry_run=dry_run)
+            self.start(name, raw, person, dry_run=dry_run, suggested_by=suggested_by)
             return
         except ParamError:
             pass  # the engine checked the params and started nothing; say which, field by field
@@ -228,20 +246,38 @@ class SlackService:
         if errors.get("") or not errors:
             self.tell(person, f":warning: {bk.esc(errors.get('') or 'the params are not valid')}")
             return
-        meta = json.dumps({"runbook": name, "channel": person.channel, "dry_run": dry_run})
-        view = bk.params_modal(runbook, values=raw, errors=errors, metadata=meta)
+        self.form(name, raw, person, trigger_id=trigger_id, dry_run=dry_run, errors=errors,
+                  suggested_by=suggested_by)
+
+    def form(self, name: str, raw: Mapping[str, Any], person: Person, *, trigger_id: str | None,
+             dry_run: bool = False, errors: Mapping[str, str] | None = None,
+             suggested_by: str | None = None) -> None:
+        """The params form, prefilled with ``raw``: the run starts when a person submits it."""
+        runbook, _, _ = self.runner.runbooks.get(name)
+        errors = dict(errors or {})
+        meta = {"runbook": name, "channel": person.channel, "dry_run": dry_run}
+        if suggested_by:
+            meta["suggested_by"] = suggested_by
+        view = bk.params_modal(runbook, values=raw, errors=errors, metadata=json.dumps(meta))
         try:
             if trigger_id is None:
                 raise PolicyError("no trigger to open a form with")
             self.client.views_open(trigger_id=trigger_id, view=view)
         except (SlackApiError, PolicyError):
+            if not errors:
+                self.tell(person, f":warning: could not open the form; type `/runbook run "
+                                  f"{bk.esc(name)} key=value ...` instead")
+                return
             problems = bk.esc("; ".join(f"{k}: {v}" for k, v in errors.items()))
             self.tell(person, f":warning: {problems}. Add them as `key=value` after the "
                               f"runbook name: `/runbook run {bk.esc(name)} key=value ...`")
 
-    def start(self, name: str, raw: Mapping[str, Any], person: Person, *, dry_run: bool) -> None:
+    def start(self, name: str, raw: Mapping[str, Any], person: Person, *, dry_run: bool,
+              suggested_by: str | None = None) -> None:
         origin = {"frontend": "slack", "channel": person.channel, "team": person.team,
                   "user": person.user}
+        if suggested_by:  # the alert (or diagnosis) whose suggestion this run follows
+            origin["suggested_by"] = suggested_by
         state = self.runner.start(c.StartRun(runbook=name, params=dict(raw),
                                              requester=person.identity, dry_run=dry_run,
                                              origin=origin))

@@ -28,9 +28,12 @@ add `--dry-run` to only plan
 • `break-glass RUN_ID [--nodes N] reason...`: override the interlock blocking a step (two \
 people); `--nodes N` for the out-of-service cap: how many nodes the override allows
 • `abort RUN_ID reason...`: stop a run; nothing more is applied
-• `export RUN_ID [md|html|json]`: the run's transcript, uploaded into its thread"""
+• `export RUN_ID [md|html|json]`: the run's transcript, uploaded into its thread
+• `diagnose [node=NODE | pod=POD [namespace=NS] | namespace=NS] [cluster=NAME]`: scan the \
+cluster read-only, and what to run for each finding (only you see it)"""
 
 EXPORT_FORMATS = ("md", "html", "json")
+DIAGNOSE_KEYS = ("node", "pod", "namespace", "cluster")
 
 
 class UsageError(ValueError):
@@ -110,6 +113,17 @@ def parse(text: str) -> Slash:
         if not reason:
             raise UsageError(f"`/runbook {verb} RUN_ID reason...` needs a reason (it is audited)")
         return Slash(verb, run_id=run_id, reason=reason, nodes=nodes)
+    if verb == "diagnose":
+        scope: dict[str, str] = {}
+        for word in rest:
+            key, sep, value = word.partition("=")
+            if not sep or key not in DIAGNOSE_KEYS or not value:
+                raise UsageError(f"`/runbook diagnose` takes {', '.join(k + '=...' for k in DIAGNOSE_KEYS)}; "
+                                 f"got `{word}`")
+            scope[key] = value
+        if "pod" in scope and "node" in scope:
+            raise UsageError("`/runbook diagnose` looks at a pod or a node, not both")
+        return Slash(verb, params=scope)
     if verb == "export":
         run_id = _run_id(rest[0] if rest else None, verb)
         fmt = rest[1].lower() if len(rest) > 1 else "md"

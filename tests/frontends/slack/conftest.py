@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ConfigDict
 
-from bot.config import PolicyConfig, Settings, SlackConfig
+from bot.config import AlertsConfig, ClusterConfig, PolicyConfig, Settings, SlackConfig
 from bot.engine.plan import Change, Plan, Result
 from bot.engine.ports import ManualClock
 from bot.frontends.metrics import Metrics
@@ -174,7 +174,9 @@ class Bot:
 
     def __init__(self, fake: FakeSlack, tmp: Path, *, allowed: tuple[str, ...] = (),
                  threads: int = 4, workers: int = 4, card_interval: float = 0.0,
-                 rehearsal: Any = None, db_url: str | None = None) -> None:
+                 rehearsal: Any = None, db_url: str | None = None,
+                 alerts: AlertsConfig | None = None, texts: dict[str, str] | None = None,
+                 clusters: tuple[str, ...] = (), diagnoser: Any = None) -> None:
         """On fake actions, or (``rehearsal``, a started ``bot.sim.rehearsal.Rehearsal``) on the
         shipped runbooks against the sandbox, with ``SANDBOX_POLICY``."""
         self.fake = fake
@@ -186,7 +188,7 @@ class Bot:
             self.db = Database(db_url or f"sqlite:///{tmp / 'state.db'}", audit_key="k")
             reg = registry(self.world)
             catalog: Any = FakeCatalog(reg)
-            runbooks: Any = NamedSource(TEXTS, catalog=reg)
+            runbooks: Any = NamedSource({**TEXTS, **(texts or {})}, catalog=reg)
             policy = POLICY
         else:
             self.clock, self.db = rehearsal.clock, rehearsal.store
@@ -194,7 +196,8 @@ class Bot:
             policy = SANDBOX_POLICY
         self.settings = Settings(database_url=self.db.url, policy=policy, slack=SlackConfig(
             bot_token=BOT_TOKEN, signing_secret=SIGNING_SECRET, api_url=fake.base_url,
-            allowed_channels=allowed))
+            allowed_channels=allowed), alerts=alerts or AlertsConfig(),
+            clusters={c: ClusterConfig(name=c) for c in clusters})
         self.metrics = Metrics()
         self.parts = SlackParts(self.settings, store=self.db, clock=self.clock, workers=workers,
                                 card_interval=card_interval, metrics=self.metrics)
@@ -205,10 +208,12 @@ class Bot:
         self.ops = OpsEndpoints(metrics=self.metrics, checks={
             "database": database_check(self.db.engine),
             "worker": worker_check(self.runner.heartbeat)})
-        self.app, self.service, _ = build_app(self.settings, self.runner, parts=self.parts)
+        self.app, self.service, _ = build_app(self.settings, self.runner, parts=self.parts,
+                                              diagnoser=diagnoser)
         self.parts.start()
         self._closed = False
-        self.server = http_server(self.app, host="127.0.0.1", port=0, threads=threads, ops=self.ops)
+        self.server = http_server(self.app, host="127.0.0.1", port=0, threads=threads, ops=self.ops,
+                                  alerts=self.parts.webhook)
         self.base = f"http://127.0.0.1:{self.server.effective_port}"
         self.url = f"{self.base}/slack/events"
         self._thread = threading.Thread(target=self.server.run, daemon=True, name="waitress")

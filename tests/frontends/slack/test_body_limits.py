@@ -117,5 +117,7 @@ def test_the_guard_refuses_by_length_and_reads_a_body_without_one_only_up_to_the
 
 
 def test_the_server_cap_is_the_largest_endpoint_limit() -> None:
-    assert server_cap(BODY_LIMITS) == BODY_LIMITS[EVENTS_PATH]
+    from bot.frontends.alerts import ALERTS_PATH
+
+    assert server_cap(BODY_LIMITS) == BODY_LIMITS[ALERTS_PATH] > BODY_LIMITS[EVENTS_PATH]
     assert server_cap({}) == 1024

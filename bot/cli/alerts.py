@@ -1,0 +1,90 @@
+"""``alerts serve``: the Alertmanager webhook without Slack, and the worker loop, in one process.
+
+For teams without Slack: ``POST /alertmanager`` (with ``/healthz``, ``/readyz`` and ``/metrics``)
+records and deduplicates alerts like ``slack serve`` does, logs one line per alert naming the
+runbook and the command line that answers it, and starts the runbooks that opted into read-only
+auto-runs. SIGTERM (or Ctrl-C) drains: no new requests, the ticks in hand finish, exit 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from bot.cli import logs
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("alerts", help="the Alertmanager webhook, without Slack",
+                       description="Receive Alertmanager's webhook (see docs/alerts.md).")
+    s = p.add_subparsers(dest="alerts_command", metavar="COMMAND")
+    serve = s.add_parser("serve", help="serve POST /alertmanager and carry runs on",
+                         description="Serve Alertmanager's webhook on /alertmanager (with "
+                         "/healthz, /readyz and /metrics) and drive runs, until interrupted.")
+    serve.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
+    serve.add_argument("--port", type=int, default=9095, help="port to listen on (default 9095)")
+    serve.add_argument("--threads", type=int, default=4, help="HTTP request threads (default 4)")
+    serve.add_argument("--interval", type=float, default=1.0,
+                       help="seconds between checks for due runs (default 1)")
+    logs.add_arguments(serve, here=True)
+    serve.set_defaults(handler=cmd_serve, default_log_level="info")
+    p.set_defaults(handler=lambda args: p.print_help() or 2)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from bot.cli.wiring import build_runner, open_store, ops_endpoints, scanner
+    from bot.config import load_settings
+    from bot.errors import ConfigError
+    from bot.frontends.alerts import AlertIntake, LogCards, standalone_server, webhook_app
+    from bot.frontends.http import stop_server
+    from bot.frontends.metrics import Metrics
+    from bot.frontends.term.printer import TerminalPrinter
+    from bot.runtime.drain import stop_on_signals
+    from bot.store.alerts import AlertLog
+
+    settings = load_settings()
+    if not settings.alerts.enabled:
+        raise ConfigError("the Alertmanager webhook has no credentials to check: set "
+                          "alerts.bearer_tokens or alerts.basic_auth in the config file, or "
+                          "RUNBOOK_BOT_ALERTS_TOKEN (see docs/alerts.md)")
+    store = open_store(settings)
+    metrics = Metrics()
+    runner = build_runner(settings, store=store, notifiers=[TerminalPrinter()], metrics=metrics)
+    pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="alerts")
+
+    def start(cmd: Any) -> Any:
+        state = runner.start(cmd)
+        pool.submit(runner.drive, state.run_id)
+        return state
+
+    names: Any = getattr(runner.runbooks, "names", lambda: [])
+    intake = AlertIntake(config=settings.alerts, clusters=list(settings.clusters),
+                         runbooks=runner.runbooks, names=names, alert_log=AlertLog(store.engine),
+                         clock=runner.clock, cards=LogCards(), start=start,
+                         submit=pool.submit, diagnoser=scanner(settings), metrics=metrics)
+    ops = ops_endpoints(runner, store, metrics, interval=args.interval)
+    server = standalone_server(webhook_app(intake, metrics=metrics), ops, host=args.host,
+                               port=args.port, threads=args.threads)
+    worker = threading.Thread(target=runner.serve, kwargs={"interval": args.interval},
+                              name="runbook-bot-worker", daemon=True)
+    stop = threading.Event()
+    try:
+        with stop_on_signals(stop.set):
+            worker.start()
+            threading.Thread(target=server.run, name="runbook-bot-http", daemon=True).start()
+            print(f"runbook-bot: serving Alertmanager on http://{args.host}:{server.effective_port}"
+                  "/alertmanager (health: /healthz, readiness: /readyz, metrics: /metrics); "
+                  "SIGTERM or Ctrl-C drains and stops", flush=True)
+            while not stop.wait(0.5):
+                pass
+            stop_server(server)
+            pool.shutdown(wait=True)
+            runner.stop()
+            worker.join(timeout=20)
+    except KeyboardInterrupt:
+        runner.stop()
+        return 130
+    print("runbook-bot: stopped", flush=True)
+    return 0
