@@ -24,8 +24,8 @@ from typing import Any
 
 from bot.engine.events import COMMANDS, EventType
 from bot.engine.ports import StoredEvent
-from bot.engine.runstate import AuditDraft, RunState, StepState
 from bot.engine.provenance import suggested_words
+from bot.engine.runstate import AuditDraft, RunState, StepState
 from bot.present.blockkit import esc
 from bot.present.console import plan_lines
 from bot.present.views import step_view

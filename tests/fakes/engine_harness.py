@@ -26,8 +26,8 @@ from bot.engine.commands import (
     Retry,
     StartRun,
 )
-from bot.engine.provenance import Provenance
 from bot.engine.ports import ManualClock
+from bot.engine.provenance import Provenance
 from bot.engine.runstate import AuditDraft, RunState
 from bot.runbook.source import TextSource
 from bot.runtime.runner import Runner
