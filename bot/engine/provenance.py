@@ -25,7 +25,7 @@ INCIDENT_MAX = 200
 REF_MAX = 200
 SUGGESTERS = ("alert", "diagnosis")
 # an id (INC-123), a channel (#inc-db or C0123), a link (https://acme.pagerduty.com/incidents/Q1)
-_INCIDENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._:/#?=&%+@~-]*")
+_INCIDENT = re.compile(r"[A-Za-z0-9#][A-Za-z0-9 ._:/#?=&%+@~-]*")
 _REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/=@#+-]*")
 _IDENTITY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@:+-]{0,199}")
 

@@ -209,6 +209,9 @@ class RunDrawer:
                 self._step_reply(state, ev, card, d)
             elif ev.type == EventType.RUN_FINISHED:
                 self._summary(state, view, card, d, head=f"{ev.seq}:{ev.hash}")
+            elif ev.type == EventType.RUN_HANDED_OVER:  # the new owner is told, by mention
+                text = chat_text(ev) or ""
+                self._reply(d, card, [bk.section(text)], text)
             if d.failed:
                 break  # keep the thread in order: this reply and the ones after it come later
             d.replied_seq = ev.seq
