@@ -160,3 +160,26 @@ def test_a_finished_run_is_not_handed_over(make_engine):
     assert e.abort(run, "alice").ok
     out = e.handover(run, "alice", "bob")
     assert not out.ok and "already finished" in out.message
+
+
+def test_an_owner_or_incident_edited_in_the_database_fails_verification(make_engine):
+    import json
+
+    from sqlalchemy import text
+
+    e = make_engine(book())
+    from bot.engine.provenance import Provenance
+    run = e.start("b", by="alice", provenance=Provenance(incident="INC-9"))
+    assert e.handover(run, "alice", "bob").ok and e.verified(run)
+    for name, forged in (("owner", "mallory"), ("incident", "INC-10")):
+        with e.db.engine.begin() as conn:
+            header = json.loads(conn.execute(text("SELECT header FROM runs WHERE id = :r"),
+                                             {"r": run}).scalar_one())
+            good = header[name]
+            conn.execute(text("UPDATE runs SET header = :h WHERE id = :r"),
+                         {"h": json.dumps(header | {name: forged}), "r": run})
+        assert not e.verified(run)
+        with e.db.engine.begin() as conn:
+            conn.execute(text("UPDATE runs SET header = :h WHERE id = :r"),
+                         {"h": json.dumps(header | {name: good}), "r": run})
+        assert e.verified(run)

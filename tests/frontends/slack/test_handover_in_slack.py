@@ -91,3 +91,15 @@ def test_times_are_slack_dates_and_the_expiry_is_relative(bot: Bot) -> None:
     decided = "\n".join(texts(bot.replies()))
     assert f"Approved by <@{BOB}> <!date^" in decided and "{date_short_pretty} {time}|" in decided
     assert raw_iso_times(bot.fake) == []
+
+
+def test_what_slack_escapes_is_read_as_typed() -> None:
+    from bot.frontends.slack.slash import parse
+
+    cmd = parse("run change-thing name=<http://ip-10-0-1-2.ec2.internal|ip-10-0-1-2.ec2.internal> "
+                "--incident <#C0123ABCD|inc-db>")
+    assert cmd.params == {"name": "ip-10-0-1-2.ec2.internal"} and cmd.incident == "#inc-db"
+    cmd = parse("run change-thing name=web-1 --incident=<https://acme.pagerduty.com/incidents/Q1>")
+    assert cmd.incident == "https://acme.pagerduty.com/incidents/Q1"
+    cmd = parse(f"handover rb-7k3qa <@{DAVE}|dave> taking the bridge")
+    assert (cmd.to, cmd.reason) == ("slack:" + DAVE, "taking the bridge")
