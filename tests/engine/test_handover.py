@@ -8,6 +8,16 @@ like anyone else in the groups, the requester and the owner may still reject and
 
 from __future__ import annotations
 
+import json
+
+import pytest
+from sqlalchemy import text
+
+from bot.engine.commands import Approve, Handover, StartRun
+from bot.engine.provenance import Provenance
+from bot.errors import NotFound
+from bot.present.console import status
+from bot.present.views import run_view
 from tests.fakes.engine_harness import runbook
 
 SET = """
@@ -102,7 +112,6 @@ def test_a_handover_to_the_only_approver_stops_an_approved_step_from_applying(ma
     run = e.start("b", by="alice")
     st = e.state(run)
     # the approval and the handover land before any worker drives the run on
-    from bot.engine.commands import Approve, Handover
     assert e.runner.submit(Approve(run_id=run, actor="bob")).ok
     assert e.runner.submit(Handover(run_id=run, actor="alice", to="bob")).ok
     e.runner.drive(run)
@@ -163,12 +172,7 @@ def test_a_finished_run_is_not_handed_over(make_engine):
 
 
 def test_an_owner_or_incident_edited_in_the_database_fails_verification(make_engine):
-    import json
-
-    from sqlalchemy import text
-
     e = make_engine(book())
-    from bot.engine.provenance import Provenance
     run = e.start("b", by="alice", provenance=Provenance(incident="INC-9"))
     assert e.handover(run, "alice", "bob").ok and e.verified(run)
     for name, forged in (("owner", "mallory"), ("incident", "INC-10")):
@@ -183,3 +187,21 @@ def test_an_owner_or_incident_edited_in_the_database_fails_verification(make_eng
             conn.execute(text("UPDATE runs SET header = :h WHERE id = :r"),
                          {"h": json.dumps(header | {name: good}), "r": run})
         assert e.verified(run)
+
+
+def test_a_run_that_follows_on_names_its_parent_and_the_parent_lists_it(make_engine):
+    e = make_engine(book())
+    first = e.start("b", by="alice", provenance=Provenance(incident="INC-77"))
+    child = e.start("b", by="carol", provenance=Provenance(parent=first))
+    st = e.state(child)
+    assert (st.parent, st.incident) == (first, "INC-77")  # the incident is inherited
+    [linked] = e.event(child, "run.linked")
+    assert linked["parent"] == first and linked["incident"] == "INC-77"
+    assert e.verified(child)
+    shown = status(run_view(e.state(first), children=e.db.children(first)))
+    assert f"followed by: {child} b (awaiting_approval)" in shown and "incident: INC-77" in shown
+    assert f"follows on from: {first}" in status(run_view(st))
+    with pytest.raises(NotFound):
+        e.runner.start(StartRun(runbook="b", params={}, requester="alice",
+                                provenance=Provenance(parent="rb-aaaaa")))
+    assert len(e.db.runs(limit=10)) == 2
