@@ -417,8 +417,9 @@ class Database:
         return out
 
     def holding(self, compensation: str, *, lifted_by: str) -> str | None:
-        """The newest run (not a dry run) that left ``compensation`` in place and has no
-        succeeded child run of ``lifted_by`` (which would have lifted it); None when none has."""
+        """The newest run (not a dry run) that left ``compensation`` in place, unless a child run
+        of ``lifted_by`` succeeded since (it lifted it, and what older runs left with it); None
+        when no run holds it open."""
         inner = json.dumps(compensation, ensure_ascii=False)[1:-1]
         pattern = "%" + re.sub(r"([\\%_])", r"\\\1", inner) + "%"
         q = (select(runs.c.id, runs.c.header)
@@ -431,8 +432,7 @@ class Database:
                 lifted = conn.execute(select(runs.c.id).where(
                     runs.c.parent_id == rid, runs.c.runbook == lifted_by,
                     runs.c.status == str(RunStatus.SUCCEEDED)).limit(1)).first()
-                if lifted is None:
-                    return str(rid)
+                return None if lifted is not None else str(rid)
         return None
 
     def events(self, run_id: str, *, payloads: bool = True, after: int = 0,
