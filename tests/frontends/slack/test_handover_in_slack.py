@@ -103,3 +103,17 @@ def test_what_slack_escapes_is_read_as_typed() -> None:
     assert cmd.incident == "https://acme.pagerduty.com/incidents/Q1"
     cmd = parse(f"handover rb-7k3qa <@{DAVE}|dave> taking the bridge")
     assert (cmd.to, cmd.reason) == ("slack:" + DAVE, "taking the bridge")
+
+
+def test_the_links_survive_the_params_form(bot: Bot) -> None:
+    from bot.frontends.slack.service import Person
+
+    bot.service.run("change-thing", {}, Person(user=ALICE, channel=CHANNEL),
+                    trigger_id=bot.fake.new_trigger_id(ALICE), incident="INC-5",
+                    suggested_by="diagnosis:multi-attach/7")
+    bot.settle()
+    [view] = bot.fake.views()
+    assert bot.db.runs() == []
+    bot.submit(view, {"param:name": {"value": "web-9"}}, user=ALICE)
+    [run] = bot.db.runs()
+    assert (run.incident, run.suggested_by) == ("INC-5", "diagnosis:multi-attach/7")
