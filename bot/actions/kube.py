@@ -44,6 +44,7 @@ from bot.actions.objects import (
 )
 from bot.actions.registry import ActionSpec, action
 from bot.engine.plan import Change, Fact, Plan, Result
+from bot.engine.provenance import out_of_service_hold
 from bot.errors import PermanentError
 
 MULTI_ATTACH = re.compile(r'Multi-Attach error for volume "(?P<volume>[^"]+)"')
@@ -164,8 +165,7 @@ def apply_taint(plan: Plan, p: TaintParams, env: Env) -> Result:
     data: Obj = {"node": p.node, "taints": taints_of(written)}
     if p.key == OUT_OF_SERVICE_TAINT:
         # what the run leaves in place on purpose; the run summary and its card name it
-        data["compensation"] = (f"out-of-service taint still on {p.node}: run node-recovered "
-                                "when it is repaired and Ready")
+        data["compensation"] = out_of_service_hold(p.node)
     return Result(data=data, already_done=not changed,
                   message=f"node {p.node} {'tainted' if changed else 'already tainted'} "
                           f"{p.key}={p.value}:{p.effect}")

@@ -1,5 +1,5 @@
-"""``run``, ``approve``, ``reject``, ``confirm``, ``break-glass``, ``retry``, ``abort``, ``runs``,
-``status`` and ``worker``: the terminal front-end's commands.
+"""``run``, ``approve``, ``reject``, ``confirm``, ``break-glass``, ``retry``, ``abort``,
+``handover``, ``runs``, ``status`` and ``worker``: the terminal front-end's commands.
 
 They build the same commands Slack does and go through the same runner and policy. ``run`` drives
 the run in the foreground, printing each plan and the progress of waits; where a step needs an
@@ -35,8 +35,24 @@ def register(sub: Any) -> None:
                    help="start the run and return; a worker carries it on")
     p.add_argument("--yes", action="store_true",
                    help="approve prompts without asking (only steps you are eligible for)")
+    p.add_argument("--incident", metavar="REF",
+                   help="the incident this run belongs to: an id (INC-123), a Slack channel or a "
+                        "PagerDuty link; shown on the run and in its transcript")
+    # what suggested the run (alert:<ref>, diagnosis:<ref>): set by the tools that suggest runs
+    p.add_argument("--suggested-by", metavar="REF", help=argparse.SUPPRESS)
     p.add_argument("--as", dest="as_user", metavar="USER", help=ACTOR_HELP)
     p.set_defaults(handler=cmd_run)
+
+    p = sub.add_parser("handover", help="make someone else the run's owner (incident commander)",
+                       description="Hand run RUN_ID over to USER, who becomes its owner (the "
+                       "incident commander). The current owner or the requester may. The owner "
+                       "never approves the run's steps, nor does the requester.")
+    p.add_argument("run_id", metavar="RUN_ID")
+    p.add_argument("--to", required=True, metavar="USER",
+                   help="the new owner: a terminal user, or a Slack user as slack:U0123ABCD")
+    p.add_argument("--reason", default="", metavar="TEXT", help="why (recorded in the audit)")
+    p.add_argument("--as", dest="as_user", metavar="USER", help=ACTOR_HELP)
+    p.set_defaults(handler=cmd_handover)
 
     for name, helptext in (("approve", "approve the step waiting for approval"),
                            ("confirm", "confirm a manual step is done"),
@@ -141,6 +157,7 @@ def _ask(prompt: str) -> bool:
 def cmd_run(args: argparse.Namespace) -> int:
     from bot.cli.wiring import build_runner, identity
     from bot.engine.commands import StartRun
+    from bot.engine.provenance import Provenance
     from bot.frontends.term.identity import whereabouts
     from bot.frontends.term.printer import TerminalPrinter
     from bot.runbook.params import parse_assignments
@@ -150,7 +167,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     runner = build_runner(settings, notifiers=[TerminalPrinter()])
     state = runner.start(StartRun(runbook=args.name, params=parse_assignments(args.param),
                                   requester=actor, dry_run=args.dry_run,
-                                  origin=whereabouts(as_user=args.as_user)))
+                                  origin=whereabouts(as_user=args.as_user),
+                                  provenance=Provenance(incident=args.incident,
+                                                        suggested_by=args.suggested_by)))
     if args.no_follow:
         print(state.run_id)
         return 0
@@ -201,6 +220,20 @@ def cmd_decide(args: argparse.Namespace) -> int:
     return _follow(runner, run_id, actor=actor, interactive=sys.stdin.isatty(), yes=False, via=via)
 
 
+def cmd_handover(args: argparse.Namespace) -> int:
+    from bot.cli.wiring import build_runner, identity, run_id_arg
+    from bot.engine.commands import Handover
+    from bot.frontends.term.identity import whereabouts
+
+    settings = _settings()
+    actor = identity(settings, args.as_user)
+    runner = build_runner(settings)
+    out = runner.submit(Handover(run_id=run_id_arg(args.run_id), actor=actor, to=args.to,
+                                 reason=args.reason, via=whereabouts(as_user=args.as_user)))
+    print(out.message)
+    return 0 if out.ok else 1
+
+
 def cmd_runs(args: argparse.Namespace) -> int:
     from bot.cli.wiring import open_store
     from bot.present.console import runs_table
@@ -221,7 +254,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     store = open_store(_settings())
     state = store.load(run_id_arg(args.run_id))
     titles = _titles(state)
-    print(status(run_view(state, titles)))
+    print(status(run_view(state, titles, children=store.children(state.run_id))))
     return 0
 
 

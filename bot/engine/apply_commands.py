@@ -1,4 +1,4 @@
-"""People's commands applied to a run: approve, reject, confirm, break-glass, retry, abort.
+"""People's commands applied to a run: approve, reject, confirm, break-glass, retry, abort, handover.
 
 Like the conductor, this is pure: it changes the run's state through the transition table, checks
 policy (``approvals.py``), and appends audit events to the tick. Every command is audited with its
@@ -25,17 +25,29 @@ from bot.engine.approvals import (
     canonical,
     check_approver,
     check_reason,
+    is_system,
 )
-from bot.engine.commands import Abort, Approve, BreakGlass, Command, Confirm, Outcome, Reject, Retry
+from bot.engine.commands import (
+    Abort,
+    Approve,
+    BreakGlass,
+    Command,
+    Confirm,
+    Handover,
+    Outcome,
+    Reject,
+    Retry,
+)
 from bot.engine.decisions import Finished, Tick, iso
+from bot.engine.provenance import check_identity
 from bot.engine.runstate import RunState, StepState, Vote
 from bot.engine.state import STEP_FINAL, RunStatus, StepStatus
-from bot.errors import PolicyError
+from bot.errors import ParamError, PolicyError
 
 S = StepStatus
 R = RunStatus
 _NAMES = {Approve: "approve", Reject: "reject", Confirm: "confirm", BreakGlass: "break_glass",
-          Retry: "retry", Abort: "abort"}
+          Retry: "retry", Abort: "abort", Handover: "handover"}
 
 
 class Commandable(Protocol):
@@ -69,6 +81,8 @@ def apply_command(c: Commandable, cmd: Command, now: datetime, tick: Tick) -> Ou
             raise PolicyError(f"run {c.state.run_id} has already finished ({c.state.status})")
         if isinstance(cmd, Abort):
             return _abort(c, cmd, now, tick)
+        if isinstance(cmd, Handover):
+            return _handover(c, cmd, now, tick)
         s = _target(c, cmd.step)
         target = s.key
         if isinstance(cmd, Approve):
@@ -82,7 +96,7 @@ def apply_command(c: Commandable, cmd: Command, now: datetime, tick: Tick) -> Ou
         if isinstance(cmd, BreakGlass):
             return _break_glass(c, s, cmd, now, tick)
         return _retry(c, s, cmd, now, tick)
-    except PolicyError as e:
+    except (PolicyError, ParamError) as e:
         c.event(tick, ev.command_refused(command=name, reason=str(e), step=target), now,
                 actor=cmd.actor)
         return Outcome(False, str(e), c.state.run_id, getattr(cmd, "step", None))
@@ -120,7 +134,8 @@ def _approve(c: Commandable, s: StepState, cmd: Approve, now: datetime, tick: Ti
     rule = c.rule_for(s)
     valid = [v for v in s.approvals() if v.plan_hash == s.plan_hash]
     check_approver(rule=rule, approver=cmd.actor, requester=c.state.requester,
-                   prior=[v.by for v in valid], policy=c.policy, membership=c.membership)
+                   prior=[v.by for v in valid], policy=c.policy, membership=c.membership,
+                   owner=c.state.current_owner)
     s.votes.append(Vote(by=cmd.actor, at=iso(now), kind="approve", plan_hash=s.plan_hash))
     count = len({canonical(v.by, c.policy) for v in valid}) + 1
     c.event(tick, ev.approval_granted(s.key, plan_hash=s.plan_hash, count=count,
@@ -146,9 +161,16 @@ def _confirm(c: Commandable, s: StepState, cmd: Confirm, now: datetime, tick: Ti
     return Outcome(True, f"{cmd.actor} confirmed step {s.key}", c.state.run_id, s.key)
 
 
+def _answers_for(c: Commandable, actor: str) -> bool:
+    """Whether ``actor`` is the run's requester or its current owner."""
+    person = canonical(actor, c.policy)
+    return person in {canonical(c.state.requester, c.policy),
+                      canonical(c.state.current_owner, c.policy)}
+
+
 def _may_decide(c: Commandable, s: StepState, actor: str) -> None:
-    """Rejecting or aborting: the requester, or anyone who could approve the step."""
-    if canonical(actor, c.policy) == canonical(c.state.requester, c.policy):
+    """Rejecting or aborting: the requester, the owner, or anyone who could approve the step."""
+    if _answers_for(c, actor):
         return
     rule = c.rule_for(s)
     try:
@@ -187,7 +209,8 @@ def _break_glass(c: Commandable, s: StepState, cmd: BreakGlass, now: datetime, t
     rule = c.rule_for(s)
     prior = [v.by for v in s.votes if v.kind == "break_glass"]
     check_approver(rule=rule, approver=cmd.actor, requester=c.state.requester, prior=prior,
-                   policy=c.policy, membership=c.membership, kind="break_glass")
+                   policy=c.policy, membership=c.membership, kind="break_glass",
+                   owner=c.state.current_owner)
     interlock = s.blocked["rule"]
     s.votes.append(Vote(by=cmd.actor, at=iso(now), kind="break_glass", reason=reason,
                         rule=interlock, nodes=cmd.nodes))
@@ -229,8 +252,9 @@ def _abort(c: Commandable, cmd: Abort, now: datetime, tick: Tick) -> Outcome:
     current = next((s for s in c.state.steps.values() if s.status not in STEP_FINAL), None)
     if current is not None:
         _may_decide(c, current, cmd.actor)
-    elif canonical(cmd.actor, c.policy) != canonical(c.state.requester, c.policy):
-        raise PolicyError("only the requester may abort a run that has no step in progress")
+    elif not _answers_for(c, cmd.actor):
+        raise PolicyError("only the requester or the owner may abort a run that has no step in "
+                          "progress")
     for s in c.state.steps.values():
         if s.status not in STEP_FINAL:
             s.finished_at = iso(now)
@@ -240,6 +264,48 @@ def _abort(c: Commandable, cmd: Abort, now: datetime, tick: Tick) -> Outcome:
     return Outcome(True, f"run {c.state.run_id} aborted", c.state.run_id)
 
 
+def _handover(c: Commandable, cmd: Handover, now: datetime, tick: Tick) -> Outcome:
+    """Make ``cmd.to`` the owner. Only the current owner or the requester may hand a run over
+    (there is no administrator override); the new owner's approvals of steps not yet applied
+    are void, since an owner never approves its run's steps."""
+    st, policy = c.state, c.policy
+    to = check_identity(cmd.to)
+    reason = check_reason(cmd.reason, what="a handover") if cmd.reason else ""
+    if not _answers_for(c, cmd.actor):
+        raise PolicyError(f"only the run's owner ({st.current_owner}) or its requester "
+                          f"({st.requester}) may hand it over")
+    if is_system(to):
+        raise PolicyError(f"{to} is the bot's own identity: a person owns a run")
+    if canonical(to, policy) == canonical(st.current_owner, policy):
+        raise PolicyError(f"{to} already owns run {st.run_id}")
+    person = canonical(to, policy)
+    voided: list[dict[str, str]] = []
+    for s in st.steps.values():
+        if s.status in STEP_FINAL or s.status == S.APPLYING or s.status == S.WAITING:
+            continue
+        theirs = [v for v in s.approvals() if canonical(v.by, policy) == person]
+        if not theirs:
+            continue
+        s.votes = [v for v in s.votes if v not in theirs]
+        voided += [{"step": s.key, "by": v.by} for v in theirs]
+        tick.dirty.add(s.key)
+        c.event(tick, ev.approval_invalidated(
+            s.key, old_hash=s.plan_hash, new_hash=s.plan_hash or "", voided=[v.by for v in theirs],
+            reason=f"{to} now owns the run, and the owner never approves its steps"), now)
+        valid = {canonical(v.by, policy) for v in s.approvals() if v.plan_hash == s.plan_hash}
+        if s.approved and s.status == S.AWAITING_APPROVAL and len(valid) < s.min_approvers:
+            s.approved = False
+            c.set_run(tick, R.AWAITING_APPROVAL)
+    previous = st.current_owner
+    st.owner = to
+    tick.header_dirty = True
+    c.event(tick, ev.run_handed_over(from_owner=previous, to=to, reason=reason, voided=voided),
+            now, actor=cmd.actor)
+    return Outcome(True, f"run {st.run_id} is now owned by {to} (was {previous})"
+                   + (f"; {len(voided)} approval(s) by {to} no longer count" if voided else ""),
+                   st.run_id)
+
+
 def eligibility(c: Commandable, s: StepState, actor: str) -> str | None:
     """Why ``actor`` could not approve (or confirm) ``s`` right now; None when they could."""
     if s.needs_confirmation and not s.needs_approval:
@@ -247,7 +313,8 @@ def eligibility(c: Commandable, s: StepState, actor: str) -> str | None:
     valid = [v.by for v in s.approvals() if v.plan_hash == s.plan_hash]
     try:
         check_approver(rule=c.rule_for(s), approver=actor, requester=c.state.requester,
-                       prior=valid, policy=c.policy, membership=c.membership)
+                       prior=valid, policy=c.policy, membership=c.membership,
+                       owner=c.state.current_owner)
     except PolicyError as e:
         return str(e)
     return None

@@ -12,6 +12,10 @@ rules:
 - the requester may approve their own step only when both the runbook (``allow_self``) and the
   config (``allow_self_approval``) allow it; one person never counts twice, including through an
   alias (a terminal user and a Slack user who are the same person);
+- the run's current owner (the incident commander, ``run.handed_over``) never approves or breaks
+  glass on it: who directs the response is not who checks its changes. While the requester owns
+  the run, the requester's rule (and ``allow_self``) decides. A former owner who is not the
+  requester may approve, like anyone else in the groups;
 - a rejection needs a reason; approvals expire after ``expires_after``;
 - break-glass (overriding an interlock) needs two distinct eligible people, each with a reason;
 - a step's groups narrow the runbook's: a step that names none has the runbook's groups, and only
@@ -139,7 +143,7 @@ def approver_groups(state: RunState, step: str | None, policy: PolicyConfig) -> 
 
 def check_approver(*, rule: ApprovalRule, approver: str, requester: str,
                    prior: Iterable[str], policy: PolicyConfig, membership: Membership,
-                   kind: str = "approve") -> None:
+                   kind: str = "approve", owner: str | None = None) -> None:
     """Raise PolicyError saying why ``approver`` may not approve; return if they may.
 
     ``kind`` is ``approve``, ``break_glass``, or ``decide`` (reject, abort, retry: who may stop or
@@ -170,6 +174,12 @@ def check_approver(*, rule: ApprovalRule, approver: str, requester: str,
                                                  " (it needs allow_self in the runbook and "
                                                  "allow_self_approval in the config)"))
         raise PolicyError(f"{approver} started this run and cannot approve its steps: {why}")
+    owner_person = canonical(owner, policy) if owner else None
+    if (kind != "decide" and person == owner_person
+            and owner_person != canonical(requester, policy)):  # the requester's rule is above
+        raise PolicyError(f"{approver} owns this run (its incident commander) and cannot "
+                          f"{'break glass on' if kind == 'break_glass' else 'approve'} its steps: "
+                          "the owner directs the response, someone else checks its changes")
     if not any(membership(approver, g) for g in groups):
         hint = f" (not defined in policy.groups: {', '.join(undefined)})" if undefined else ""
         raise PolicyError(f"{approver} is not in an approver group for this step; eligible "

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot.engine.provenance import Provenance
+
 
 @dataclass(frozen=True)
 class StartRun:
@@ -22,6 +24,7 @@ class StartRun:
     requester: str
     dry_run: bool = False
     origin: Mapping[str, Any] = field(default_factory=dict)
+    provenance: Provenance = field(default_factory=Provenance)
 
 
 @dataclass(frozen=True)
@@ -86,7 +89,18 @@ class Abort:
     via: Mapping[str, Any] | None = None
 
 
-Command = Approve | Reject | Confirm | BreakGlass | Retry | Abort
+@dataclass(frozen=True)
+class Handover:
+    """Make ``to`` the run's owner (incident commander); the current owner or the requester may."""
+
+    run_id: str
+    actor: str
+    to: str
+    reason: str = ""
+    via: Mapping[str, Any] | None = None
+
+
+Command = Approve | Reject | Confirm | BreakGlass | Retry | Abort | Handover
 
 
 @dataclass(frozen=True)

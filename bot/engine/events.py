@@ -25,6 +25,8 @@ class EventType(StrEnum):
     RUN_CREATED = "run.created"
     RUN_ABORTED = "run.aborted"
     RUN_FINISHED = "run.finished"
+    RUN_LINKED = "run.linked"
+    RUN_HANDED_OVER = "run.handed_over"
     STEP_PLANNED = "step.planned"
     GUARD_PASSED = "guard.passed"
     GUARD_FAILED = "guard.failed"
@@ -53,6 +55,7 @@ class EventType(StrEnum):
     COMMAND_BREAK_GLASS = "command.break_glass"
     COMMAND_RETRY = "command.retry"
     COMMAND_ABORT = "command.abort"
+    COMMAND_HANDOVER = "command.handover"
     COMMAND_REFUSED = "command.refused"
 
 
@@ -93,6 +96,21 @@ def run_finished(*, status: str, outcome: str, compensations: list[str],
                  duration_seconds: float) -> EventData:
     return _e(EventType.RUN_FINISHED, status=status, outcome=outcome, compensations=compensations,
               duration_seconds=duration_seconds)
+
+
+def run_linked(*, parent: str | None, parent_why: str, incident: str | None,
+               suggested_by: str | None) -> EventData:
+    """What a run is linked to as it starts (``engine/provenance.py``); only the links it has."""
+    links = {"parent": parent, "parent_why": parent_why, "incident": incident,
+             "suggested_by": suggested_by}
+    return EventData(EventType.RUN_LINKED, {k: v for k, v in links.items() if v})
+
+
+def run_handed_over(*, from_owner: str, to: str, reason: str,
+                    voided: list[dict[str, str]]) -> EventData:
+    """The run's owner changed; ``voided``: approvals (step, by) the new owner may no longer give."""
+    return _e(EventType.RUN_HANDED_OVER, **{"from": from_owner}, to=to, reason=reason,
+              voided=voided)
 
 
 # -- planning and guards ----------------------------------------------------------------------------

@@ -112,6 +112,11 @@ class RunState:
     dry_run: bool = False
     status: RunStatus = RunStatus.PENDING
     origin: dict[str, Any] = field(default_factory=dict)  # front-end, channel, thread
+    # provenance (``engine/provenance.py``): who answers for the run and what it is linked to
+    owner: str = ""  # the incident commander; "" means the requester (runs from before owners)
+    parent: str | None = None  # the run this one follows on from
+    incident: str | None = None  # INC-123, a Slack channel, a PagerDuty link
+    suggested_by: str | None = None  # alert:<ref> or diagnosis:<ref>
     cursor: int = 0  # index of the runbook step being worked on
     steps: dict[str, StepState] = field(default_factory=dict)  # in run order
     started_at: str | None = None
@@ -142,6 +147,11 @@ class RunState:
             steps = [StepState.from_dict(s) for s in raw.get("steps") or ()]
         data["steps"] = {s.key: s for s in sorted(steps, key=lambda s: s.position)}
         return cls(**data)
+
+    @property
+    def current_owner(self) -> str:
+        """Who answers for the run now: the last person it was handed to, else its requester."""
+        return self.owner or self.requester
 
     def instances(self, step_id: str) -> list[StepState]:
         """A step's instances by key (``id``, or ``id[0]``, ``id[1]``...), without a scan."""

@@ -19,7 +19,8 @@ with the bot's system actor as its requester, which can never approve anything. 
 started by an alert: people start runs from the card.
 
 Every suggestion carries its provenance, ``alert:<cluster>/<fingerprint>``: the button values
-hold it, and the run it starts records it in its origin (``origin["suggested_by"]``).
+hold it, and the run it starts records it as the run's provenance (``suggested_by``, audited in
+``run.linked``).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from bot.diagnose import Report, Scope
 from bot.engine import commands as c
 from bot.engine.approvals import SYSTEM_PREFIX
 from bot.engine.ports import Clock, RunbookSource
+from bot.engine.provenance import Provenance
 from bot.errors import RunbookBotError
 from bot.frontends.http import WSGIApp, limit_bodies, server_cap
 from bot.frontends.metrics import Metrics
@@ -293,7 +295,8 @@ class AlertIntake:
                         starts.append(c.StartRun(
                             runbook=s.runbook, params=dict(s.params),
                             requester=system_requester(alert.labels, alert.fingerprint),
-                            origin={**self.origin, "suggested_by": provenance(key)}))
+                            origin=dict(self.origin),
+                            provenance=Provenance(suggested_by=provenance(key))))
                         self._count(receipt, "auto_run")
         self.log.prune(now=now)
         if changed:

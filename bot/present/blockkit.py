@@ -22,10 +22,12 @@ People are shown through a ``who`` function (identity -> mrkdwn), so the Slack f
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Final
 
+from bot.engine.provenance import suggested_words
 from bot.present.views import RunView, StepView
 from bot.runbook.model import Param, Runbook
 
@@ -216,15 +218,83 @@ def _plain_who(identity: str) -> str:
     return esc(identity)
 
 
-def hhmm(iso: str | None) -> str:
-    """``2026-01-01T12:03:04+00:00`` -> ``12:03 UTC``."""
+# -- times: Slack shows each reader their own local time -----------------------------------------
+
+DATE_TOKENS: Final = "{date_short_pretty} {time}"  # "today 12:03 PM", "Jan 4, 2027 09:15"
+_ISO_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?")
+
+
+def _instant(iso: str | datetime) -> datetime | None:
+    if isinstance(iso, datetime):
+        when = iso
+    else:
+        try:
+            when = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def slack_date(iso: str | datetime | None, *, tokens: str = DATE_TOKENS) -> str:
+    """A time as Slack's date formatting, ``<!date^UNIX^{date_short_pretty} {time}|fallback>``:
+    each reader sees it in their own time zone; the fallback (UTC) is for clients that cannot."""
     if not iso:
         return ""
-    try:
-        when = datetime.fromisoformat(iso)
-    except ValueError:
+    when = _instant(iso)
+    if when is None:
         return esc(iso)
-    return when.strftime("%H:%M UTC")
+    fallback = when.astimezone(UTC).strftime("%b %d %Y %H:%M UTC")
+    return f"<!date^{int(when.timestamp())}^{tokens}|{fallback}>"
+
+
+def with_dates(text: str) -> str:
+    """Escaped text with every ISO-8601 time in it shown as a Slack date."""
+    return _ISO_TIME.sub(lambda m: slack_date(m.group(0)), text)
+
+
+def prose(text: object) -> str:
+    """Text from the world, inert (``esc``), its times shown in each reader's own time."""
+    return with_dates(esc(text))
+
+
+def span(seconds: float) -> str:
+    """``1680`` -> ``28 minutes``; ``5400`` -> ``1 hour 30 minutes``."""
+    s = round(abs(seconds))
+    if s < 60:
+        return f"{s} second{'s' if s != 1 else ''}"
+    minutes = s // 60
+    if minutes < 60:
+        return f"{minutes} minute{'s' if minutes != 1 else ''}"
+    hours, minutes = divmod(minutes, 60)
+    out = f"{hours} hour{'s' if hours != 1 else ''}"
+    return out + (f" {minutes} minute{'s' if minutes != 1 else ''}" if minutes else "")
+
+
+def expiry(iso: str, now: datetime | None) -> str:
+    """``expires in 28 minutes (at 12:30)``, in each reader's time; ``expired`` once past."""
+    when = _instant(iso)
+    at = slack_date(iso, tokens="{time}")
+    if when is None or now is None:
+        return f"expires {slack_date(iso)}"
+    left = (when - now).total_seconds()
+    if left <= 0:
+        return f"expired {span(left)} ago ({at})"
+    return f"expires in {span(left)} (at {at})"
+
+
+def waiting_text(step: StepView, now: datetime | None) -> str:
+    """What a step waits for, for Slack: an approval's expiry relative to ``now``, times as dates."""
+    if (step.status == "awaiting_approval" and step.needs_approval and not step.blocked
+            and step.expires_at and not step.pending.startswith("approved")):
+        groups = ", ".join(step.groups) or "any approver group"
+        return (f"approval {len(step.approvers)} of {step.min_approvers} from {esc(groups)}, "
+                f"{expiry(step.expires_at, now)}")
+    return prose(step.pending)
+
+
+def hhmm(iso: str | None) -> str:
+    """When something happened, as a Slack date (each reader's own time)."""
+    return slack_date(iso)
 
 
 def ago(read_at: str, now: datetime | None) -> str:
@@ -232,7 +302,7 @@ def ago(read_at: str, now: datetime | None) -> str:
     if not read_at:
         return ""
     if now is None:
-        return f"read at {hhmm(read_at)}"
+        return f"read {hhmm(read_at)}"
     try:
         seconds = max(0, int((now - datetime.fromisoformat(read_at)).total_seconds()))
     except ValueError:
@@ -255,7 +325,7 @@ def step_line(step: StepView, who: Who = _plain_who) -> str:
     if step.approvers:
         line += " · approved by " + ", ".join(who(a) for a in step.approvers)
     if step.status == "waiting" and step.progress:
-        line += f" · {esc(step.progress)}"
+        line += f" · {prose(step.progress)}"
     return line
 
 
@@ -275,17 +345,40 @@ def _chunks(lines: Sequence[str], limit: int) -> list[str]:
     return out
 
 
-def run_card(view: RunView, *, who: Who = _plain_who) -> list[Block]:
-    """The run card: title, params, requester, status, and one line per step with its approvers."""
+def links_line(view: RunView) -> str:
+    """The run's links as one mrkdwn line: incident, parent, what suggested it, runs after it."""
+    parts = []
+    if view.incident:
+        parts.append(f"Incident {prose(view.incident)}")
+    if view.parent:
+        parts.append(f"follows on from `{esc(view.parent)}`")
+    if view.suggested_by:
+        parts.append(f"suggested by {prose(suggested_words(view.suggested_by))}")
+    if view.children:
+        parts.append("followed by " + ", ".join(
+            f"`{esc(c.run_id)}` {esc(c.runbook)} ({esc(STATUS_WORDS.get(c.status, c.status))})"
+            for c in view.children[:5]))
+    return " · ".join(parts)
+
+
+def run_card(view: RunView, *, who: Who = _plain_who, now: datetime | None = None) -> list[Block]:
+    """The run card: title, params, owner and requester, status, links, and one line per step
+    with its approvers."""
     status = STATUS_WORDS.get(view.status, view.status)
     blocks: list[Block] = [header(view.title + (" (dry run)" if view.dry_run else ""))]
+    people = [mrkdwn(f"*Owner*\n{who(view.owner or view.requester)}")]
+    if view.handed_over:
+        people.append(mrkdwn(f"*Requested by*\n{who(view.requester)}"))
     blocks.append({"type": "section", "fields": [
         mrkdwn(f"*Run*\n`{esc(view.run_id)}`"),
         mrkdwn(f"*Status*\n{esc(status)}"),
-        mrkdwn(f"*Requested by*\n{who(view.requester)}"),
+        *people,
         mrkdwn(f"*Runbook*\n`{esc(view.runbook)}`"),
     ]})
     blocks.append(context(truncate("Params: " + _params_line(view.params), LIMITS["context_text"])))
+    links = links_line(view)
+    if links:
+        blocks.append(context(truncate(links, LIMITS["context_text"], pointer="")))
     lines = [step_line(s, who) for s in view.steps]
     lines += [f"· {esc(t)} · _not reached_" for t in view.pending_steps]
     if lines:
@@ -294,11 +387,11 @@ def run_card(view: RunView, *, who: Who = _plain_who) -> list[Block]:
         blocks += [section(text, pointer="") for text in _chunks(lines, 2900)]
     waiting = view.waiting_on
     if waiting is not None and view.status not in ("succeeded", "failed", "aborted"):
-        blocks.append(context(f"Waiting for: {esc(waiting.pending)}"))
+        blocks.append(context(f"Waiting for: {waiting_text(waiting, now)}"))
     if view.outcome:
-        blocks.append(section(f"*Outcome:* {esc(view.outcome)}"))
+        blocks.append(section(f"*Outcome:* {prose(view.outcome)}"))
     for c in view.compensations[:5]:
-        blocks.append(context(f"Still in place: {esc(c)}"))
+        blocks.append(context(f"Still in place: {prose(c)}"))
     blocks.append(context("Plans, approvals and details are in the thread."))
     # only a runbook of well over a thousand steps comes near: then the export lists every one
     return limit_blocks(blocks, pointer=f"(`/runbook export {view.run_id}` lists every step)")
@@ -333,8 +426,9 @@ def _evidence(step: StepView, now: datetime | None) -> list[str]:
     lines = []
     for f in step.facts:
         when = ago(f.read_at, now)
-        lines.append(f"• {esc(f.subject)} {esc(f.name)}: `{esc(_short(f.value))}`"
-                     + (f", {when}" if when else ""))
+        value = (slack_date(f.value) if isinstance(f.value, str) and _ISO_TIME.fullmatch(f.value)
+                 else f"`{esc(_short(f.value))}`")
+        lines.append(f"• {esc(f.subject)} {esc(f.name)}: {value}" + (f", {when}" if when else ""))
     for g in step.guards:
         mark = "✓" if g.get("ok") else "✗"
         lines.append(f"{mark} guard `{esc(g.get('expr', ''))}`"
@@ -372,7 +466,7 @@ def approval_message(view: RunView, step: StepView, *, destructive: bool, now: d
         blocks.append(context(decision))
         return limit_blocks(blocks)
     if step.pending:
-        blocks.append(context(esc(step.pending)))
+        blocks.append(context(waiting_text(step, now)))
     if step.blocked:
         return limit_blocks(blocks)
     value = button_value(view.run_id, step.key, step.plan_hash)
@@ -397,7 +491,7 @@ def decision_line(step: StepView, *, who: Who = _plain_who, superseded: bool = F
     rejected = [v for v in votes if v.get("kind") == "reject"]
     if rejected:
         v = rejected[-1]
-        return (f":no_entry_sign: Rejected by {who(v['by'])} at {hhmm(v.get('at'))}: "
+        return (f":no_entry_sign: Rejected by {who(v['by'])} {hhmm(v.get('at'))}: "
                 f"{esc(v.get('reason', ''))}")
     if step.status == "expired":
         return ":hourglass: The approval expired before anyone decided."
@@ -406,7 +500,7 @@ def decision_line(step: StepView, *, who: Who = _plain_who, superseded: bool = F
     done = [v for v in votes if v.get("kind") in ("approve", "confirm", "break_glass")]
     if done:
         verb = {"approve": "Approved", "confirm": "Confirmed", "break_glass": "Break-glass"}
-        return " · ".join(f":white_check_mark: {verb[str(v['kind'])]} by {who(v['by'])} at "
+        return " · ".join(f":white_check_mark: {verb[str(v['kind'])]} by {who(v['by'])} "
                           f"{hhmm(v.get('at'))}" for v in done)
     return f"Decided: {esc(step.status.replace('_', ' '))}"
 
@@ -415,12 +509,12 @@ def step_reply(step: StepView, *, now: datetime | None = None) -> list[Block]:
     """A thread reply about one step: its plan when it applies, and what came of it."""
     icon = step.icon
     if step.status == "failed":
-        text = f"{icon} *{esc(step.key)}* failed: {esc(step.error or step.message)}"
+        text = f"{icon} *{esc(step.key)}* failed: {prose(step.error or step.message)}"
     elif step.status == "skipped":
-        text = f"{icon} *{esc(step.key)}* skipped" + (f": {esc(step.message)}" if step.message else "")
+        text = f"{icon} *{esc(step.key)}* skipped" + (f": {prose(step.message)}" if step.message else "")
     else:
         text = f"{icon} *{esc(step.key)}* {esc(step.title)}" + (
-            f": {esc(step.message)}" if step.message else "")
+            f": {prose(step.message)}" if step.message else "")
     blocks = [section(text)]
     plan = _plan_text(step, now)
     if plan and step.status in ("succeeded", "failed") and step.changes:
@@ -429,9 +523,10 @@ def step_reply(step: StepView, *, now: datetime | None = None) -> list[Block]:
 
 
 def progress_text(step: StepView) -> str:
-    line = f"⏳ *{esc(step.key)}* {esc(step.title)}: {esc(step.progress or 'waiting')}"
+    line = f"⏳ *{esc(step.key)}* {esc(step.title)}: {prose(step.progress or 'waiting')}"
     if step.status != "waiting":
-        line = f"{step.icon} *{esc(step.key)}* {esc(step.title)}: {esc(step.progress or step.status)} (done)"
+        line = (f"{step.icon} *{esc(step.key)}* {esc(step.title)}: "
+                f"{prose(step.progress or step.status)} (done)")
     return line
 
 
@@ -440,24 +535,27 @@ def final_summary(view: RunView, *, who: Who = _plain_who) -> list[Block]:
     status = STATUS_WORDS.get(view.status, view.status)
     icon = {"succeeded": ":white_check_mark:", "failed": ":x:", "aborted": ":black_square_for_stop:"}
     blocks = [section(f"{icon.get(view.status, '')} *Run `{esc(view.run_id)}` {esc(status)}*: "
-                      f"{esc(view.outcome)}")]
+                      f"{prose(view.outcome)}")]
     if view.compensations:
-        blocks.append(section("*Still in place:*\n" + "\n".join(f"• {esc(c)}" for c in view.compensations)))
+        blocks.append(section("*Still in place:*\n" + "\n".join(f"• {prose(c)}" for c in view.compensations)))
     else:
         blocks.append(context("Nothing was left in place."))
     return blocks
 
 
-def runs_list(views: Sequence[RunView], *, who: Who = _plain_who) -> list[Block]:
+def runs_list(views: Sequence[RunView], *, who: Who = _plain_who,
+              now: datetime | None = None) -> list[Block]:
     if not views:
         return [section("No active runs in this channel. `/runbook run NAME key=value` starts one.")]
     lines = []
     for v in views:
         waiting = v.waiting_on
         line = (f"`{esc(v.run_id)}` {esc(v.title)} · _{esc(STATUS_WORDS.get(v.status, v.status))}_ · "
-                f"{who(v.requester)}")
+                f"{who(v.owner or v.requester)}")
+        if v.incident:
+            line += f" · {prose(v.incident)}"
         if waiting is not None:
-            line += f" · {esc(waiting.key)}: {esc(waiting.pending)}"
+            line += f" · {esc(waiting.key)}: {waiting_text(waiting, now)}"
         lines.append(line)
     return limit_blocks([section(t, pointer="") for t in _chunks(lines, 2900)])
 

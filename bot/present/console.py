@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from bot.engine.provenance import suggested_words
 from bot.present.views import RunView, StepView
 
 
@@ -37,6 +38,25 @@ def step_line(step: StepView) -> str:
     return line
 
 
+def provenance_lines(view: RunView) -> list[str]:
+    """Who owns the run and what it is linked to: its parent, incident, suggester, children."""
+    out = [f"  owner: {view.owner or view.requester}"
+           + (f" (handed over; requested by {view.requester})" if view.handed_over else "")]
+    links = []
+    if view.incident:
+        links.append(f"incident: {view.incident}")
+    if view.parent:
+        links.append(f"follows on from: {view.parent}")
+    if view.suggested_by:
+        links.append(f"suggested by: {suggested_words(view.suggested_by)}")
+    if links:
+        out.append("  " + "   ".join(links))
+    for c in view.children:
+        out.append(f"  followed by: {c.run_id} {c.runbook} ({c.status}"
+                   + (", dry run)" if c.dry_run else ")"))
+    return out
+
+
 def status(view: RunView) -> str:
     """``runbook-bot status``: each step, who approved what, what is pending."""
     head = [f"{view.run_id}  {view.title}",
@@ -46,7 +66,7 @@ def status(view: RunView) -> str:
                             or "(none)"),
             f"  started: {view.started_at or view.created_at}"
             + (f"   finished: {view.finished_at}" if view.finished_at else ""),
-            ""]
+            *provenance_lines(view), ""]
     body: list[str] = []
     for s in view.steps:
         body.append(step_line(s))
@@ -69,11 +89,12 @@ def status(view: RunView) -> str:
 
 
 def runs_table(views: Iterable[RunView]) -> str:
-    rows = [("RUN", "STATUS", "RUNBOOK", "REQUESTER", "STARTED", "WAITING FOR")]
+    rows = [("RUN", "STATUS", "RUNBOOK", "OWNER", "STARTED", "WAITING FOR")]
     for v in views:
         waiting = v.waiting_on
         rows.append((v.run_id, v.status + (" (dry run)" if v.dry_run else ""), v.runbook,
-                     v.requester, (v.started_at or v.created_at)[:19].replace("T", " "),
+                     v.owner + (f" (from {v.requester})" if v.handed_over else "")
+                     if v.owner else v.requester, (v.started_at or v.created_at)[:19].replace("T", " "),
                      f"{waiting.key}: {waiting.pending}"[:60] if waiting else ""))
     if len(rows) == 1:
         return "no runs yet: `runbook-bot run NAME -p key=value` starts one"

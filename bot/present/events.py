@@ -17,12 +17,14 @@ and ``bot/engine/apply_commands.py``), so a newer engine never breaks an older e
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from bot.engine.events import COMMANDS, EventType
 from bot.engine.ports import StoredEvent
+from bot.engine.provenance import suggested_words
 from bot.engine.runstate import AuditDraft, RunState, StepState
 from bot.present.blockkit import esc
 from bot.present.console import plan_lines
@@ -90,6 +92,44 @@ def _run_created(p: Payload) -> str:
             + (" (dry run)" if p.get("dry_run") else ""))
 
 
+def _linked(p: Payload) -> str:
+    """``run.linked``: what the run follows on from, its incident, what suggested it."""
+    parts = []
+    if p.get("parent"):
+        parts.append(f"follows on from run {p['parent']}"
+                     + (f" ({p['parent_why']})" if p.get("parent_why") else ""))
+    if p.get("incident"):
+        parts.append(f"incident {p['incident']}")
+    if p.get("suggested_by"):
+        parts.append(f"suggested by {suggested_words(p['suggested_by'])}")
+    return "linked: " + "; ".join(parts)
+
+
+def _handed_over(p: Payload) -> str:
+    voided = ", ".join(f"{v.get('by')} on {v.get('step')}" for v in p.get("voided") or ())
+    return (f"handed over from {p.get('from', '')} to {p.get('to', '')}"
+            + (f": {p['reason']}" if p.get("reason") else "")
+            + (f"; approvals that no longer count: {voided}" if voided else ""))
+
+
+def _person(identity: object) -> str:
+    """A person in a chat reply: a Slack user as a mention (they are told), anyone else as text."""
+    text = str(identity)
+    if re.fullmatch(r"slack:[UW][A-Z0-9]{2,20}", text):
+        return f"<@{text.removeprefix('slack:')}>"
+    return esc(text)
+
+
+def _chat_handed_over(p: Payload) -> str:
+    return (f"👤 Owner is now {_person(p.get('to', ''))} (was "
+            f"{_person(p.get('from', ''))})"
+            + (f": {esc(p['reason'])}" if p.get("reason") else ""))
+
+
+def _chat_linked(p: Payload) -> str:
+    return "🔗 " + esc(_linked(p)[len("linked: "):])
+
+
 def _asked(p: Payload) -> str:
     if "text" in p:
         return f"asked a person to confirm: {p['text']}"
@@ -101,6 +141,8 @@ def _asked(p: Payload) -> str:
 
 def _invalidated(p: Payload) -> str:
     voided = ", ".join(p.get("voided") or ()) or "none"
+    if p.get("old_hash") == p.get("new_hash"):  # the plan stands; the people may no longer count
+        return f"approvals voided: {voided}: {p.get('reason', '')}"
     return (f"plan changed {short_hash(p.get('old_hash'))} → {short_hash(p.get('new_hash'))}; "
             f"approvals voided: {voided}")
 
@@ -212,6 +254,9 @@ def _chat_retrying(p: Payload) -> str:
 
 TEXTS: dict[EventType, EventText] = {
     T.RUN_CREATED: EventText(_run_created, _live_created),
+    T.RUN_LINKED: EventText(_linked, _say(lambda m: "  " + _linked(m.payload)), _chat_linked),
+    T.RUN_HANDED_OVER: EventText(_handed_over, _say(lambda m: "  " + _handed_over(m.payload)),
+                                 _chat_handed_over),
     T.RUN_ABORTED: EventText(lambda p: f"aborted: {p.get('reason', '')}"),
     T.RUN_FINISHED: EventText(lambda p: f"finished {p.get('status', '')}: {p.get('outcome', '')}",
                               _live_finished),

@@ -70,6 +70,11 @@ class RunSummary:
     finished_at: str | None
     duration_seconds: float | None
     origin: dict[str, Any]
+    # provenance, as the audit chain records it (run.linked, run.handed_over)
+    owner: str = ""
+    parent: str | None = None
+    incident: str | None = None
+    suggested_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -378,8 +383,13 @@ def build(*, state: RunState, events: Sequence[Event], head: tuple[int, str | No
     logs: dict[str, _StepLog] = {}
     audit: list[tuple[datetime, int, Entry]] = []
     duration: float | None = None
+    links: dict[str, Any] = {"owner": state.requester}
     for ev in events:
         at = clock.convert(ev.ts)
+        if ev.type == EventType.RUN_LINKED:
+            links |= {k: ev.payload.get(k) for k in ("parent", "incident", "suggested_by")}
+        elif ev.type == EventType.RUN_HANDED_OVER:
+            links["owner"] = str(ev.payload.get("to") or links["owner"])
         step = ev.payload.get("step")
         key = step if isinstance(step, str) else None
         if key is not None:
@@ -419,7 +429,8 @@ def build(*, state: RunState, events: Sequence[Event], head: tuple[int, str | No
         dry_run=state.dry_run, status=str(state.status), outcome=state.outcome,
         created_at=clock.convert(state.created_at), started_at=clock.opt(state.started_at),
         finished_at=clock.opt(state.finished_at), duration_seconds=duration,
-        origin=dict(state.origin))
+        origin=dict(state.origin), owner=links["owner"], parent=links.get("parent"),
+        incident=links.get("incident"), suggested_by=links.get("suggested_by"))
     integrity = Integrity(verified=verdict.ok, algorithm="HMAC-SHA256" if keyed else "SHA-256",
                           events=len(events), head_seq=head[0], head_hash=head[1],
                           first_bad_seq=verdict.first_bad_seq, reason=verdict.reason,

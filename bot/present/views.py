@@ -6,6 +6,7 @@ same everywhere: its title, state, who approved it, the plan it applied, and wha
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +59,16 @@ class StepView:
 
 
 @dataclass(frozen=True)
+class ChildView:
+    """A run that follows on from another, as its parent lists it."""
+
+    run_id: str
+    runbook: str
+    status: str
+    dry_run: bool
+
+
+@dataclass(frozen=True)
 class RunView:
     run_id: str
     runbook: str
@@ -73,6 +84,16 @@ class RunView:
     compensations: tuple[str, ...]
     steps: tuple[StepView, ...]
     pending_steps: tuple[str, ...] = field(default_factory=tuple)  # titles not reached yet
+    # provenance (``engine/provenance.py``)
+    owner: str = ""  # the incident commander now; the requester until handed over
+    parent: str | None = None
+    incident: str | None = None
+    suggested_by: str | None = None  # alert:<ref> or diagnosis:<ref>
+    children: tuple[ChildView, ...] = ()  # runs that follow on from this one
+
+    @property
+    def handed_over(self) -> bool:
+        return bool(self.owner) and self.owner != self.requester
 
     @property
     def waiting_on(self) -> StepView | None:
@@ -118,8 +139,10 @@ def _change_line(c: dict[str, Any]) -> str:
     return f"{c.get('operation')} {c.get('target_kind')} {c.get('target')}{arrow}"
 
 
-def run_view(state: RunState, step_titles: list[tuple[str, str]] | None = None) -> RunView:
-    """The view of a run; ``step_titles`` are the runbook's (id, title), to list steps not reached."""
+def run_view(state: RunState, step_titles: list[tuple[str, str]] | None = None, *,
+             children: Sequence[RunState] = ()) -> RunView:
+    """The view of a run; ``step_titles`` are the runbook's (id, title), to list steps not reached;
+    ``children`` the runs that name it as their parent."""
     steps = tuple(step_view(s) for s in state.steps.values())
     reached = {s.step_id for s in state.steps.values()}
     pending: tuple[str, ...] = ()
@@ -130,4 +153,6 @@ def run_view(state: RunState, step_titles: list[tuple[str, str]] | None = None) 
         requester=state.requester, params=dict(state.params), dry_run=state.dry_run,
         created_at=state.created_at, started_at=state.started_at, finished_at=state.finished_at,
         outcome=state.outcome, compensations=tuple(state.compensations), steps=steps,
-        pending_steps=pending)
+        pending_steps=pending, owner=state.current_owner, parent=state.parent,
+        incident=state.incident, suggested_by=state.suggested_by,
+        children=tuple(ChildView(c.run_id, c.runbook, str(c.status), c.dry_run) for c in children))

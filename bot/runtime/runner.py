@@ -34,7 +34,7 @@ from bot.engine.approvals import Membership, config_membership
 from bot.engine.commands import Command, Outcome, StartRun
 from bot.engine.conductor import Conductor
 from bot.engine.decisions import ApplyStep, AwaitPeople, Finished, PlanStep, Sleep, Tick, iso
-from bot.engine.events import run_created
+from bot.engine.events import run_created, run_linked
 from bot.engine.ids import new_run_id
 from bot.engine.plan import ApiCall, Plan
 from bot.engine.ports import (
@@ -46,6 +46,7 @@ from bot.engine.ports import (
     RunStore,
     StepContext,
 )
+from bot.engine.provenance import Provenance, check_incident, check_suggested_by, lifted_hold
 from bot.engine.redaction import Redactor
 from bot.engine.runstate import AuditDraft, RunState
 from bot.engine.state import RUN_TERMINAL, StepStatus
@@ -85,22 +86,46 @@ class Runner:
         """Create a run (params checked first: a bad param starts nothing) and return it."""
         runbook, text, file = self.runbooks.get(cmd.runbook)
         params = coerce_params(runbook, self.redact(dict(cmd.params)))
+        prov = self._provenance(runbook.name, params, cmd.provenance)
         now = self.clock.now()
         for _ in range(20):
             state = RunState(run_id=new_run_id(), runbook=runbook.name, runbook_text=text,
                              runbook_file=file, title=runbook.metadata.title, params=params,
                              requester=cmd.requester, created_at=iso(now), dry_run=cmd.dry_run,
-                             origin=dict(cmd.origin))
-            created = run_created(
+                             origin=dict(cmd.origin), owner=cmd.requester, parent=prov.parent,
+                             incident=prov.incident, suggested_by=prov.suggested_by)
+            created = [run_created(
                 runbook=runbook.name, file=file, params=params, dry_run=cmd.dry_run,
-                origin=cmd.origin, title=runbook.metadata.title).draft(actor=cmd.requester, ts=iso(now))
+                origin=cmd.origin, title=runbook.metadata.title).draft(actor=cmd.requester, ts=iso(now))]
+            if prov:
+                created.append(run_linked(
+                    parent=prov.parent, parent_why=prov.parent_why, incident=prov.incident,
+                    suggested_by=prov.suggested_by).draft(actor=cmd.requester, ts=iso(now)))
             try:
-                self.store.create(state, [created])
+                self.store.create(state, created)
             except RunIdTaken:
                 continue
-            self._notify(state, [created], [])
+            self._notify(state, created, [])
             return state
         raise RunbookBotError("could not allocate a run id")  # pragma: no cover
+
+    def _provenance(self, runbook: str, params: dict[str, Any], given: Provenance) -> Provenance:
+        """The links checked (a bad incident or reference starts nothing), the parent found from
+        the compensation this run lifts when none is named, the incident inherited from it."""
+        incident = check_incident(given.incident)
+        suggested = check_suggested_by(given.suggested_by)
+        parent, why = given.parent, given.parent_why
+        if parent:
+            self.store.load(parent)  # NotFound names the run that does not exist
+            why = why or "named when the run was started"
+        else:
+            hold = lifted_hold(runbook, params)
+            parent = self.store.holding(hold, lifted_by=runbook) if hold else None
+            why = f"it left this in place: {hold}" if parent else ""
+        if parent and incident is None:
+            incident = self.store.load(parent).incident
+        return Provenance(parent=parent, parent_why=why, incident=incident,
+                          suggested_by=suggested)
 
     # -- people's commands ----------------------------------------------------------------------
 

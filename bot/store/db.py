@@ -8,6 +8,8 @@ code runs on the default SQLite file and on a shared PostgreSQL for several repl
   seq and hash, and with an audit key its signature ``audit_mac``), which is what lets ``audit
   verify`` detect a truncated chain (a database from before signed heads gets the column from
   migration store_0002);
+  The run's parent and incident are columns too (migration store_0004), so a run's children and
+  an incident's runs are one indexed query;
 - ``steps``: one row per step instance, so a tick writes only the rows it changed;
 - ``events``: the append-only audit chain, primary key (run_id, seq).
 
@@ -84,6 +86,8 @@ runs = Table(
     Column("audit_seq", Integer, nullable=False, default=0),
     Column("audit_hash", String(64), nullable=True),
     Column("audit_mac", String(64), nullable=True),
+    Column("parent_id", String(16), nullable=True, index=True),
+    Column("incident", String(200), nullable=True, index=True),
 )
 
 steps_t = Table(
@@ -266,6 +270,7 @@ class Database:
                 conn.execute(insert(runs).values(
                     id=state.run_id, runbook=state.runbook, status=str(state.status),
                     requester=state.requester, channel=state.origin.get("channel"),
+                    parent_id=state.parent, incident=state.incident,
                     dry_run=state.dry_run, created_at=state.created_at,
                     header=_header(state), runbook_text=state.runbook_text, version=1,
                     next_check_at=None,
@@ -417,6 +422,39 @@ class Database:
             st.version = version
             out.append(st)
         return out
+
+    def children(self, run_id: str, *, limit: int = 50) -> list[RunState]:
+        """The headers (without steps) of the runs that name ``run_id`` as their parent, oldest
+        first."""
+        q = (select(runs.c.header, runs.c.version).where(runs.c.parent_id == run_id)
+             .order_by(runs.c.created_at).limit(limit))
+        with self.engine.connect() as conn:
+            rows = conn.execute(q).all()
+        out = []
+        for header, version in rows:
+            st = RunState.from_dict(json.loads(header) | {"runbook_text": ""}, [])
+            st.version = version
+            out.append(st)
+        return out
+
+    def holding(self, compensation: str, *, lifted_by: str) -> str | None:
+        """The newest run (not a dry run) that left ``compensation`` in place, unless a child run
+        of ``lifted_by`` succeeded since (it lifted it, and what older runs left with it); None
+        when no run holds it open."""
+        inner = json.dumps(compensation, ensure_ascii=False)[1:-1]
+        pattern = "%" + re.sub(r"([\\%_])", r"\\\1", inner) + "%"
+        q = (select(runs.c.id, runs.c.header)
+             .where(runs.c.dry_run.is_(False), runs.c.header.like(pattern, escape="\\"))
+             .order_by(runs.c.created_at.desc()).limit(20))
+        with self.engine.connect() as conn:
+            for rid, header in conn.execute(q).all():
+                if compensation not in (json.loads(header).get("compensations") or ()):
+                    continue
+                lifted = conn.execute(select(runs.c.id).where(
+                    runs.c.parent_id == rid, runs.c.runbook == lifted_by,
+                    runs.c.status == str(RunStatus.SUCCEEDED)).limit(1)).first()
+                return None if lifted is not None else str(rid)
+        return None
 
     def events(self, run_id: str, *, payloads: bool = True, after: int = 0,
                limit: int | None = None) -> list[Event]:

@@ -6,7 +6,8 @@ params, status), a transcript shows sections built from the events, and the head
 database row. This module ties them to the chain:
 
 - the header a run shows must say what its ``run.created`` event says (requester, runbook, file,
-  params, dry run, origin) and, once finished, the status its ``run.finished`` event says;
+  params, dry run, origin), its owner and links what its ``run.handed_over`` and ``run.linked``
+  events say, and, once finished, the status its ``run.finished`` event says;
 - a head published out of the database's reach (``audit head``, the Slack summary, the
   transcript) is compared with the chain when given;
 - an exported JSON document is sealed as a whole (``seal``: an HMAC with the chain's key, over
@@ -63,9 +64,33 @@ def header_problem(header: Mapping[str, Any], events: Sequence[Event],
         if canonical_json(redact(origin.get(name))) != canonical_json(want):
             return (f"the run's origin.{name} says {origin.get(name)!r} but its run.created "
                     f"event says {want!r}")
+    problem = _links_problem(header, events, first.actor)
+    if problem:
+        return problem
     status = str(header.get("status", ""))
     if str(columns.get("status", status)) != status:
         return f"the run's status column says {columns.get('status')} but its header says {status}"
+    return ""
+
+
+def _links_problem(header: Mapping[str, Any], events: Sequence[Event], requester: str) -> str:
+    """Why the owner and links a run shows disagree with its ``run.linked`` and
+    ``run.handed_over`` events ("" if they agree; a header from before provenance shows none)."""
+    said: dict[str, Any] = {"owner": requester, "parent": None, "incident": None,
+                            "suggested_by": None}
+    for ev in events:
+        if ev.type == "run.linked":
+            links = payload_of(ev)
+            said |= {k: links.get(k) for k in ("parent", "incident", "suggested_by")}
+        elif ev.type == "run.handed_over":
+            said["owner"] = payload_of(ev).get("to")
+    for name, want in said.items():
+        if name not in header or (name == "owner" and not header[name]):
+            continue
+        if header[name] != want:
+            where = "run.handed_over" if name == "owner" else "run.linked"
+            return (f"the run's {name} says {header[name]!r} but its {where} events say "
+                    f"{want!r}")
     return ""
 
 

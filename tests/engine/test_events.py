@@ -22,6 +22,7 @@ RELEASED = [
     "step.applying", "step.applied", "step.polled", "step.retrying", "step.succeeded",
     "step.failed", "step.skipped", "step.goto", "command.approve", "command.reject",
     "command.confirm", "command.break_glass", "command.retry", "command.abort", "command.refused",
+    "run.linked", "run.handed_over", "command.handover",
 ]
 BOT = Path(__file__).resolve().parents[2] / "bot"
 
@@ -35,7 +36,7 @@ def test_every_released_type_string_is_in_the_enum_byte_for_byte():
 def test_commands_are_the_command_types_but_the_refusal():
     assert {t.value for t in COMMANDS} == {
         "command.approve", "command.reject", "command.confirm", "command.break_glass",
-        "command.retry", "command.abort"}
+        "command.retry", "command.abort", "command.handover"}
 
 
 def test_a_command_outside_the_vocabulary_is_refused():

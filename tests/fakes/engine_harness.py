@@ -15,8 +15,19 @@ from typing import Any
 
 import pytest
 
-from bot.engine.commands import Abort, Approve, BreakGlass, Confirm, Outcome, Reject, Retry, StartRun
+from bot.engine.commands import (
+    Abort,
+    Approve,
+    BreakGlass,
+    Confirm,
+    Handover,
+    Outcome,
+    Reject,
+    Retry,
+    StartRun,
+)
 from bot.engine.ports import ManualClock
+from bot.engine.provenance import Provenance
 from bot.engine.runstate import AuditDraft, RunState
 from bot.runbook.source import TextSource
 from bot.runtime.runner import Runner
@@ -60,9 +71,9 @@ class Engine:
                              lease_wait=0.0)
 
     def start(self, runbook_name: str, /, *, by: str = "alice", dry_run: bool = False,
-              **params: Any) -> str:
+              provenance: Provenance | None = None, **params: Any) -> str:
         state = self.runner.start(StartRun(runbook=runbook_name, params=params, requester=by,
-                                           dry_run=dry_run))
+                                           dry_run=dry_run, provenance=provenance or Provenance()))
         self.runner.drive(state.run_id)
         return state.run_id
 
@@ -100,6 +111,9 @@ class Engine:
 
     def abort(self, run_id: str, by: str, reason: str = "wrong node, stopping") -> Outcome:
         return self._do(Abort(run_id=run_id, actor=by, reason=reason))
+
+    def handover(self, run_id: str, by: str, to: str, reason: str = "") -> Outcome:
+        return self._do(Handover(run_id=run_id, actor=by, to=to, reason=reason))
 
     def advance(self, seconds: float) -> None:
         self.clock.advance(seconds)

@@ -26,6 +26,7 @@ from types import SimpleNamespace
 import pytest
 
 from bot.engine.commands import Retry, StartRun
+from bot.engine.provenance import Provenance
 from bot.frontends.term.printer import TerminalPrinter
 from bot.present.transcript import render
 from tests.fakes.engine_harness import Engine, runbook
@@ -152,6 +153,18 @@ def _flow(e: Engine) -> str:
     return run
 
 
+def _handed_over(e: Engine) -> str:
+    run = _start(e, "change", "rb-hx4nd", provenance=Provenance(
+        incident="INC-4471", suggested_by="alert:KubeNodeNotReady/3f9c2a"))
+    e.clock.advance(60)
+    assert e.handover(run, "alice", "bob", reason="bob leads the incident from here").ok
+    assert not e.approve(run, "bob").ok  # the owner never approves
+    e.clock.advance(30)
+    assert e.approve(run, "carol").ok
+    assert e.state(run).status == "succeeded", e.state(run).outcome
+    return run
+
+
 def _dry_run(e: Engine) -> str:
     run = _start(e, "change", "rb-dry4r", dry_run=True)
     assert e.state(run).status == "succeeded"
@@ -161,7 +174,7 @@ def _dry_run(e: Engine) -> str:
 STORIES: dict[str, Callable[[Engine], str]] = {
     "rejected": _rejected, "break-glass": _break_glass,
     "invalidated-aborted": _invalidated_then_aborted, "expired": _expired, "flow": _flow,
-    "dry-run": _dry_run,
+    "dry-run": _dry_run, "handed-over": _handed_over,
 }
 
 
@@ -176,10 +189,12 @@ def engine(make_engine, monkeypatch) -> Iterator[Engine]:
     yield e
 
 
-def _start(e: Engine, name: str, run_id: str, *, dry_run: bool = False) -> str:
+def _start(e: Engine, name: str, run_id: str, *, dry_run: bool = False,
+           provenance: Provenance | None = None) -> str:
     e._run_ids.extend(run_id.removeprefix("rb-"))  # type: ignore[attr-defined]
     state = e.runner.start(StartRun(runbook=name, params={}, requester="alice", dry_run=dry_run,
-                                    origin={"frontend": "terminal"}))
+                                    origin={"frontend": "terminal"},
+                                    provenance=provenance or Provenance()))
     assert state.run_id == run_id
     e.runner.drive(run_id)
     return run_id
@@ -210,7 +225,8 @@ RECORDED = {
     "step.applying", "step.applied", "step.polled", "step.retrying", "step.succeeded",
     "step.failed", "step.skipped", "step.goto", "command.approve", "command.reject",
     "command.confirm", "command.break_glass", "command.retry", "command.abort",
-    "command.refused", "run.aborted", "run.finished"}
+    "command.refused", "run.aborted", "run.finished", "run.linked", "run.handed_over",
+    "command.handover"}
 
 
 def test_the_golden_runs_record_every_event_type_of_the_list():

@@ -40,6 +40,15 @@ def test_node_dead_recovers_the_pod_on_a_new_node_and_leaves_the_taint(rehearse)
     assert back.status == "succeeded", back.outcome
     assert OOS not in taint_keys(r.sandbox.get("Node", None, f["dead_node"]))
     assert_clean(r, back.run_id, repaired=f["dead_node"])
+    # the recovery names the run whose taint it lifted, in its audited chain; the parent lists it
+    assert back.parent == st.run_id
+    [linked] = [e.payload for e in r.store.events(back.run_id) if e.type == "run.linked"]
+    assert linked["parent"] == st.run_id and f["dead_node"] in linked["parent_why"]
+    assert r.verified(back.run_id)
+    assert [c.run_id for c in r.store.children(st.run_id)] == [back.run_id]
+    # once lifted, a later recovery of the same node has no parent left to name
+    again = r.run("node-recovered", node=f["dead_node"])
+    assert again.parent is None
 
 
 def test_a_rejected_taint_changes_nothing(rehearse):

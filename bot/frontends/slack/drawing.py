@@ -42,7 +42,7 @@ from bot.frontends.slack.identity import user_id_of
 from bot.frontends.slack.persistence import Posted, SlackStore
 from bot.present import blockkit as bk
 from bot.present.events import chat_text
-from bot.present.views import RunView, run_view, step_view
+from bot.present.views import RunView, StepView, run_view, step_view
 
 log = logging.getLogger(__name__)
 _REPLY_EVENTS = (EventType.STEP_FAILED, EventType.STEP_SKIPPED, EventType.STEP_RETRYING,
@@ -209,6 +209,9 @@ class RunDrawer:
                 self._step_reply(state, ev, card, d)
             elif ev.type == EventType.RUN_FINISHED:
                 self._summary(state, view, card, d, head=f"{ev.seq}:{ev.hash}")
+            elif ev.type == EventType.RUN_HANDED_OVER:  # the new owner is told, by mention
+                text = chat_text(ev) or ""
+                self._reply(d, card, [bk.section(text)], text)
             if d.failed:
                 break  # keep the thread in order: this reply and the ones after it come later
             d.replied_seq = ev.seq
@@ -287,12 +290,9 @@ class RunDrawer:
             return  # decided before Slack was drawn: the card says how
         key = f"approval:{s.key}:{(s.plan_hash or '')[:16]}"
         if key not in d.posted:
-            verb = "confirm" if s.needs_confirmation and not s.needs_approval else "approve"
             blocks = bk.approval_message(view, s, destructive=self.facts.destructive(state, s.key),
                                          now=self.clock.now(), who=who)
-            self._post(d, key, card.channel, blocks,
-                       f"{state.run_id}: {s.key} needs a person to {verb}: {bk.esc(s.title)}",
-                       thread_ts=card.ts)
+            self._post(d, key, card.channel, blocks, self._ask_text(state, s), thread_ts=card.ts)
         plan_key = "plan:" + key.removeprefix("approval:")
         if key in d.posted and plan_key not in d.posted and bk.plan_needs_thread(s):
             self._post(d, plan_key, card.channel, bk.full_plan(s),
@@ -311,12 +311,20 @@ class RunDrawer:
             superseded = (s.plan_hash or "")[:16] != hash_part
             destructive = self.facts.destructive(state, step_key)
             if not superseded and s.status == StepStatus.AWAITING_APPROVAL and not raw.approved:
+                # its expiry and evidence ages are relative to now: the words of the ask stay
                 blocks = bk.approval_message(view, s, destructive=destructive, now=now, who=who)
+                text = self._ask_text(state, s)
             else:
                 line = bk.decision_line(s, who=who, superseded=superseded)
                 blocks = bk.approval_message(view, s, destructive=destructive, now=None, who=who,
                                              decision=line)
-            self._update(d, key, where, blocks, f"{state.run_id}: {s.key} {s.status}")
+                text = f"{state.run_id}: {s.key} {s.status}"
+            self._update(d, key, where, blocks, text)
+
+    @staticmethod
+    def _ask_text(state: RunState, s: StepView) -> str:
+        verb = "confirm" if s.needs_confirmation and not s.needs_approval else "approve"
+        return f"{state.run_id}: {s.key} needs a person to {verb}: {bk.esc(s.title)}"
 
     def _progress(self, state: RunState, view: RunView, card: Posted, d: Drawing) -> None:
         posted = d.posted_under("progress:")

@@ -291,10 +291,11 @@ def register(app: App, *, service: SlackService, work: Any, deliveries: Deliveri
             ack(response_action="errors",
                 errors={bk.param_block_id(k): bk.truncate(v, 150, pointer="") for k, v in errors.items()})
             return
-        ref = meta.get("suggested_by")
+        incident, suggested = meta.get("incident"), meta.get("suggested_by")
         handoff(context, service.start, str(meta["runbook"]), raw, person,
                 dry_run=bool(meta.get("dry_run")),
-                suggested_by=ref if isinstance(ref, str) and ref else None)
+                incident=str(incident) if incident else None,
+                suggested_by=str(suggested) if suggested else None)
         ack()
 
     def suggestion(ack: Any, body: dict[str, Any], context: Any, *, dry_run: bool) -> None:

@@ -30,6 +30,7 @@ from bot.engine import commands as c
 from bot.engine.approvals import approver_groups, check_reason
 from bot.engine.facts import RunbookFacts
 from bot.engine.ports import Clock
+from bot.engine.provenance import Provenance, check_incident, check_suggested_by
 from bot.errors import ExternalError, NotFound, ParamError, PolicyError, RunbookBotError
 from bot.frontends.alerts import Diagnoser
 from bot.frontends.slack.alert_cards import diagnosis_blocks
@@ -136,13 +137,15 @@ class SlackService:
             self.tell(person, bk.esc(runbook.metadata.title),
                       bk.runbook_blocks(runbook, destructive=self.facts.action_destructive))
         elif v == "run":
-            self.run(cmd.name, cmd.params, person, trigger_id=trigger_id, dry_run=cmd.dry_run)
+            self.run(cmd.name, cmd.params, person, trigger_id=trigger_id, dry_run=cmd.dry_run,
+                     incident=cmd.incident)
         elif v == "status":
             self._status(cmd.run_id, person)
         elif v == "runs":
             headers = self.runner.store.runs(active=True, channel=person.channel, limit=20)
             views = [run_view(self.runner.store.load(h.run_id)) for h in headers]
-            self.tell(person, f"{len(views)} active run(s)", bk.runs_list(views, who=who))
+            self.tell(person, f"{len(views)} active run(s)",
+                      bk.runs_list(views, who=who, now=self.clock.now()))
         elif v == "export":
             self._export(cmd, person)
         elif v == "diagnose":
@@ -175,6 +178,8 @@ class SlackService:
             return c.Reject(run_id=run_id, actor=actor, reason=cmd.reason)
         if cmd.verb == "break-glass":
             return c.BreakGlass(run_id=run_id, actor=actor, reason=cmd.reason, nodes=cmd.nodes)
+        if cmd.verb == "handover":
+            return c.Handover(run_id=run_id, actor=actor, to=cmd.to, reason=cmd.reason)
         return c.Abort(run_id=run_id, actor=actor, reason=cmd.reason)
 
     def _list(self, person: Person) -> None:
@@ -196,8 +201,9 @@ class SlackService:
                 return
             run_id = latest[0].run_id
         state = self.runner.store.load(run_id)
-        view = run_view(state, self.facts.titles(state))
-        self.tell(person, bk.card_text(view), bk.run_card(view, who=who))
+        view = run_view(state, self.facts.titles(state),
+                        children=self.runner.store.children(state.run_id))
+        self.tell(person, bk.card_text(view), bk.run_card(view, who=who, now=self.clock.now()))
 
     def _diagnose(self, cmd: Slash, person: Person) -> None:
         """The findings of one scan, privately, each with Dry run / Run buttons."""
@@ -233,11 +239,22 @@ class SlackService:
     # -- starting runs --------------------------------------------------------------------------
 
     def run(self, name: str, raw: Mapping[str, Any], person: Person, *, trigger_id: str | None,
-            dry_run: bool = False, suggested_by: str | None = None) -> None:
-        """Start a run, or open the params form when a param is missing or invalid."""
+            dry_run: bool = False, incident: str | None = None,
+            suggested_by: str | None = None) -> None:
+        """Start a run, or open the params form when a param is missing or invalid.
+
+        ``incident`` and ``suggested_by`` (``alert:<ref>``, ``diagnosis:<ref>``: what a button
+        that suggests a run carries) are checked before anything starts, and kept in the form."""
         raw = self.runner.redact(dict(raw))  # what was typed is answered back redacted, too
+        try:  # a bad reference is answered as itself, not as a params form
+            check_incident(incident)
+            check_suggested_by(suggested_by)
+        except ParamError as e:
+            self.tell(person, f":warning: {bk.esc(e)}")
+            return
         try:
-            self.start(name, raw, person, dry_run=dry_run, suggested_by=suggested_by)
+            self.start(name, raw, person, dry_run=dry_run, incident=incident,
+                       suggested_by=suggested_by)
             return
         except ParamError:
             pass  # the engine checked the params and started nothing; say which, field by field
@@ -247,18 +264,17 @@ class SlackService:
             self.tell(person, f":warning: {bk.esc(errors.get('') or 'the params are not valid')}")
             return
         self.form(name, raw, person, trigger_id=trigger_id, dry_run=dry_run, errors=errors,
-                  suggested_by=suggested_by)
+                  incident=incident, suggested_by=suggested_by)
 
     def form(self, name: str, raw: Mapping[str, Any], person: Person, *, trigger_id: str | None,
              dry_run: bool = False, errors: Mapping[str, str] | None = None,
-             suggested_by: str | None = None) -> None:
+             incident: str | None = None, suggested_by: str | None = None) -> None:
         """The params form, prefilled with ``raw``: the run starts when a person submits it."""
         runbook, _, _ = self.runner.runbooks.get(name)
         errors = dict(errors or {})
-        meta = {"runbook": name, "channel": person.channel, "dry_run": dry_run}
-        if suggested_by:
-            meta["suggested_by"] = suggested_by
-        view = bk.params_modal(runbook, values=raw, errors=errors, metadata=json.dumps(meta))
+        links = {k: v for k, v in (("incident", incident), ("suggested_by", suggested_by)) if v}
+        meta = json.dumps({"runbook": name, "channel": person.channel, "dry_run": dry_run, **links})
+        view = bk.params_modal(runbook, values=raw, errors=errors, metadata=meta)
         try:
             if trigger_id is None:
                 raise PolicyError("no trigger to open a form with")
@@ -273,14 +289,12 @@ class SlackService:
                               f"runbook name: `/runbook run {bk.esc(name)} key=value ...`")
 
     def start(self, name: str, raw: Mapping[str, Any], person: Person, *, dry_run: bool,
-              suggested_by: str | None = None) -> None:
+              incident: str | None = None, suggested_by: str | None = None) -> None:
         origin = {"frontend": "slack", "channel": person.channel, "team": person.team,
                   "user": person.user}
-        if suggested_by:  # the alert (or diagnosis) whose suggestion this run follows
-            origin["suggested_by"] = suggested_by
-        state = self.runner.start(c.StartRun(runbook=name, params=dict(raw),
-                                             requester=person.identity, dry_run=dry_run,
-                                             origin=origin))
+        state = self.runner.start(c.StartRun(
+            runbook=name, params=dict(raw), requester=person.identity, dry_run=dry_run,
+            origin=origin, provenance=Provenance(incident=incident, suggested_by=suggested_by)))
         drawing = self.show(state.run_id)  # the card at once: its requester hears if it cannot be
         if drawing is not None and drawing.card_missing:  # posted (a slow Slack is retried instead)
             self.tell(person, f":warning: Run `{state.run_id}` started, but its card could not be "

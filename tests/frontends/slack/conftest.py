@@ -9,6 +9,7 @@ clock and calls ``run_due``.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -372,3 +373,21 @@ def make_bot(fake: FakeSlack, tmp_path: Path) -> Iterator[Callable[..., Bot]]:
 @pytest.fixture
 def bot(make_bot: Callable[..., Bot]) -> Bot:
     return make_bot()
+
+
+RAW_ISO = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}")
+
+
+def raw_iso_times(fake: FakeSlack) -> list[str]:
+    """Every raw ISO-8601 time in what the app sent Slack (messages, updates, ephemerals, answers
+    through response_url, modals): each should have been a ``<!date^…>``."""
+    found = []
+    for call in fake.calls():
+        for name in ("text", "blocks", "view", "attachments"):
+            value = call.params.get(name)
+            if value is None:
+                continue
+            text = value if isinstance(value, str) else json.dumps(value)
+            found += [f"{call.method}.{name}: …{text[max(0, m.start() - 60):m.end() + 20]}…"
+                      for m in RAW_ISO.finditer(text)]
+    return found

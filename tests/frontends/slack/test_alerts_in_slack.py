@@ -211,8 +211,9 @@ def test_dry_run_starts_a_plan_only_run_as_the_person_and_records_the_alert(abot
     state = abot.db.load(run.run_id)
     assert state.dry_run and state.requester == f"slack:{ALICE}"
     assert state.params["name"] == "ip-10-0-1-2"
-    created = next(e for e in abot.events(run.run_id) if e.type == "run.created")
-    assert created.payload["origin"]["suggested_by"] == "alert:default/5ef77f1f7cbe2a1d"
+    linked = next(e for e in abot.events(run.run_id) if e.type == "run.linked")
+    assert linked.payload["suggested_by"] == "alert:default/5ef77f1f7cbe2a1d"
+    assert state.suggested_by == "alert:default/5ef77f1f7cbe2a1d"
 
 
 def test_run_opens_the_params_form_and_starts_nothing_until_a_person_submits_it(abot: Bot):
@@ -228,7 +229,7 @@ def test_run_opens_the_params_form_and_starts_nothing_until_a_person_submits_it(
     [run] = abot.db.runs(limit=5)
     state = abot.db.load(run.run_id)
     assert not state.dry_run and state.requester == f"slack:{ALICE}"
-    assert state.origin["suggested_by"] == "alert:default/5ef77f1f7cbe2a1d"
+    assert state.suggested_by == "alert:default/5ef77f1f7cbe2a1d"
     # the destructive step still waits for an approver under the normal policy
     assert abot.db.load(run.run_id).status == "awaiting_approval"
 
@@ -240,7 +241,7 @@ def test_auto_run_starts_a_read_only_runbook_as_the_system_actor_that_cannot_app
     state = abot.db.load(run.run_id)
     assert state.runbook == "look-at-pod" and state.params["name"] == "shop-db-0"
     assert is_system(state.requester) and "PodVolumeAttachStuck" in state.requester
-    assert state.origin["suggested_by"] == "alert:default/77aa"
+    assert state.suggested_by == "alert:default/77aa"
     assert state.status == "succeeded"
     # a repeat delivery starts nothing more
     post(abot, payload(alert("PodVolumeAttachStuck", fingerprint="77aa", namespace="shop", pod="db-0"),

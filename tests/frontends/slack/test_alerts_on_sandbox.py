@@ -47,7 +47,7 @@ def test_a_node_not_ready_alert_in_the_node_dead_scenario_suggests_node_dead_ngn
         bot.click(card, ACTION_ALERT_DRY_RUN, user=ALICE)
         [run] = bot.db.runs(limit=5)
         state = bot.db.load(run.run_id)
-        assert state.dry_run and state.origin["suggested_by"].startswith("alert:sandbox/")
+        assert state.dry_run and state.suggested_by.startswith("alert:sandbox/")
         # /runbook diagnose: privately, each finding with its Run button
         bot.command(f"diagnose node={node}", user=ALICE)
         [answer] = [m for m in fake.ephemerals(ALICE) if "finding" in m.get("text", "")]

@@ -119,7 +119,8 @@ def test_after_a_decision_the_buttons_become_who_decided_and_when(bot: Bot) -> N
     bot.click(bot.approval("change"), "rb_approve", user=BOB)
     now = bot.fake.message(CHANNEL, ts)
     assert not [b for b in now["blocks"] if b["type"] == "actions"]
-    assert f"Approved by <@{BOB}> at 00:00 UTC" in texts([now])[0]
+    assert (f"Approved by <@{BOB}> <!date^1767225600^{{date_short_pretty}} {{time}}|Jan 01 2026 "
+            "00:00 UTC>") in texts([now])[0]
     assert len(bot.fake.revisions(CHANNEL, ts)) >= 2
 
 

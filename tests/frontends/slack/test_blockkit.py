@@ -78,7 +78,8 @@ def test_a_decided_step_shows_who_and_when_instead_of_buttons() -> None:
                         plan_hash=s.plan_hash))
     s.status = StepStatus.SUCCEEDED
     line = bk.decision_line(step_view(s), who=lambda i: f"<@{i[6:]}>")
-    assert line == ":white_check_mark: Approved by <@UBOB> at 12:03 UTC"
+    assert line == (":white_check_mark: Approved by <@UBOB> "
+                    "<!date^1767268980^{date_short_pretty} {time}|Jan 01 2026 12:03 UTC>")
 
 
 def test_the_params_modal_is_a_valid_view_with_one_input_per_param() -> None:

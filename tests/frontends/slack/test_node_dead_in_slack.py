@@ -10,7 +10,7 @@ import pytest
 
 from tests.fakes.slack_api import CHANNEL, FakeSlack
 from tests.frontends.observe import scrape, value
-from tests.frontends.slack.conftest import BOB, DAVE, Bot, texts
+from tests.frontends.slack.conftest import BOB, DAVE, Bot, raw_iso_times, texts
 
 pytest.importorskip("moto", reason="the sandbox needs runbook-bot[sim]")
 pytestmark = pytest.mark.slow
@@ -53,6 +53,8 @@ def test_node_dead_ngns_recovers_from_slack_and_the_summary_names_the_taint(
         assert "node-recovered" in thread and "Still in place" in thread
         assert f"Approved by <@{BOB}>" in thread
         assert len(bot.fake.messages(CHANNEL)) == 1
+        # every time Slack was shown (asks, decisions, waits, evidence) is a Slack date
+        assert raw_iso_times(bot.fake) == []
         # the clients' call records, counted: every API call of every apply is in the audit too
         m = scrape(bot.base)
         applied = [c for ev in bot.events(run) for c in ev.payload.get("calls") or ()]
