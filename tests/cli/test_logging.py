@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import urllib.request
 from pathlib import Path
 
@@ -108,7 +109,14 @@ def test_the_worker_logs_json_lines_and_serves_metrics_and_readiness_on_its_side
         failed = [x for x in logged if x.get("event") == "step.failed"]
         assert failed and failed[0]["run_id"] == run and failed[0]["step"] == "node"
         assert failed[0]["actor"] == "runbook-bot" and failed[0]["level"] == "warning"
+        # the log line and the counter are two observers of the same event: the counter may
+        # be a moment behind the line under load, so read until it shows (bounded)
+        deadline = time.monotonic() + 15
         m = scrape(base)
+        while (value(m, "runbook_bot_runs_total", runbook="node-dead-ngns", status="failed") != 1
+               and time.monotonic() < deadline):
+            finished.wait(0.1)
+            m = scrape(base)
         assert value(m, "runbook_bot_runs_total", runbook="node-dead-ngns", status="failed") == 1
         assert value(m, "runbook_bot_steps_total", runbook="node-dead-ngns", action="k8s.node.get",
                      outcome="failed") == 1
