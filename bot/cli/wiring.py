@@ -52,7 +52,8 @@ def build_runner(settings: Settings, *, store: RunStore | None = None,
     runner = Runner(store=store or open_store(settings), catalog=observed,
                     runbooks=DirectorySource(settings.runbooks_dir, catalog=catalog.actions),
                     policy=settings.policy, clock=clock or SystemClock(), membership=membership,
-                    notifiers=every, lease_seconds=settings.lease_seconds)
+                    notifiers=every, lease_seconds=settings.lease_seconds,
+                    clusters=tuple(settings.clusters))
     if metrics is not None:
         runner.leases.takeover_listeners.append(metrics.lease_taken_over)
         runner.heartbeat.listeners.append(metrics.worker_looped)

@@ -224,7 +224,7 @@ class SlackService:
         except ParamError:
             pass  # the engine checked the params and started nothing; say which, field by field
         runbook, _, _ = self.runner.runbooks.get(name)
-        errors = check_params(runbook, raw).fields
+        errors = check_params(runbook, raw, clusters=self.runner.clusters).fields
         if errors.get("") or not errors:
             self.tell(person, f":warning: {bk.esc(errors.get('') or 'the params are not valid')}")
             return

@@ -1,0 +1,154 @@
+"""What an on-call engineer reads at the terminal: params refused before a run exists, a
+``status`` whose every step has its id and a title, ``runs`` with relative times.
+
+Through ``bot.cli.main`` with a real config file (clusters named in it), runbooks directory and
+SQLite store, on an injected clock where time matters."""
+
+from __future__ import annotations
+
+import sqlite3
+import textwrap
+
+import pytest
+
+from bot.cli import main
+
+WAIT = """\
+apiVersion: runbook-bot/v1
+kind: Runbook
+metadata: {name: drain-wait, title: "Drain {{ params.node }}"}
+spec:
+  params:
+    node: {type: string, required: true, pattern: '^[a-z0-9.-]+$', description: the node}
+    grace: {type: duration, default: 6m}
+    cluster: {type: string}
+  approvals: {groups: [sre]}
+  steps:
+    - id: check
+      title: "Check {{ params.node }} for {{ params.grace }}"
+      action: notify
+      with: {message: "checking {{ params.node }}"}
+      approval:
+        required: true
+        description: "Make sure {{ params.node }} is really dead."
+    - id: later
+      title: "Then tell {{ params.node }} about {{ steps.check.result.message }}"
+      action: notify
+      with: {message: "after"}
+"""
+
+
+@pytest.fixture
+def cli(tmp_path, monkeypatch, capsys):
+    books = tmp_path / "runbooks"
+    books.mkdir()
+    (books / "drain-wait.yaml").write_text(WAIT)
+    config = tmp_path / "runbook-bot.yaml"
+    config.write_text(textwrap.dedent(f"""\
+        database_url: sqlite:///{tmp_path / 'state.db'}
+        runbooks_dir: {books}
+        clusters:
+          sandbox: {{kubeconfig: {tmp_path / 'kubeconfig'}, region: ap-southeast-1}}
+          staging: {{kubeconfig: {tmp_path / 'kubeconfig'}, region: ap-southeast-1}}
+        policy:
+          groups: {{sre: [alice, bob]}}
+          allow_impersonation: true
+        """))
+    monkeypatch.setenv("RUNBOOK_BOT_CONFIG", str(config))
+    monkeypatch.setenv("RUNBOOK_BOT_AUDIT_KEY", "k")
+    for var in ("RUNBOOK_BOT_DATABASE_URL", "RUNBOOK_BOT_RUNBOOKS_DIR"):
+        monkeypatch.delenv(var, raising=False)
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        code = main(list(argv))
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    run.db = tmp_path / "state.db"  # type: ignore[attr-defined]
+    return run
+
+
+def _stored(db) -> tuple[int, int]:
+    """(runs, audit events) in the store; (0, 0) when there is no store yet."""
+    if not db.exists():
+        return 0, 0
+    con = sqlite3.connect(db)
+    try:
+        tables = {r[0] for r in con.execute("select name from sqlite_master where type='table'")}
+        if "runs" not in tables:
+            return 0, 0
+        return (con.execute("select count(*) from runs").fetchone()[0],
+                con.execute("select count(*) from events").fetchone()[0])
+    finally:
+        con.close()
+
+
+def _run_id(out: str) -> str:
+    return next(w for w in out.split() if w.startswith("rb-")).rstrip(":")
+
+
+# -- params are checked before a run exists ------------------------------------------------------
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["zombie-volumeattachments", "-p", "cluster=prod"],
+     ["unknown cluster 'prod'", "sandbox", "staging"]),
+    (["zombie-volumeattachments"], ["several clusters are configured", "sandbox, staging"]),
+    (["drain-wait", "-p", "node=Not_A_Node", "-p", "cluster=sandbox"], ["'node'", "pattern"]),
+    (["drain-wait", "-p", "cluster=sandbox"], ["missing required param 'node'"]),
+    (["drain-wait", "-p", "node=n1", "-p", "grace=soon", "-p", "cluster=sandbox"], ["'grace'"]),
+])
+def test_a_bad_param_is_refused_before_anything_is_stored(cli, argv, says):
+    code, out, err = cli("run", *argv, "--as", "alice")
+    assert code == 1, out + err
+    for text in says:
+        assert text in err
+    assert "rb-" not in out
+    assert _stored(cli.db) == (0, 0)
+
+
+def test_the_slack_start_path_checks_clusters_with_the_same_check(tmp_path):
+    from bot.config import ClusterConfig, Settings
+    from bot.runbook.params import check_params
+    from bot.runbook.source import DirectorySource
+
+    settings = Settings(database_url="sqlite://", clusters={
+        "sandbox": ClusterConfig(name="sandbox")})
+    runbook, _, _ = DirectorySource((), catalog=None).get("zombie-volumeattachments")
+    check = check_params(runbook, {"cluster": "prod"}, clusters=tuple(settings.clusters))
+    assert check.fields == {"cluster": "unknown cluster 'prod'; configured: sandbox"}
+    assert check_params(runbook, {}, clusters=("sandbox",)).ok
+    assert check_params(runbook, {"cluster": "prod"}, clusters=()).ok  # none configured: any
+
+
+# -- status ---------------------------------------------------------------------------------------
+
+def test_status_shows_every_step_id_titles_as_far_as_known_and_who_waits_for_whom(cli):
+    code, out, _ = cli("run", "drain-wait", "-p", "node=ip-10-0-1-23", "-p", "cluster=sandbox",
+                       "--as", "alice")
+    assert code == 0
+    run_id = _run_id(out)
+    code, out, _ = cli("status", run_id)
+    assert code == 0
+    assert "{{" not in out and "}}" not in out
+    assert "grace=6m" in out and "360" not in out
+    assert "Check ip-10-0-1-23 for 6m" in out
+    lines = out.splitlines()
+    later = next(line for line in lines if "later" in line)
+    assert "not reached" in later and "Then tell ip-10-0-1-23 about" in later
+    assert "why: Make sure ip-10-0-1-23 is really dead." in out
+    assert "alice waits for 1 approval from sre (alice may not approve)" in out
+    assert f"runbook-bot approve {run_id} --step check" in out
+
+
+# -- runs -----------------------------------------------------------------------------------------
+
+def test_runs_shows_relative_times_and_counts_finished_runs(cli):
+    code, out, _ = cli("run", "drain-wait", "-p", "node=n1", "-p", "cluster=sandbox", "--as", "alice")
+    run_id = _run_id(out)
+    code, out, _ = cli("runs")
+    assert run_id in out
+    assert "ago" in out and "expires in 29m" in out or "expires in 30m" in out
+    assert "+00:00" not in out and "T" not in out.split("\n", 1)[1].split(run_id)[1][:40]
+    cli("abort", run_id, "--reason", "test over", "--as", "alice")
+    code, out, _ = cli("runs")
+    assert "no active runs" in out and "1 finished run" in out and "--all" in out
