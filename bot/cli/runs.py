@@ -204,31 +204,20 @@ def cmd_runs(args: argparse.Namespace) -> int:
     store = open_store(_settings())
     headers = store.runs(active=None if args.all else True, limit=args.limit)
     views = [run_view(store.load(h.run_id)) for h in headers]
-    print(runs_table(views))
+    finished = None if args.all or views else store.count_runs(active=False)
+    print(runs_table(views, finished=finished))
     return 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     from bot.cli.wiring import open_store, run_id_arg
     from bot.present.console import status
-    from bot.present.views import run_view
+    from bot.present.views import run_view, stored_runbook
 
     store = open_store(_settings())
     state = store.load(run_id_arg(args.run_id))
-    titles = _titles(state)
-    print(status(run_view(state, titles)))
+    print(status(run_view(state, stored_runbook(state))))
     return 0
-
-
-def _titles(state: Any) -> list[tuple[str, str]] | None:
-    from bot.errors import RunbookBotError
-    from bot.runbook.loader import load_text
-
-    try:
-        rb = load_text(state.runbook_text, file=state.runbook_file, catalog=None)
-    except RunbookBotError:
-        return None
-    return [(s.id, s.title) for s in rb.spec.steps]
 
 
 def cmd_worker(args: argparse.Namespace) -> int:

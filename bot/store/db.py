@@ -48,6 +48,7 @@ from sqlalchemy import (
     create_engine,
     delete,
     event,
+    func,
     insert,
     or_,
     select,
@@ -396,6 +397,12 @@ class Database:
             st.version = version
             out.append(st)
         return out
+
+    def count_runs(self, *, active: bool) -> int:
+        """How many runs are active (or finished, ``active=False``)."""
+        cond = runs.c.status.in_(ACTIVE) if active else runs.c.status.notin_(ACTIVE)
+        with self.engine.connect() as conn:
+            return int(conn.execute(select(func.count()).select_from(runs).where(cond)).scalar_one())
 
     def events(self, run_id: str, *, payloads: bool = True, after: int = 0,
                limit: int | None = None) -> list[Event]:

@@ -16,7 +16,7 @@ from bot.cli import main
 WAIT = """\
 apiVersion: runbook-bot/v1
 kind: Runbook
-metadata: {name: drain-wait, title: "Drain {{ params.node }}"}
+metadata: {name: drain-wait, title: Drain a node}
 spec:
   params:
     node: {type: string, required: true, pattern: '^[a-z0-9.-]+$', description: the node}
@@ -136,7 +136,7 @@ def test_status_shows_every_step_id_titles_as_far_as_known_and_who_waits_for_who
     later = next(line for line in lines if "later" in line)
     assert "not reached" in later and "Then tell ip-10-0-1-23 about" in later
     assert "why: Make sure ip-10-0-1-23 is really dead." in out
-    assert "alice waits for 1 approval from sre (alice may not approve)" in out
+    assert "alice waits for 1 approval from sre, expires in 29m" in out
     assert f"runbook-bot approve {run_id} --step check" in out
 
 
