@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
 
+from bot.present.dryrun import dry_run_verdict
 from bot.present.views import RunView, StepView
 from bot.runbook.model import Param, Runbook
 
@@ -296,7 +297,8 @@ def run_card(view: RunView, *, who: Who = _plain_who) -> list[Block]:
     if waiting is not None and view.status not in ("succeeded", "failed", "aborted"):
         blocks.append(context(f"Waiting for: {esc(waiting.pending)}"))
     if view.outcome:
-        blocks.append(section(f"*Outcome:* {esc(view.outcome)}"))
+        outcome = dry_run_verdict(view).headline if view.dry_run else view.outcome
+        blocks.append(section(f"*Outcome:* {esc(outcome)}"))
     for c in view.compensations[:5]:
         blocks.append(context(f"Still in place: {esc(c)}"))
     blocks.append(context("Plans, approvals and details are in the thread."))
@@ -439,8 +441,15 @@ def final_summary(view: RunView, *, who: Who = _plain_who) -> list[Block]:
     """The last reply in a run's thread: how it ended and what is still in place."""
     status = STATUS_WORDS.get(view.status, view.status)
     icon = {"succeeded": ":white_check_mark:", "failed": ":x:", "aborted": ":black_square_for_stop:"}
-    blocks = [section(f"{icon.get(view.status, '')} *Run `{esc(view.run_id)}` {esc(status)}*: "
-                      f"{esc(view.outcome)}")]
+    if view.dry_run and view.status in ("succeeded", "failed"):
+        verdict = dry_run_verdict(view)
+        blocks = [section(f"*Dry run `{esc(view.run_id)}`*: {esc(verdict.headline)}; nothing was "
+                          "changed"),
+                  section("\n".join(f"• `{esc(v.key)}` {esc(v.text)}" for v in verdict.steps
+                                     if v.kind != "read")[:2900] or "every step only read")]
+    else:
+        blocks = [section(f"{icon.get(view.status, '')} *Run `{esc(view.run_id)}` {esc(status)}*: "
+                          f"{esc(view.outcome)}")]
     if view.compensations:
         blocks.append(section("*Still in place:*\n" + "\n".join(f"• {esc(c)}" for c in view.compensations)))
     else:

@@ -26,7 +26,8 @@ from bot.engine.ports import StoredEvent
 from bot.engine.runstate import AuditDraft, RunState, StepState
 from bot.present.blockkit import esc
 from bot.present.console import plan_lines
-from bot.present.views import step_view
+from bot.present.dryrun import verdict_lines
+from bot.present.views import run_view, step_view
 from bot.store.audit import Event
 
 T = EventType
@@ -178,6 +179,9 @@ def _live_succeeded(m: Moment) -> list[str]:
 
 def _live_finished(m: Moment) -> list[str]:
     p = m.payload
+    if m.state.dry_run and p.get("status") in ("succeeded", "failed"):
+        return [*verdict_lines(run_view(m.state)),
+                *(f"  still in place: {c}" for c in p.get("compensations") or [])]
     return [f"run {m.state.run_id} {p.get('status')}: {p.get('outcome')}",
             *(f"  still in place: {c}" for c in p.get("compensations") or [])]
 
