@@ -56,7 +56,7 @@ def _verify_token(parts: Any, api_url: str | None) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from bot.cli.wiring import build_runner, open_store, ops_endpoints
+    from bot.cli.wiring import build_runner, open_store, ops_endpoints, record_worker
     from bot.config import load_settings
     from bot.frontends.metrics import Metrics
     from bot.frontends.slack.app import (
@@ -81,9 +81,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
                           membership=parts.membership(settings.policy), metrics=metrics)
     app, _, _ = build_app(settings, runner, parts=parts)
     ops = ops_endpoints(runner, store, metrics, interval=args.interval)
+    record = record_worker(runner, store)
+
     def work() -> None:
         background_thread()  # the worker loop yields the CPU to the threads answering Slack
-        runner.serve(interval=args.interval)
+        try:
+            runner.serve(interval=args.interval)
+        finally:
+            record.close()
 
     worker = threading.Thread(target=work, name="runbook-bot-worker", daemon=True)
     stop = threading.Event()

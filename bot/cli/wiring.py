@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # the parts are imported when built, so a command loads only 
     from bot.engine.ports import Clock, Notifier, RunStore
     from bot.frontends.metrics import Metrics
     from bot.frontends.ops import OpsEndpoints
+    from bot.frontends.workers import WorkerRecord
     from bot.runtime.runner import Runner
     from bot.store.db import Database
 
@@ -69,6 +70,16 @@ def ops_endpoints(runner: Runner, store: Database, metrics: Metrics, *,
     return OpsEndpoints(metrics=metrics, checks={
         "database": database_check(store.engine),
         "worker": worker_check(runner.heartbeat, stall_after=stall_after)})
+
+
+def record_worker(runner: Runner, store: Database) -> WorkerRecord:
+    """Keep this process's row in the store's ``workers`` table while its loop goes round, so
+    terminals know a worker carries runs on; ``close()`` it when the loop stops."""
+    from bot.frontends.workers import WorkerRecord
+
+    record = WorkerRecord(store)
+    runner.heartbeat.listeners.append(record)
+    return record
 
 
 def identity(settings: Settings, as_user: str | None) -> str:

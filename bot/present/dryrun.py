@@ -59,7 +59,7 @@ class DryRunVerdict:
             extra = [f"{asks} decision{'s' if asks != 1 else ''} by people"] if asks else []
             extra += [f"{waits} wait{'s' if waits != 1 else ''}"] if waits else []
             return "would succeed" + (f" (after {' and '.join(extra)})" if extra else "")
-        text = f"would stop at step {self.stop.key} because it {self.stop.text}"
+        text = f"would stop at step {self.stop.key} because it {self.stop.text.rstrip('.')}"
         if self.unapplied:
             names = ", ".join(self.unapplied)
             text += (f" (as the systems are now: step{'s' if len(self.unapplied) > 1 else ''} "

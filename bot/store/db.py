@@ -107,6 +107,15 @@ events_t = Table(
     Column("hash", String(64), nullable=False),
 )
 
+# Processes that drive runs (``worker``, ``slack serve``) and when each last went round its loop,
+# so a terminal knows whether anyone will carry a run on once it lets go of it.
+workers_t = Table(
+    "workers", metadata,
+    Column("id", String(200), primary_key=True),  # host:pid:token, as a lease owner
+    Column("started_at", String(40), nullable=False),
+    Column("beat_at", Float, nullable=False),  # epoch seconds of the last beat
+)
+
 STORE = Component(name="store", metadata=metadata,
                   versions=Path(__file__).with_name("migrations") / "versions",
                   version_table="alembic_version")
@@ -397,6 +406,34 @@ class Database:
             st.version = version
             out.append(st)
         return out
+
+    # -- workers ---------------------------------------------------------------------------------
+
+    def worker_beat(self, worker: str, now: datetime) -> None:
+        """Record that ``worker`` went round its loop at ``now``."""
+        at = now.timestamp()
+        with self.engine.begin() as conn:
+            if conn.execute(update(workers_t).where(workers_t.c.id == worker)
+                            .values(beat_at=at)).rowcount:
+                return
+            try:
+                with conn.begin_nested():
+                    conn.execute(insert(workers_t).values(id=worker, started_at=now.isoformat(),
+                                                          beat_at=at))
+            except IntegrityError:  # another thread of the same worker inserted it first
+                pass
+
+    def worker_gone(self, worker: str) -> None:
+        """``worker`` stopped: it no longer counts as live."""
+        with self.engine.begin() as conn:
+            conn.execute(delete(workers_t).where(workers_t.c.id == worker))
+
+    def workers(self, *, now: datetime, within: float) -> list[str]:
+        """The workers that beat less than ``within`` seconds before ``now``, newest beat first."""
+        q = (select(workers_t.c.id).where(workers_t.c.beat_at >= now.timestamp() - within)
+             .order_by(workers_t.c.beat_at.desc()))
+        with self.engine.connect() as conn:
+            return [r[0] for r in conn.execute(q)]
 
     def count_runs(self, *, active: bool) -> int:
         """How many runs are active (or finished, ``active=False``)."""

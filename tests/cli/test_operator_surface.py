@@ -143,12 +143,141 @@ def test_status_shows_every_step_id_titles_as_far_as_known_and_who_waits_for_who
 # -- runs -----------------------------------------------------------------------------------------
 
 def test_runs_shows_relative_times_and_counts_finished_runs(cli):
-    code, out, _ = cli("run", "drain-wait", "-p", "node=n1", "-p", "cluster=sandbox", "--as", "alice")
+    _, out, _ = cli("run", "drain-wait", "-p", "node=n1", "-p", "cluster=sandbox", "--as", "alice")
     run_id = _run_id(out)
-    code, out, _ = cli("runs")
+    _, out, _ = cli("runs")
     assert run_id in out
-    assert "ago" in out and "expires in 29m" in out or "expires in 30m" in out
+    assert "ago" in out and ("expires in 29m" in out or "expires in 30m" in out)
     assert "+00:00" not in out and "T" not in out.split("\n", 1)[1].split(run_id)[1][:40]
     cli("abort", run_id, "--reason", "test over", "--as", "alice")
-    code, out, _ = cli("runs")
+    _, out, _ = cli("runs")
     assert "no active runs" in out and "1 finished run" in out and "--all" in out
+
+
+# -- following a run, handing it to a worker -------------------------------------------------------
+
+def _store(cli):
+    from bot.store.db import Database
+
+    return Database(f"sqlite:///{cli.db}", audit_key="k")
+
+
+def _live_worker(cli) -> str:
+    """A worker row as a running ``worker`` writes it (this process: alive)."""
+    import os
+    from datetime import UTC, datetime
+
+    from bot.runtime.leases import HOST
+
+    worker = f"{HOST}:{os.getpid()}:w0"
+    store = _store(cli)
+    store.worker_beat(worker, datetime.now(UTC))
+    store.close()
+    return worker
+
+
+def _start(cli) -> str:
+    code, out, _ = cli("run", "drain-wait", "-p", "node=n1", "-p", "cluster=sandbox", "--as", "alice")
+    assert code == 0
+    return _run_id(out)
+
+
+def _status(cli, run_id: str) -> str:
+    store = _store(cli)
+    try:
+        return str(store.load(run_id).status)
+    finally:
+        store.close()
+
+
+def test_approve_hands_the_run_to_a_live_worker_and_frees_the_terminal(cli):
+    run_id = _start(cli)
+    worker = _live_worker(cli)
+    code, out, _ = cli("approve", run_id, "--as", "bob")
+    assert code == 0
+    assert f"worker {worker} carries run {run_id} on" in out
+    assert f"runbook-bot follow {run_id}" in out
+    assert _status(cli, run_id) not in ("succeeded", "failed")  # nothing driven here
+    code, out, _ = cli("worker", "--once")
+    assert code == 0 and _status(cli, run_id) == "succeeded"
+    code, out, _ = cli("follow", run_id)
+    assert code == 0
+    assert "✓ Check n1 for 6m" in out and f"run {run_id} succeeded" in out
+
+
+def test_approve_without_a_live_worker_carries_the_run_on_and_says_a_worker_would_free_it(cli):
+    import subprocess
+    from datetime import UTC, datetime
+
+    from bot.runtime.leases import HOST
+
+    run_id = _start(cli)
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a worker whose process has exited, its row left behind
+    store = _store(cli)
+    store.worker_beat(f"{HOST}:{gone.pid}:dead", datetime.now(UTC))
+    store.close()
+    code, out, _ = cli("approve", run_id, "--as", "bob")
+    assert code == 0
+    assert "no worker is running" in out and "`runbook-bot worker` would free it" in out
+    assert f"run {run_id} succeeded" in out and _status(cli, run_id) == "succeeded"
+
+
+def test_follow_and_no_follow_override_what_a_worker_would_do(cli):
+    run_id = _start(cli)
+    _live_worker(cli)
+    code, out, _ = cli("approve", run_id, "--as", "bob", "--follow")
+    assert code == 0 and f"run {run_id} succeeded" in out
+    other = _start(cli)
+    code, out, _ = cli("approve", other, "--as", "bob", "--no-follow")
+    assert code == 0 and f"left run {other} for a worker" in out
+    assert _status(cli, other) not in ("succeeded", "failed")
+
+
+def test_follow_prints_a_run_driven_by_others_until_it_finishes(cli):
+    import io
+
+    from bot.frontends.term.follow import Follower
+
+    run_id = _start(cli)
+    others = iter([("approve", run_id, "--as", "bob", "--no-follow"), ("worker", "--once")])
+    polls: list[float] = []
+
+    def meanwhile(seconds: float) -> None:  # between two polls, someone else drives the run
+        polls.append(seconds)
+        assert cli(*next(others))[0] == 0
+
+    out = io.StringIO()
+    store = _store(cli)
+    state = Follower(store, out=out, sleep=meanwhile, interval=0.5).events(run_id)
+    store.close()
+    text = out.getvalue()
+    assert state.status == "succeeded" and polls == [0.5, 0.5]
+    assert text.index("check needs 1 approval(s) from sre") < text.index("✓ Check n1 for 6m")
+    assert text.rstrip().endswith(f"run {run_id} succeeded: every step finished")
+
+
+def test_status_watch_redraws_on_each_change_and_ctrl_c_leaves_the_run_as_it_is(cli, monkeypatch):
+    run_id = _start(cli)
+    store = _store(cli)
+    before = store.load(run_id)
+    store.close()
+
+    def interrupted():
+        def sleep(_seconds: float) -> None:
+            raise KeyboardInterrupt
+        return sleep
+
+    monkeypatch.setattr("bot.cli.runs._poll_sleep", interrupted)
+    code, out, err = cli("status", run_id, "--watch")
+    assert code == 130 and "stopped watching" in err and "it carries on as it is" in err
+    assert "waiting: alice waits for 1 approval from sre" in out
+    code, out, err = cli("follow", run_id)
+    assert code == 130 and "stopped following" in err
+    store = _store(cli)
+    after = store.load(run_id)
+    store.close()
+    assert (after.version, after.status) == (before.version, before.status)
+    cli("approve", run_id, "--as", "bob", "--follow")
+    code, out, _ = cli("status", run_id, "--watch")  # a finished run: shown once, no poll
+    assert code == 0 and "status: succeeded" in out

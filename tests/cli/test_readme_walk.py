@@ -66,7 +66,7 @@ def commands(markdown: str, *, program: str = "runbook-bot") -> list[str]:
         text = re.sub(r"\s+#\s.*$", "", text)  # a trailing comment
         words = text.split(maxsplit=1)
         if words and (words[0].endswith(program) or words[0] in ("kubectl", "aws")
-                      or re.fullmatch(r"[A-Z][A-Z0-9_]*=\S+", words[0]) and len(words) > 1):
+                      or (re.fullmatch(r"[A-Z][A-Z0-9_]*=\S+", words[0]) and len(words) > 1)):
             out.append(text)
     return out
 

@@ -190,7 +190,7 @@ class SlackService:
                 return
             run_id = latest[0].run_id
         state = self.runner.store.load(run_id)
-        view = run_view(state, self.facts.titles(state))
+        view = run_view(state, self.facts.runbook(state))
         self.tell(person, bk.card_text(view), bk.run_card(view, who=who))
 
     def _export(self, cmd: Slash, person: Person) -> None:
