@@ -39,7 +39,8 @@ from bot.present.chart import Row, timeline_svg
 from bot.present.decision_summary import DecisionSummary, build_summary
 from bot.present.events import describe
 from bot.present.templates import environment, when_text, zone
-from bot.present.views import params_as_written
+from bot.present.dryrun import dry_run_verdict
+from bot.present.views import params_as_written, run_view
 from bot.store.audit import Event, Verdict
 from bot.store.db import Database
 from bot.store.integrity import document_seal, verify_run
@@ -415,7 +416,7 @@ def build(*, state: RunState, events: Sequence[Event], head: tuple[int, str | No
         run_id=state.run_id, runbook=state.runbook, title=state.title,
         runbook_file=state.runbook_file, requester=state.requester,
         cluster=str(cluster) if cluster is not None else None, params=params,
-        dry_run=state.dry_run, status=str(state.status), outcome=state.outcome,
+        dry_run=state.dry_run, status=str(state.status), outcome=_outcome(state),
         created_at=clock.convert(state.created_at), started_at=clock.opt(state.started_at),
         finished_at=clock.opt(state.finished_at), duration_seconds=duration,
         origin=dict(state.origin))
@@ -432,6 +433,13 @@ def build(*, state: RunState, events: Sequence[Event], head: tuple[int, str | No
                       compensations=list(state.compensations),
                       timeline=[e for _, _, e in timeline], integrity=integrity, summary=summary,
                       events=events, seal_key=seal_key)
+
+
+def _outcome(state: RunState) -> str:
+    """How the run ended; for a finished dry run, what a real run would do."""
+    if state.dry_run and state.finished_at:
+        return dry_run_verdict(run_view(state)).headline
+    return state.outcome
 
 
 @lru_cache(maxsize=4096)
