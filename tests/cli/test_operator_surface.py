@@ -281,3 +281,42 @@ def test_status_watch_redraws_on_each_change_and_ctrl_c_leaves_the_run_as_it_is(
     cli("approve", run_id, "--as", "bob", "--follow")
     code, out, _ = cli("status", run_id, "--watch")  # a finished run: shown once, no poll
     assert code == 0 and "status: succeeded" in out
+
+
+@pytest.mark.slow
+def test_a_running_worker_process_is_known_takes_the_approved_run_and_leaves_when_stopped(cli, tmp_path):
+    import io
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from datetime import UTC, datetime
+    from pathlib import Path
+
+    from bot.frontends.term.follow import Follower
+
+    run_id = _start(cli)
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    worker = subprocess.Popen([sys.executable, "-m", "bot", "worker", "--interval", "0.1",
+                               "--metrics-host", "127.0.0.1", "--metrics-port", "0"],
+                              env=env, cwd=tmp_path, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    store = _store(cli)
+    try:
+        deadline = time.monotonic() + 60
+        while not store.workers(now=datetime.now(UTC), within=30):  # the process starting up
+            assert worker.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        [row] = store.workers(now=datetime.now(UTC), within=30)
+        assert row.split(":")[1] == str(worker.pid)
+        code, out, _ = cli("approve", run_id, "--as", "bob")
+        assert code == 0 and f"worker {row} carries run {run_id} on" in out
+        state = Follower(store, out=io.StringIO(), sleep=time.sleep, interval=0.1).events(run_id)
+        assert state.status == "succeeded"
+    finally:
+        worker.send_signal(signal.SIGINT)
+        assert worker.wait(timeout=30) == 0
+    assert store.workers(now=datetime.now(UTC), within=30) == []
+    store.close()

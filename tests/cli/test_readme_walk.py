@@ -190,8 +190,9 @@ def test_the_game_day_in_the_sandbox_docs_works_as_written(sandbox, tmp_path):
     subs = {"ip-10-0-1-23.ap-southeast-1.compute.internal": node, "i-dcf2b6590edc59dda": instance}
     # the incident half: run, approve (the taint), export
     game = [c for c in commands(section(docs, "## Running it")) if c.startswith("runbook-bot")]
-    incident = game[game.index(next(c for c in game if "--as alice" in c)):][:3]
-    assert [c.split()[1] for c in incident] == ["run", "approve", "export"]
+    first = game.index(next(c for c in game if "--as alice" in c))
+    incident = game[first:first + 4]
+    assert [c.split()[1] for c in incident] == ["run", "approve", "follow", "export"]
     run_id = ""
     for command in incident:
         out = run(_argv(command, **subs, RUN_ID=run_id or "RUN_ID"))
