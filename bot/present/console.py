@@ -76,8 +76,8 @@ def status(view: RunView, now: datetime | None = None) -> str:
             + ("   DRY RUN" if view.dry_run else ""),
             "  params: " + (", ".join(f"{k}={v}" for k, v in view.params.items() if v is not None)
                             or "(none)"),
-            f"  started: {_when(started)} ({relative(started, now)})"
-            + (f"   finished: {_when(view.finished_at)} ({relative(view.finished_at, now)})"
+            f"  started: {clock_text(started)} ({relative(started, now)})"
+            + (f"   finished: {clock_text(view.finished_at)} ({relative(view.finished_at, now)})"
                if view.finished_at else ""),
             ""]
     width = max([len(s.key) for s in view.steps] + [len(k) for k, _ in view.not_reached] + [4])
@@ -108,8 +108,8 @@ def status(view: RunView, now: datetime | None = None) -> str:
     return "\n".join(head + body + tail)
 
 
-def _when(ts: str | None) -> str:
-    """An ISO timestamp to the second, as people read it: ``2026-01-01 00:06:00 UTC``."""
+def clock_text(ts: str | None) -> str:
+    """An ISO timestamp to the second, in UTC, as people read it: ``2026-01-01 00:06:00 UTC``."""
     if not ts:
         return "-"
     try:

@@ -37,9 +37,9 @@ from bot.engine.runstate import RunState
 from bot.errors import ConfigError
 from bot.present.chart import Row, timeline_svg
 from bot.present.decision_summary import DecisionSummary, build_summary
+from bot.present.dryrun import dry_run_verdict
 from bot.present.events import describe
 from bot.present.templates import environment, when_text, zone
-from bot.present.dryrun import dry_run_verdict
 from bot.present.views import params_as_written, run_view
 from bot.store.audit import Event, Verdict
 from bot.store.db import Database
