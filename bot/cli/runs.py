@@ -26,7 +26,8 @@ def register(sub: Any) -> None:
     p = sub.add_parser("run", help="start a runbook and follow it",
                        description="Start a run of runbook NAME with params, then follow it: "
                        "plans, approvals, progress. Exit 0 when it succeeded or waits for an "
-                       "approval, 1 when it failed or was aborted.")
+                       "approval, 1 when it failed or was aborted (a dry run: 1 when a real run "
+                       "would stop).")
     p.add_argument("name", metavar="NAME")
     p.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
                    help="a run parameter (repeat for several)")
@@ -122,6 +123,11 @@ def _follow(runner: Any, run_id: str, *, actor: str, interactive: bool, yes: boo
     while True:
         state = runner.drive(run_id)
         if state.status in ("succeeded", "failed", "aborted"):
+            if state.dry_run and state.status == "succeeded":
+                from bot.present.dryrun import dry_run_verdict
+                from bot.present.views import run_view
+
+                return 0 if dry_run_verdict(run_view(state)).would_succeed else 1
             return 0 if state.status == "succeeded" else 1
         if state.status == "awaiting_approval":
             s = next((x for x in state.steps.values() if x.status == "awaiting_approval"), None)

@@ -38,11 +38,35 @@ spec:
 """
 
 
+GUARDED = """\
+apiVersion: runbook-bot/v1
+kind: Runbook
+metadata: {name: guarded, title: A step whose guard holds it back}
+spec:
+  params:
+    ok: {type: boolean, default: false}
+    cluster: {type: string, default: sandbox}
+  steps:
+    - id: first
+      title: First
+      action: notify
+      with: {message: "first"}
+      guards:
+        - expr: params.ok
+          message: "ok is false."
+    - id: second
+      title: Second
+      action: notify
+      with: {message: "second"}
+"""
+
+
 @pytest.fixture
 def cli(tmp_path, monkeypatch, capsys):
     books = tmp_path / "runbooks"
     books.mkdir()
     (books / "drain-wait.yaml").write_text(WAIT)
+    (books / "guarded.yaml").write_text(GUARDED)
     config = tmp_path / "runbook-bot.yaml"
     config.write_text(textwrap.dedent(f"""\
         database_url: sqlite:///{tmp_path / 'state.db'}
@@ -118,6 +142,20 @@ def test_the_slack_start_path_checks_clusters_with_the_same_check(tmp_path):
     assert check.fields == {"cluster": "unknown cluster 'prod'; configured: sandbox"}
     assert check_params(runbook, {}, clusters=("sandbox",)).ok
     assert check_params(runbook, {"cluster": "prod"}, clusters=()).ok  # none configured: any
+
+
+# -- dry runs ------------------------------------------------------------------------------------
+
+def test_a_dry_run_ends_with_its_verdict_and_exits_1_when_a_real_run_would_stop(cli):
+    code, out, _ = cli("run", "guarded", "--dry-run")
+    assert code == 1
+    assert "every step finished" not in out
+    assert "  first   would be blocked by its guard: ok is false." in out
+    assert "  second  would post its message" in out
+    assert out.rstrip().endswith("would stop at step first because it would be blocked by its "
+                                 "guard: ok is false; nothing was changed")
+    code, out, _ = cli("run", "guarded", "-p", "ok=true", "--dry-run")
+    assert code == 0 and out.rstrip().endswith("would succeed; nothing was changed")
 
 
 # -- status ---------------------------------------------------------------------------------------
