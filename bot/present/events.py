@@ -297,8 +297,9 @@ def describe(ev: Event) -> str:
     return _fields(ev.payload)
 
 
-def live_lines(state: RunState, ev: AuditDraft) -> list[str]:
-    """The lines a terminal prints for an event as it happens (often none)."""
+def live_lines(state: RunState, ev: AuditDraft | StoredEvent) -> list[str]:
+    """The lines a terminal prints for an event as it happens (often none): one being saved, or
+    one read back from the store by a terminal following the run."""
     row = text_of(ev.type)
     if row is None or row.live is None:
         return []

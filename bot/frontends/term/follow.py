@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import TextIO
 
 from bot.engine.ports import RunHistory
-from bot.engine.runstate import AuditDraft, RunState
+from bot.engine.runstate import RunState
 from bot.engine.state import RunStatus
 from bot.present.events import live_lines
 
@@ -37,8 +37,7 @@ class Follower:
         while True:
             state = self.history.load(run_id)  # first: the events read next include all of its own
             for e in self.history.events(run_id, after=seen):
-                draft = AuditDraft(type=e.type, actor=e.actor, ts=e.ts, payload=e.payload)
-                for line in live_lines(state, draft):
+                for line in live_lines(state, e):
                     self._say(line)
                 seen = e.seq
             if state.status in FINISHED:
