@@ -27,7 +27,7 @@ def plan_lines(step: StepView, *, indent: str = "    ") -> list[str]:
         out.append(f"{indent}  plan hash: {step.plan_hash[:12]}")
     for f in step.facts:
         out.append(f"{indent}  evidence: {f.subject} {f.name} = {_value(f.value)}"
-                   + (f" (read {f.read_at})" if f.read_at else ""))
+                   + (f" (read {clock_text(f.read_at)})" if f.read_at else ""))
     return out
 
 
