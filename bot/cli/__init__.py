@@ -6,8 +6,10 @@ boto3, kubernetes or slack (``bench/startup.py`` measures it).
 
 Exit status, the same for every command:
 
-    0   done (for ``run``: the run succeeded, or waits for someone else's approval)
-    1   the command ran and the answer is no: a run failed or was aborted, a command was refused,
+    0   done (for ``run``: the run succeeded, or waits for someone else's approval; for a dry
+        run: a real run would succeed)
+    1   the command ran and the answer is no: a run failed or was aborted, a dry run found a
+        step where a real run would stop, a command was refused,
         a run or runbook was not found, a runbook or a run parameter is invalid, the audit chain
         is broken
     2   nothing was attempted: the command line is wrong (argparse's usage errors, or an option's

@@ -26,7 +26,8 @@ def register(sub: Any) -> None:
     p = sub.add_parser("run", help="start a runbook and follow it",
                        description="Start a run of runbook NAME with params, then follow it: "
                        "plans, approvals, progress. Exit 0 when it succeeded or waits for an "
-                       "approval, 1 when it failed or was aborted.")
+                       "approval, 1 when it failed or was aborted (a dry run: 1 when a real run "
+                       "would stop).")
     p.add_argument("name", metavar="NAME")
     p.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
                    help="a run parameter (repeat for several)")
@@ -61,7 +62,7 @@ def register(sub: Any) -> None:
         p.add_argument("run_id", metavar="RUN_ID")
         p.add_argument("--step", metavar="ID", help="the step (default: the one waiting)")
         p.add_argument("--as", dest="as_user", metavar="USER", help=ACTOR_HELP)
-        p.add_argument("--no-follow", action="store_true", help="do not carry the run on here")
+        _follow_arguments(p)
         p.set_defaults(handler=cmd_decide, command_name=name)
 
     for name, helptext in (("reject", "reject the step waiting for approval; the run stops"),
@@ -78,8 +79,20 @@ def register(sub: Any) -> None:
                            help="for an interlock that counts nodes (blast-radius): how many "
                                 "nodes the override allows out of service at once")
         p.add_argument("--as", dest="as_user", metavar="USER", help=ACTOR_HELP)
-        p.add_argument("--no-follow", action="store_true", help="do not carry the run on here")
+        if name == "break-glass":
+            _follow_arguments(p)
+        else:
+            p.set_defaults(follow=False)
         p.set_defaults(handler=cmd_decide, command_name=name)
+
+    p = sub.add_parser("follow", help="follow a run live, whoever drives it",
+                       description="Print a run's steps as they happen, whoever drives it (a "
+                       "worker, Slack, another terminal), until it finishes. Only reads: Ctrl-C "
+                       "stops following and leaves the run as it is. Exit 0 when the run "
+                       "succeeded, 1 when it failed or was aborted.")
+    p.add_argument("run_id", metavar="RUN_ID")
+    p.add_argument("--interval", type=float, default=1.0, help="seconds between polls (default 1)")
+    p.set_defaults(handler=cmd_follow)
 
     p = sub.add_parser("runs", help="a table of runs", description="List runs, newest first.")
     p.add_argument("--all", action="store_true", help="include finished runs")
@@ -89,6 +102,10 @@ def register(sub: Any) -> None:
     p = sub.add_parser("status", help="each step of a run, who approved what, what is pending",
                        description="Show a run step by step.")
     p.add_argument("run_id", metavar="RUN_ID")
+    p.add_argument("--watch", action="store_true",
+                   help="show it again each time it changes, until it finishes (Ctrl-C stops "
+                   "watching; the run carries on)")
+    p.add_argument("--interval", type=float, default=1.0, help="seconds between polls (default 1)")
     p.set_defaults(handler=cmd_status)
 
     p = sub.add_parser("worker", help="carry on every unfinished run until interrupted",
@@ -99,6 +116,15 @@ def register(sub: Any) -> None:
     add_side_port_arguments(p, what="")
     logs.add_arguments(p, here=True)
     p.set_defaults(handler=cmd_worker, default_log_level="info")
+
+
+def _follow_arguments(p: Any) -> None:
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--follow", dest="follow", action="store_true", default=None,
+                       help="carry the run on here, through its waits, until it finishes or "
+                       "needs someone else")
+    group.add_argument("--no-follow", dest="follow", action="store_false",
+                       help="leave the run to a worker")
 
 
 def _settings() -> Any:
@@ -117,6 +143,11 @@ def _follow(runner: Any, run_id: str, *, actor: str, interactive: bool, yes: boo
     while True:
         state = runner.drive(run_id)
         if state.status in ("succeeded", "failed", "aborted"):
+            if state.dry_run and state.status == "succeeded":
+                from bot.present.dryrun import dry_run_verdict
+                from bot.present.views import run_view
+
+                return 0 if dry_run_verdict(run_view(state)).would_succeed else 1
             return 0 if state.status == "succeeded" else 1
         if state.status == "awaiting_approval":
             s = next((x for x in state.steps.values() if x.status == "awaiting_approval"), None)
@@ -183,7 +214,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_decide(args: argparse.Namespace) -> int:
-    from bot.cli.wiring import build_runner, identity, run_id_arg
+    from bot.cli.wiring import build_runner, identity, open_store, run_id_arg
     from bot.engine import commands as c
     from bot.frontends.term.identity import whereabouts
     from bot.frontends.term.printer import TerminalPrinter
@@ -191,7 +222,8 @@ def cmd_decide(args: argparse.Namespace) -> int:
     settings = _settings()
     actor = identity(settings, args.as_user)
     run_id = run_id_arg(args.run_id)
-    runner = build_runner(settings, notifiers=[TerminalPrinter()])
+    store = open_store(settings)
+    runner = build_runner(settings, store=store, notifiers=[TerminalPrinter()])
     name = args.command_name
     step = getattr(args, "step", None)
     via = whereabouts(as_user=args.as_user)
@@ -213,9 +245,22 @@ def cmd_decide(args: argparse.Namespace) -> int:
     print(out.message)
     if not out.ok:
         return 1
-    if args.no_follow or name in ("reject", "abort"):
-        if name in ("reject", "abort"):
-            runner.drive(run_id)
+    if name in ("reject", "abort"):
+        runner.drive(run_id)
+        return 0
+    follow = args.follow
+    if follow is None:  # by default a live worker carries the run on and the terminal is free
+        from bot.frontends.workers import live_workers
+
+        workers = live_workers(store, runner.clock.now())
+        if workers:
+            print(f"worker {workers[0]} carries run {run_id} on; `runbook-bot follow {run_id}` "
+                  "watches it")
+            return 0
+        print(f"no worker is running, so this terminal carries run {run_id} on (a running "
+              "`runbook-bot worker` would free it; --no-follow leaves the run for one)")
+    elif not follow:
+        print(f"left run {run_id} for a worker; `runbook-bot follow {run_id}` watches it")
         return 0
     return _follow(runner, run_id, actor=actor, interactive=sys.stdin.isatty(), yes=False, via=via)
 
@@ -232,6 +277,25 @@ def cmd_handover(args: argparse.Namespace) -> int:
                                  reason=args.reason, via=whereabouts(as_user=args.as_user)))
     print(out.message)
     return 0 if out.ok else 1
+def _poll_sleep() -> Any:
+    return threading.Event().wait  # a wait Ctrl-C interrupts
+
+
+def cmd_follow(args: argparse.Namespace) -> int:
+    from bot.cli.wiring import open_store, run_id_arg
+    from bot.frontends.term.follow import Follower
+
+    store = open_store(_settings())
+    run_id = run_id_arg(args.run_id)
+    store.load(run_id)  # NotFound before anything is printed
+    print(f"following run {run_id}; Ctrl-C stops following (the run carries on)", flush=True)
+    try:
+        state = Follower(store, out=sys.stdout, sleep=_poll_sleep(),
+                         interval=args.interval).events(run_id)
+    except KeyboardInterrupt:
+        print(f"\nstopped following run {run_id}; it carries on as it is", file=sys.stderr)
+        return 130
+    return 0 if state.status == "succeeded" else 1
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
@@ -242,37 +306,38 @@ def cmd_runs(args: argparse.Namespace) -> int:
     store = open_store(_settings())
     headers = store.runs(active=None if args.all else True, limit=args.limit)
     views = [run_view(store.load(h.run_id)) for h in headers]
-    print(runs_table(views))
+    finished = None if args.all or views else store.count_runs(active=False)
+    print(runs_table(views, finished=finished))
     return 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     from bot.cli.wiring import open_store, run_id_arg
     from bot.present.console import status
-    from bot.present.views import run_view
+    from bot.present.views import run_view, stored_runbook
 
     store = open_store(_settings())
     state = store.load(run_id_arg(args.run_id))
-    titles = _titles(state)
-    print(status(run_view(state, titles, children=store.children(state.run_id))))
-    return 0
+    if not args.watch:
+        print(status(run_view(state, stored_runbook(state),
+                              children=store.children(state.run_id))))
+        return 0
+    from bot.frontends.term.follow import Follower
 
-
-def _titles(state: Any) -> list[tuple[str, str]] | None:
-    from bot.errors import RunbookBotError
-    from bot.runbook.loader import load_text
-
+    runbook = stored_runbook(state)
     try:
-        rb = load_text(state.runbook_text, file=state.runbook_file, catalog=None)
-    except RunbookBotError:
-        return None
-    return [(s.id, s.title) for s in rb.spec.steps]
+        Follower(store, out=sys.stdout, sleep=_poll_sleep(), interval=args.interval).redraw(
+            state.run_id, lambda st: status(run_view(st, runbook, children=store.children(st.run_id))))
+    except KeyboardInterrupt:
+        print(f"\nstopped watching run {state.run_id}; it carries on as it is", file=sys.stderr)
+        return 130
+    return 0
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
     """Drive runs until interrupted, answering /metrics, /readyz and /healthz on the side port."""
     from bot.cli.ops import start_side_server
-    from bot.cli.wiring import build_runner, open_store, ops_endpoints
+    from bot.cli.wiring import build_runner, open_store, ops_endpoints, record_worker
     from bot.frontends.http import stop_server
     from bot.frontends.metrics import Metrics
     from bot.frontends.term.printer import TerminalPrinter
@@ -286,6 +351,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         print(f"drove {runner.run_due()} run(s)")
         return 0
     side = start_side_server(ops_endpoints(runner, store, metrics, interval=args.interval), args)
+    record = record_worker(runner, store)
     try:
         with stop_on_signals(runner.stop):
             print("worker: resuming unfinished runs; SIGTERM or Ctrl-C drains and stops", flush=True)
@@ -294,6 +360,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         runner.stop()
         return 130
     finally:
+        record.close()
         stop_server(side)
     print("worker: stopped", flush=True)
     return 0

@@ -68,7 +68,7 @@ def _side_with_webhook(webhook: Any, ops: Any, args: argparse.Namespace) -> Any:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from bot.cli.wiring import build_runner, open_store, ops_endpoints, scanner
+    from bot.cli.wiring import build_runner, open_store, ops_endpoints, record_worker, scanner
     from bot.config import load_settings
     from bot.frontends.metrics import Metrics
     from bot.frontends.slack.app import (
@@ -93,9 +93,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
                           membership=parts.membership(settings.policy), metrics=metrics)
     app, _, _ = build_app(settings, runner, parts=parts, diagnoser=scanner(settings))
     ops = ops_endpoints(runner, store, metrics, interval=args.interval)
+    record = record_worker(runner, store)
+
     def work() -> None:
         background_thread()  # the worker loop yields the CPU to the threads answering Slack
-        runner.serve(interval=args.interval)
+        try:
+            runner.serve(interval=args.interval)
+        finally:
+            record.close()
 
     worker = threading.Thread(target=work, name="runbook-bot-worker", daemon=True)
     stop = threading.Event()

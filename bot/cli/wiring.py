@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # the parts are imported when built, so a command loads only 
     from bot.engine.ports import Clock, Notifier, RunStore
     from bot.frontends.metrics import Metrics
     from bot.frontends.ops import OpsEndpoints
+    from bot.frontends.workers import WorkerRecord
     from bot.runtime.runner import Runner
     from bot.store.db import Database
 
@@ -53,7 +54,8 @@ def build_runner(settings: Settings, *, store: RunStore | None = None,
     runner = Runner(store=store or open_store(settings), catalog=observed,
                     runbooks=DirectorySource(settings.runbooks_dir, catalog=catalog.actions),
                     policy=settings.policy, clock=clock or SystemClock(), membership=membership,
-                    notifiers=every, lease_seconds=settings.lease_seconds)
+                    notifiers=every, lease_seconds=settings.lease_seconds,
+                    clusters=tuple(settings.clusters))
     if metrics is not None:
         runner.leases.takeover_listeners.append(metrics.lease_taken_over)
         runner.heartbeat.listeners.append(metrics.worker_looped)
@@ -98,6 +100,16 @@ def ops_endpoints(runner: Runner, store: Database, metrics: Metrics, *,
     return OpsEndpoints(metrics=metrics, checks={
         "database": database_check(store.engine),
         "worker": worker_check(runner.heartbeat, stall_after=stall_after)})
+
+
+def record_worker(runner: Runner, store: Database) -> WorkerRecord:
+    """Keep this process's row in the store's ``workers`` table while its loop goes round, so
+    terminals know a worker carries runs on; ``close()`` it when the loop stops."""
+    from bot.frontends.workers import WorkerRecord
+
+    record = WorkerRecord(store)
+    runner.heartbeat.listeners.append(record)
+    return record
 
 
 def identity(settings: Settings, as_user: str | None) -> str:

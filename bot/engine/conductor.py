@@ -46,7 +46,8 @@ from bot.engine.scope import Scope
 from bot.engine.state import STEP_FINAL, RunStatus, StepStatus, advance_run, advance_step
 from bot.errors import ExpressionError, InterlockBlocked, RetryableError, RunbookBotError
 from bot.runbook.model import MAX_BATCH, Runbook, Step
-from bot.runbook.templating import evaluate, render, render_value
+from bot.runbook.params import written_params
+from bot.runbook.templating import evaluate, render, render_known, render_value
 
 S = StepStatus
 R = RunStatus
@@ -179,10 +180,10 @@ class Conductor:
         tick.dirty.add(base.key)  # the placeholder row is removed
 
     def _title(self, step: Step, ctx: Mapping[str, Any]) -> str:
-        try:
-            return render(step.title, ctx)[:150]
-        except RunbookBotError:  # e.g. {{ item }} of a foreach step that did not run
-            return _plain_title(step)
+        """The title with params as written (``6m``, not ``360.0``); what cannot be known yet
+        (``{{ item }}`` of a foreach step that did not run) reads ``…``."""
+        written = {**ctx, "params": written_params(self.runbook, ctx.get("params") or {})}
+        return render_known(step.title, written)[:150]
 
     def _decide_step(self, s: StepState, now: datetime, tick: Tick) -> Decision | None:
         step = self.step_of(s)

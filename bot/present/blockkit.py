@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from bot.engine.provenance import suggested_words
+from bot.present.dryrun import dry_run_verdict
 from bot.present.views import RunView, StepView
 from bot.runbook.model import Param, Runbook
 
@@ -389,7 +390,8 @@ def run_card(view: RunView, *, who: Who = _plain_who, now: datetime | None = Non
     if waiting is not None and view.status not in ("succeeded", "failed", "aborted"):
         blocks.append(context(f"Waiting for: {waiting_text(waiting, now)}"))
     if view.outcome:
-        blocks.append(section(f"*Outcome:* {prose(view.outcome)}"))
+        outcome = dry_run_verdict(view).headline if view.dry_run else view.outcome
+        blocks.append(section(f"*Outcome:* {prose(outcome)}"))
     for c in view.compensations[:5]:
         blocks.append(context(f"Still in place: {prose(c)}"))
     blocks.append(context("Plans, approvals and details are in the thread."))
@@ -534,8 +536,15 @@ def final_summary(view: RunView, *, who: Who = _plain_who) -> list[Block]:
     """The last reply in a run's thread: how it ended and what is still in place."""
     status = STATUS_WORDS.get(view.status, view.status)
     icon = {"succeeded": ":white_check_mark:", "failed": ":x:", "aborted": ":black_square_for_stop:"}
-    blocks = [section(f"{icon.get(view.status, '')} *Run `{esc(view.run_id)}` {esc(status)}*: "
-                      f"{prose(view.outcome)}")]
+    if view.dry_run and view.status in ("succeeded", "failed"):
+        verdict = dry_run_verdict(view)
+        blocks = [section(f"*Dry run `{esc(view.run_id)}`*: {prose(verdict.headline)}; nothing was "
+                          "changed"),
+                  section("\n".join(f"• `{esc(v.key)}` {prose(v.text)}" for v in verdict.steps
+                                     if v.kind != "read")[:2900] or "every step only read")]
+    else:
+        blocks = [section(f"{icon.get(view.status, '')} *Run `{esc(view.run_id)}` {esc(status)}*: "
+                          f"{prose(view.outcome)}")]
     if view.compensations:
         blocks.append(section("*Still in place:*\n" + "\n".join(f"• {prose(c)}" for c in view.compensations)))
     else:

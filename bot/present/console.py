@@ -7,9 +7,10 @@ output reads the same in a terminal, a pipe, a CI log or a pasted incident chann
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import UTC, datetime
 
 from bot.engine.provenance import suggested_words
-from bot.present.views import RunView, StepView
+from bot.present.views import RunView, StepView, relative
 
 
 def _value(v: object) -> str:
@@ -27,12 +28,12 @@ def plan_lines(step: StepView, *, indent: str = "    ") -> list[str]:
         out.append(f"{indent}  plan hash: {step.plan_hash[:12]}")
     for f in step.facts:
         out.append(f"{indent}  evidence: {f.subject} {f.name} = {_value(f.value)}"
-                   + (f" (read {f.read_at})" if f.read_at else ""))
+                   + (f" (read {clock_text(f.read_at)})" if f.read_at else ""))
     return out
 
 
-def step_line(step: StepView) -> str:
-    line = f"  {step.icon} {step.key:<22} {step.status:<18} {step.title}"
+def step_line(step: StepView, *, width: int = 22) -> str:
+    line = f"  {step.icon} {step.key:<{width}} {step.status:<18} {step.title}"
     if step.approvers:
         line += f"  [approved by {', '.join(step.approvers)}]"
     return line
@@ -57,29 +58,68 @@ def provenance_lines(view: RunView) -> list[str]:
     return out
 
 
-def status(view: RunView) -> str:
-    """``runbook-bot status``: each step, who approved what, what is pending."""
+def waiting_line(view: RunView, step: StepView, now: datetime) -> str:
+    """Who waits for whom at this step, in words, with the expiry relative to ``now``."""
+    if step.status == "awaiting_approval" and not step.blocked:
+        if step.needs_confirmation and not step.needs_approval:
+            return f"{view.owner or view.requester} waits for a person to confirm it is done"
+        got = len(step.approvers)
+        if got >= step.min_approvers:
+            return "approved; applies next"
+        need = step.min_approvers - got
+        groups = ", ".join(step.groups) or "any approver group"
+        expiry = f", expires {relative(step.expires_at, now)}" if step.expires_at else ""
+        return (f"{view.owner or view.requester} waits for {need} approval{'s' if need > 1 else ''} "
+                f"from {groups}{expiry}")
+    if step.status == "waiting":
+        next_check = f"next check {relative(step.next_check_at, now)}" if step.next_check_at else ""
+        return ", ".join(x for x in (step.progress, next_check) if x) or "waiting"
+    return step.pending
+
+
+def _command_hint(view: RunView, step: StepView) -> str:
+    if step.status != "awaiting_approval":
+        return ""
+    if step.blocked:
+        return (f"runbook-bot retry {view.run_id} --step {step.key}, "
+                f"or abort/break-glass {view.run_id} --reason TEXT")
+    verb = "confirm" if step.needs_confirmation and not step.needs_approval else "approve"
+    return f"runbook-bot {verb} {view.run_id} --step {step.key}"
+
+
+def status(view: RunView, now: datetime | None = None) -> str:
+    """``runbook-bot status``: each step by id, who approved what, who waits for whom."""
+    now = now or datetime.now(UTC)
+    started = view.started_at or view.created_at
     head = [f"{view.run_id}  {view.title}",
             f"  runbook: {view.runbook}   status: {view.status}   requester: {view.requester}"
             + ("   DRY RUN" if view.dry_run else ""),
             "  params: " + (", ".join(f"{k}={v}" for k, v in view.params.items() if v is not None)
                             or "(none)"),
-            f"  started: {view.started_at or view.created_at}"
-            + (f"   finished: {view.finished_at}" if view.finished_at else ""),
+            f"  started: {clock_text(started)} ({relative(started, now)})"
+            + (f"   finished: {clock_text(view.finished_at)} ({relative(view.finished_at, now)})"
+               if view.finished_at else ""),
             *provenance_lines(view), ""]
+    width = max([len(s.key) for s in view.steps] + [len(k) for k, _ in view.not_reached] + [4])
     body: list[str] = []
     for s in view.steps:
-        body.append(step_line(s))
-        if s.pending:
-            body.append(f"      waiting for: {s.pending}")
+        body.append(step_line(s, width=width))
+        waiting = waiting_line(view, s, now)
+        if waiting:
+            body.append(f"      waiting: {waiting}")
         if s.error:
             body.append(f"      error: {s.error}")
         elif s.message and s.status in ("skipped", "succeeded"):
             body.append(f"      {s.message}")
         if s.status in ("awaiting_approval",):
+            if s.approval_text:
+                body.append(f"      why: {s.approval_text}")
             body += plan_lines(s, indent="      ")
-    for title in view.pending_steps:
-        body.append(f"  · {'':<22} {'not reached':<18} {title}")
+            hint = _command_hint(view, s)
+            if hint:
+                body.append(f"      to decide: {hint}")
+    for key, title in view.not_reached:
+        body.append(f"  · {key:<{width}} {'not reached':<18} {title}")
     tail: list[str] = []
     if view.outcome:
         tail += ["", f"  outcome: {view.outcome}"]
@@ -88,15 +128,31 @@ def status(view: RunView) -> str:
     return "\n".join(head + body + tail)
 
 
-def runs_table(views: Iterable[RunView]) -> str:
+def clock_text(ts: str | None) -> str:
+    """An ISO timestamp to the second, in UTC, as people read it: ``2026-01-01 00:06:00 UTC``."""
+    if not ts:
+        return "-"
+    try:
+        return datetime.fromisoformat(ts).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except ValueError:
+        return ts
+
+
+def runs_table(views: Iterable[RunView], now: datetime | None = None, *,
+               finished: int | None = None) -> str:
+    """``runbook-bot runs``; ``finished`` is how many finished runs ``--all`` would add."""
+    now = now or datetime.now(UTC)
     rows = [("RUN", "STATUS", "RUNBOOK", "OWNER", "STARTED", "WAITING FOR")]
     for v in views:
         waiting = v.waiting_on
         rows.append((v.run_id, v.status + (" (dry run)" if v.dry_run else ""), v.runbook,
                      v.owner + (f" (from {v.requester})" if v.handed_over else "")
-                     if v.owner else v.requester, (v.started_at or v.created_at)[:19].replace("T", " "),
-                     f"{waiting.key}: {waiting.pending}"[:60] if waiting else ""))
+                     if v.owner else v.requester, relative(v.started_at or v.created_at, now),
+                     f"{waiting.key}: {waiting_line(v, waiting, now)}" if waiting else ""))
     if len(rows) == 1:
+        if finished:
+            return (f"no active runs; {finished} finished run{'s' if finished > 1 else ''}: "
+                    "`runbook-bot runs --all` shows them")
         return "no runs yet: `runbook-bot run NAME -p key=value` starts one"
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()

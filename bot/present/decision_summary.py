@@ -123,8 +123,9 @@ def _changes(steps: Iterable[_Step], dry_run: bool) -> list[ChangeLine]:
 
 
 def _happened(status: str, outcome: str, dry_run: bool) -> str:
-    text = f"{status}: {outcome}" if outcome else status
-    return f"dry run, {text} (nothing was changed)" if dry_run else text
+    if dry_run:  # the outcome of a finished dry run is what a real run would do
+        return f"dry run: {outcome or status}; nothing was changed"
+    return f"{status}: {outcome}" if outcome else status
 
 
 def build_summary(*, events: Sequence[Event], steps: Sequence[_Step], at: Any,

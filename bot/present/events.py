@@ -20,6 +20,7 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from bot.engine.events import COMMANDS, EventType
@@ -27,8 +28,9 @@ from bot.engine.ports import StoredEvent
 from bot.engine.provenance import suggested_words
 from bot.engine.runstate import AuditDraft, RunState, StepState
 from bot.present.blockkit import esc
-from bot.present.console import plan_lines
-from bot.present.views import step_view
+from bot.present.console import clock_text, plan_lines
+from bot.present.dryrun import verdict_lines
+from bot.present.views import relative, run_view, step_view
 from bot.store.audit import Event
 
 T = EventType
@@ -58,6 +60,7 @@ class Moment:
     state: RunState
     actor: str
     payload: Payload
+    ts: str = ""  # when the event happened
 
     @property
     def key(self) -> str:
@@ -201,13 +204,24 @@ def _live_planned(m: Moment) -> list[str]:
     return [f"  ▶ {m.step.title}", *plan_lines(view)]
 
 
+def _expiry(expires_at: Any, now: str) -> str:
+    """``in 30m (2026-01-01 00:30:00 UTC)``: relative to the event, then the time itself."""
+    if not expires_at:
+        return "never"
+    at = clock_text(str(expires_at))
+    try:
+        return f"{relative(str(expires_at), datetime.fromisoformat(now))} ({at})"
+    except ValueError:
+        return at
+
+
 def _live_asked(m: Moment) -> list[str]:
     s, p, key, run = m.step, m.payload, m.key, m.state.run_id
     if s is None or s.blocked:
         return []
     out = [f"  ? {key} needs {p.get('min_approvers')} approval(s) from "
            f"{', '.join(p.get('groups') or []) or 'any approver group'} "
-           f"({p.get('reason')}); expires {p.get('expires_at')}"]
+           f"({p.get('reason')}); expires {_expiry(p.get('expires_at'), m.ts)}"]
     if s.approval_text:
         out.append(f"    why: {s.approval_text}")
     return [*out, f"    approve with: runbook-bot approve {run} --step {key}"]
@@ -232,6 +246,9 @@ def _live_succeeded(m: Moment) -> list[str]:
 
 def _live_finished(m: Moment) -> list[str]:
     p = m.payload
+    if m.state.dry_run and p.get("status") in ("succeeded", "failed"):
+        return [*verdict_lines(run_view(m.state)),
+                *(f"  still in place: {c}" for c in p.get("compensations") or [])]
     return [f"run {m.state.run_id} {p.get('status')}: {p.get('outcome')}",
             *(f"  still in place: {c}" for c in p.get("compensations") or [])]
 
@@ -338,12 +355,13 @@ def describe(ev: Event) -> str:
     return _fields(ev.payload)
 
 
-def live_lines(state: RunState, ev: AuditDraft) -> list[str]:
-    """The lines a terminal prints for an event as it happens (often none)."""
+def live_lines(state: RunState, ev: AuditDraft | StoredEvent) -> list[str]:
+    """The lines a terminal prints for an event as it happens (often none): one being saved, or
+    one read back from the store by a terminal following the run."""
     row = text_of(ev.type)
     if row is None or row.live is None:
         return []
-    return row.live(Moment(state, ev.actor, ev.payload))
+    return row.live(Moment(state, ev.actor, ev.payload, ev.ts))
 
 
 def chat_text(ev: StoredEvent) -> str | None:

@@ -34,13 +34,13 @@ from typing import Any
 
 from bot.engine.events import EventType
 from bot.engine.runstate import RunState
-from bot.errors import ConfigError, RunbookError
+from bot.errors import ConfigError
 from bot.present.chart import Row, timeline_svg
 from bot.present.decision_summary import DecisionSummary, build_summary
+from bot.present.dryrun import dry_run_verdict
 from bot.present.events import describe
 from bot.present.templates import environment, when_text, zone
-from bot.runbook.loader import load_text
-from bot.runbook.params import written_params
+from bot.present.views import params_as_written, run_view
 from bot.store.audit import Event, Verdict
 from bot.store.db import Database
 from bot.store.integrity import document_seal, verify_run
@@ -420,13 +420,13 @@ def build(*, state: RunState, events: Sequence[Event], head: tuple[int, str | No
              for s in state.steps.values()]
     # steps a goto removed from the state are still in the record
     steps += [_step(k, log, state, clock) for k, log in logs.items()]
-    params = _as_written(state)
+    params = params_as_written(state)
     cluster = params.get("cluster")
     run = RunSummary(
         run_id=state.run_id, runbook=state.runbook, title=state.title,
         runbook_file=state.runbook_file, requester=state.requester,
         cluster=str(cluster) if cluster is not None else None, params=params,
-        dry_run=state.dry_run, status=str(state.status), outcome=state.outcome,
+        dry_run=state.dry_run, status=str(state.status), outcome=_outcome(state),
         created_at=clock.convert(state.created_at), started_at=clock.opt(state.started_at),
         finished_at=clock.opt(state.finished_at), duration_seconds=duration,
         origin=dict(state.origin), owner=links["owner"], parent=links.get("parent"),
@@ -446,14 +446,11 @@ def build(*, state: RunState, events: Sequence[Event], head: tuple[int, str | No
                       events=events, seal_key=seal_key)
 
 
-def _as_written(state: RunState) -> dict[str, Any]:
-    """The run's params as people write them: a duration is ``6m``, not the seconds it means."""
-    params = dict(state.params)
-    try:
-        runbook = load_text(state.runbook_text, file=state.runbook_file, catalog=None)
-    except RunbookError:  # a stored text this version no longer reads: show the values as stored
-        return params
-    return written_params(runbook, params)
+def _outcome(state: RunState) -> str:
+    """How the run ended; for a finished dry run, what a real run would do."""
+    if state.dry_run and state.finished_at:
+        return dry_run_verdict(run_view(state)).headline
+    return state.outcome
 
 
 @lru_cache(maxsize=4096)

@@ -8,10 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from bot.engine.runstate import RunState, StepState
+from bot.engine.scope import Scope
 from bot.engine.state import StepStatus
+from bot.errors import RunbookBotError
+from bot.runbook.loader import load_text
+from bot.runbook.model import Runbook
+from bot.runbook.params import written_params
+from bot.runbook.templating import render_known
 
 S = StepStatus
 ICONS = {
@@ -56,6 +63,7 @@ class StepView:
     votes: tuple[dict[str, Any], ...] = ()
     action: str | None = None
     destructive: bool = False
+    next_check_at: str | None = None
 
 
 @dataclass(frozen=True)
@@ -83,7 +91,8 @@ class RunView:
     outcome: str
     compensations: tuple[str, ...]
     steps: tuple[StepView, ...]
-    pending_steps: tuple[str, ...] = field(default_factory=tuple)  # titles not reached yet
+    # (id, title) of the steps not reached yet, titles rendered as far as known values allow
+    not_reached: tuple[tuple[str, str], ...] = field(default_factory=tuple)
     # provenance (``engine/provenance.py``)
     owner: str = ""  # the incident commander now; the requester until handed over
     parent: str | None = None
@@ -94,6 +103,11 @@ class RunView:
     @property
     def handed_over(self) -> bool:
         return bool(self.owner) and self.owner != self.requester
+
+    @property
+    def pending_steps(self) -> tuple[str, ...]:
+        """The titles of the steps not reached yet."""
+        return tuple(title for _, title in self.not_reached)
 
     @property
     def waiting_on(self) -> StepView | None:
@@ -131,7 +145,8 @@ def step_view(s: StepState) -> StepView:
         approval_text=s.approval_text, needs_approval=s.needs_approval,
         needs_confirmation=s.needs_confirmation, min_approvers=s.min_approvers,
         groups=tuple(s.groups), expires_at=s.expires_at, result=s.result,
-        votes=tuple(v.__dict__ for v in s.votes), action=s.action, destructive=s.destructive)
+        votes=tuple(v.__dict__ for v in s.votes), action=s.action, destructive=s.destructive,
+        next_check_at=s.next_check_at)
 
 
 def _change_line(c: dict[str, Any]) -> str:
@@ -139,20 +154,65 @@ def _change_line(c: dict[str, Any]) -> str:
     return f"{c.get('operation')} {c.get('target_kind')} {c.get('target')}{arrow}"
 
 
-def run_view(state: RunState, step_titles: list[tuple[str, str]] | None = None, *,
-             children: Sequence[RunState] = ()) -> RunView:
-    """The view of a run; ``step_titles`` are the runbook's (id, title), to list steps not reached;
-    ``children`` the runs that name it as their parent."""
-    steps = tuple(step_view(s) for s in state.steps.values())
+def stored_runbook(state: RunState) -> Runbook | None:
+    """The runbook a run started with, or None when this version no longer reads its text."""
+    try:
+        return load_text(state.runbook_text, file=state.runbook_file, catalog=None)
+    except RunbookBotError:
+        return None
+
+
+def params_as_written(state: RunState, runbook: Runbook | None = None) -> dict[str, Any]:
+    """The run's params as people write them: a duration is ``6m``, not the seconds it means."""
+    runbook = runbook or stored_runbook(state)
+    return dict(state.params) if runbook is None else written_params(runbook, dict(state.params))
+
+
+def not_reached(state: RunState, runbook: Runbook) -> list[tuple[str, str]]:
+    """(id, title) of each step the run has not reached, its title rendered with what is known
+    (params as written, the results of steps that ran); unknown values read ``…``."""
+    scope = Scope(state, frozenset(s.id for s in runbook.spec.steps if s.foreach))
+    ctx = {**scope.context(), "params": params_as_written(state, runbook)}
     reached = {s.step_id for s in state.steps.values()}
-    pending: tuple[str, ...] = ()
-    if step_titles is not None:
-        pending = tuple(t for sid, t in step_titles if sid not in reached)
+    return [(step.id, render_known(step.title, ctx)[:150]) for step in runbook.spec.steps
+            if step.id not in reached]
+
+
+def run_view(state: RunState, runbook: Runbook | None = None, *,
+             children: Sequence[RunState] = ()) -> RunView:
+    """The view of a run; with its ``runbook``, params read as written and the steps not reached
+    are listed; ``children`` are the runs that name it as their parent."""
+    steps = tuple(step_view(s) for s in state.steps.values())
     return RunView(
         run_id=state.run_id, runbook=state.runbook, title=state.title, status=str(state.status),
-        requester=state.requester, params=dict(state.params), dry_run=state.dry_run,
+        requester=state.requester,
+        params=params_as_written(state, runbook) if runbook else dict(state.params),
+        dry_run=state.dry_run,
         created_at=state.created_at, started_at=state.started_at, finished_at=state.finished_at,
         outcome=state.outcome, compensations=tuple(state.compensations), steps=steps,
-        pending_steps=pending, owner=state.current_owner, parent=state.parent,
-        incident=state.incident, suggested_by=state.suggested_by,
+        not_reached=tuple(not_reached(state, runbook)) if runbook else (),
+        owner=state.current_owner, parent=state.parent, incident=state.incident,
+        suggested_by=state.suggested_by,
         children=tuple(ChildView(c.run_id, c.runbook, str(c.status), c.dry_run) for c in children))
+
+
+def relative(ts: str | None, now: datetime) -> str:
+    """``3m ago`` / ``in 29m`` for an ISO timestamp, to the coarsest unit that says it."""
+    if not ts:
+        return "-"
+    try:
+        then = datetime.fromisoformat(ts)
+    except ValueError:
+        return ts
+    seconds = (then - now).total_seconds()
+    span = abs(seconds)
+    if span < 60:
+        text = f"{span:.0f}s"
+    elif span < 3600:
+        text = f"{span // 60:.0f}m"
+    elif span < 86400:
+        hours, minutes = int(span // 3600), int(span % 3600 // 60)
+        text = f"{hours}h{minutes}m" if minutes else f"{hours}h"
+    else:
+        text = f"{span // 86400:.0f}d"
+    return f"in {text}" if seconds > 0 else f"{text} ago"

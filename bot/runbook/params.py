@@ -5,7 +5,7 @@ parameter is valid."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,8 +94,17 @@ class ParamCheck:
         return not self.problems
 
 
-def check_params(runbook: Runbook, raw: Mapping[str, Any]) -> ParamCheck:
-    """Check every parameter of a run at once; an empty value counts as not given."""
+CLUSTER_PARAM = "cluster"  # the param every shipped runbook passes to its actions' ``cluster``
+
+
+def check_params(runbook: Runbook, raw: Mapping[str, Any], *,
+                 clusters: Collection[str] = ()) -> ParamCheck:
+    """Check every parameter of a run at once; an empty value counts as not given.
+
+    ``clusters`` are the configured cluster names: a runbook's ``cluster`` param must name one,
+    and may be left out only when one is configured (none configured: any name, the default
+    kubeconfig).
+    """
     declared = runbook.spec.params
     problems: list[str] = []
     fields: dict[str, str] = {}
@@ -122,12 +131,29 @@ def check_params(runbook: Runbook, raw: Mapping[str, Any]) -> ParamCheck:
             fields[name] = "required" + (f": {spec.description}" if spec.description else "")
         else:
             values[name] = None
+    if clusters and CLUSTER_PARAM in declared and CLUSTER_PARAM not in fields:
+        problem = _cluster_problem(values.get(CLUSTER_PARAM), clusters)
+        if problem:
+            problems.append(problem)
+            fields[CLUSTER_PARAM] = problem
     return ParamCheck(values=values, problems=problems, fields=fields)
 
 
-def coerce_params(runbook: Runbook, raw: Mapping[str, Any]) -> dict[str, Any]:
+def _cluster_problem(value: Any, clusters: Collection[str]) -> str:
+    names = ", ".join(sorted(clusters))
+    if value is None:
+        if len(clusters) == 1:
+            return ""
+        return f"several clusters are configured; pass the 'cluster' param, one of: {names}"
+    if value not in clusters:
+        return f"unknown cluster {value!r}; configured: {names}"
+    return ""
+
+
+def coerce_params(runbook: Runbook, raw: Mapping[str, Any], *,
+                  clusters: Collection[str] = ()) -> dict[str, Any]:
     """All parameters of a run, typed, with defaults filled in. Reports every problem at once."""
-    check = check_params(runbook, raw)
+    check = check_params(runbook, raw, clusters=clusters)
     if not check.ok:
         raise ParamError("; ".join(check.problems))
     return check.values

@@ -251,6 +251,29 @@ def render(source: str, context: Mapping[str, Any]) -> str:
         raise _explain(e, source) from None
 
 
+_PLACEHOLDER = re.compile(r"\{\{.*?\}\}", re.S)
+_BLOCK = re.compile(r"\{%.*?%\}", re.S)
+UNKNOWN = "…"
+
+
+def render_known(source: str, context: Mapping[str, Any]) -> str:
+    """A title rendered as far as ``context`` allows: each ``{{ expr }}`` whose values are not
+    known yet (a step not run, a param not given) reads ``…``, never raw template text."""
+    try:
+        return render(source, context)
+    except ExpressionError:
+        pass
+
+    def one(match: re.Match[str]) -> str:
+        try:
+            value = render(match.group(0), context)
+        except ExpressionError:
+            return UNKNOWN
+        return value if value not in ("", "None") else UNKNOWN
+
+    return _BLOCK.sub("", _PLACEHOLDER.sub(one, source))
+
+
 def render_value(value: Any, context: Mapping[str, Any]) -> Any:
     """Render every string inside a ``with`` value; a lone ``{{ expr }}`` keeps its native type."""
     if isinstance(value, str):

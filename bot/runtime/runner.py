@@ -63,7 +63,8 @@ class Runner:
     def __init__(self, *, store: RunStore, catalog: ActionCatalog, runbooks: RunbookSource,
                  policy: PolicyConfig, clock: Clock, membership: Membership | None = None,
                  notifiers: Sequence[Notifier] = (), lease_seconds: float = 6.0,
-                 lease_wait: float = 15.0, redact: Redactor | None = None) -> None:
+                 lease_wait: float = 15.0, redact: Redactor | None = None,
+                 clusters: Sequence[str] = ()) -> None:
         self.store = store
         self.catalog = catalog
         self.runbooks = runbooks
@@ -71,6 +72,7 @@ class Runner:
         self.clock = clock
         self.membership = membership or config_membership(policy)
         self.notifiers = list(notifiers)
+        self.clusters = tuple(clusters)  # the configured cluster names a run's params may name
         self.lease_seconds = lease_seconds
         self.leases = Leases(store=store, clock=clock, seconds=lease_seconds, wait=lease_wait)
         # what people type is redacted here, once, before it is stored, run, shown or exported;
@@ -85,7 +87,7 @@ class Runner:
     def start(self, cmd: StartRun) -> RunState:
         """Create a run (params checked first: a bad param starts nothing) and return it."""
         runbook, text, file = self.runbooks.get(cmd.runbook)
-        params = coerce_params(runbook, self.redact(dict(cmd.params)))
+        params = coerce_params(runbook, self.redact(dict(cmd.params)), clusters=self.clusters)
         prov = self._provenance(runbook.name, params, cmd.provenance)
         now = self.clock.now()
         for _ in range(20):

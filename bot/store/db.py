@@ -50,6 +50,7 @@ from sqlalchemy import (
     create_engine,
     delete,
     event,
+    func,
     insert,
     or_,
     select,
@@ -129,6 +130,15 @@ groups_t = Table(
     Column("channel", String(40), nullable=True),
     Column("ts", String(40), nullable=True),
     Column("expires_at", Float, nullable=False, index=True),
+)
+
+# Processes that drive runs (``worker``, ``slack serve``; revision store_0005) and when each last went round its loop,
+# so a terminal knows whether anyone will carry a run on once it lets go of it.
+workers_t = Table(
+    "workers", metadata,
+    Column("id", String(200), primary_key=True),  # host:pid:token, as a lease owner
+    Column("started_at", String(40), nullable=False),
+    Column("beat_at", Float, nullable=False),  # epoch seconds of the last beat
 )
 
 STORE = Component(name="store", metadata=metadata,
@@ -455,6 +465,40 @@ class Database:
                     runs.c.status == str(RunStatus.SUCCEEDED)).limit(1)).first()
                 return None if lifted is not None else str(rid)
         return None
+
+    # -- workers ---------------------------------------------------------------------------------
+
+    def worker_beat(self, worker: str, now: datetime) -> None:
+        """Record that ``worker`` went round its loop at ``now``."""
+        at = now.timestamp()
+        with self.engine.begin() as conn:
+            if conn.execute(update(workers_t).where(workers_t.c.id == worker)
+                            .values(beat_at=at)).rowcount:
+                return
+            try:
+                with conn.begin_nested():
+                    conn.execute(insert(workers_t).values(id=worker, started_at=now.isoformat(),
+                                                          beat_at=at))
+            except IntegrityError:  # another thread of the same worker inserted it first
+                pass
+
+    def worker_gone(self, worker: str) -> None:
+        """``worker`` stopped: it no longer counts as live."""
+        with self.engine.begin() as conn:
+            conn.execute(delete(workers_t).where(workers_t.c.id == worker))
+
+    def workers(self, *, now: datetime, within: float) -> list[str]:
+        """The workers that beat less than ``within`` seconds before ``now``, newest beat first."""
+        q = (select(workers_t.c.id).where(workers_t.c.beat_at >= now.timestamp() - within)
+             .order_by(workers_t.c.beat_at.desc()))
+        with self.engine.connect() as conn:
+            return [r[0] for r in conn.execute(q)]
+
+    def count_runs(self, *, active: bool) -> int:
+        """How many runs are active (or finished, ``active=False``)."""
+        cond = runs.c.status.in_(ACTIVE) if active else runs.c.status.notin_(ACTIVE)
+        with self.engine.connect() as conn:
+            return int(conn.execute(select(func.count()).select_from(runs).where(cond)).scalar_one())
 
     def events(self, run_id: str, *, payloads: bool = True, after: int = 0,
                limit: int | None = None) -> list[Event]:

@@ -66,6 +66,7 @@ def context(*, state: str = "stopped", ready: bool = False, still_attached: bool
         "ec2_volumes": {"result": {"items": ec2, "count": 2}, "outputs": {}},
         "still_stuck": {"result": {"items": ec2, "count": 2}, "outputs": {}, "status": "succeeded"},
         "pods_running": {"result": {"items": pods_after, "count": 2}, "outputs": {}},
+        "taint": {"result": {"node": NODE}, "outputs": {}, "status": "succeeded"},
     }
     return {"params": {"node": NODE, "cluster": None, "detach_wait": 360.0,
                        "force_detach_after": 600.0}, "steps": steps,
@@ -173,3 +174,12 @@ def test_ngns_ends_by_saying_the_taint_stays_until_node_recovered(ngns: Runbook)
     last = ngns.spec.steps[-1]
     assert last.action == "notify"
     assert "node-recovered" in render(last.with_["message"], context())
+    assert "stays stopped" in render(last.with_["message"], context())
+
+
+def test_ngns_ends_without_claiming_a_taint_or_a_fence_that_did_not_happen(ngns: Runbook) -> None:
+    ctx = context(state="running")  # a dry run on a hung node: the fence and the taint only planned
+    ctx["steps"]["taint"] = {"result": None, "outputs": {}, "status": "skipped"}
+    said = render(ngns.spec.steps[-1].with_["message"], ctx)
+    assert "was not tainted" in said and "is running" in said
+    assert "stays stopped" not in said and "keeps the node.kubernetes.io" not in said

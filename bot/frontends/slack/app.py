@@ -255,7 +255,7 @@ def build_app(settings: Settings, runner: Runner, *, parts: SlackParts | None = 
     if parts.outbox not in runner.notifiers:
         runner.notifiers.append(parts.outbox)
     facts = RunbookFacts(runbooks=runner.runbooks, catalog=runner.catalog)
-    parts.drawer.facts = RunFacts(titles=facts.titles, destructive=facts.step_destructive)
+    parts.drawer.facts = RunFacts(runbook=facts.runbook, destructive=facts.step_destructive)
     if names is None:
         names = getattr(runner.runbooks, "names", None)
     if exporter is None:

@@ -43,6 +43,7 @@ from bot.frontends.slack.persistence import Posted, SlackStore
 from bot.present import blockkit as bk
 from bot.present.events import chat_text
 from bot.present.views import RunView, StepView, run_view, step_view
+from bot.runbook.model import Runbook
 
 log = logging.getLogger(__name__)
 _REPLY_EVENTS = (EventType.STEP_FAILED, EventType.STEP_SKIPPED, EventType.STEP_RETRYING,
@@ -137,16 +138,17 @@ class Drawing:
 
 
 class RunFacts:
-    """What the drawer needs from a run's runbook: step titles, which steps are destructive
-    (the app hands it the engine's answers, ``bot.engine.facts.RunbookFacts``)."""
+    """What the drawer needs from a run's runbook: the runbook (for the titles of steps not
+    reached and params as written), which steps are destructive (the app hands it the engine's
+    answers, ``bot.engine.facts.RunbookFacts``)."""
 
-    def __init__(self, *, titles: Callable[[RunState], list[tuple[str, str]] | None],
+    def __init__(self, *, runbook: Callable[[RunState], Runbook | None],
                  destructive: Callable[[RunState, str], bool]) -> None:
-        self.titles = titles
+        self.runbook = runbook
         self.destructive = destructive
 
 
-NO_FACTS = RunFacts(titles=lambda state: None, destructive=lambda state, key: True)
+NO_FACTS = RunFacts(runbook=lambda state: None, destructive=lambda state, key: True)
 
 
 class RunDrawer:
@@ -191,7 +193,7 @@ class RunDrawer:
     def _draw(self, state: RunState, events: Sequence[StoredEvent], d: Drawing) -> None:
         d.posted = self.slack_store.keys(state.run_id)
         channel = str(state.origin.get("channel") or "")
-        view = run_view(state, self.facts.titles(state))
+        view = run_view(state, self.facts.runbook(state))
         card = self._card(state, view, channel, d)
         if card is None:  # no thread to reply in
             if not d.failed:  # and no point trying again until the run changes: skip its events

@@ -285,7 +285,7 @@ def register(app: App, *, service: SlackService, work: Any, deliveries: Deliveri
         except Exception as e:  # the runbook vanished between the form and the submission
             ack(response_action="errors", errors={b: str(e)[:150] for b in values})
             return
-        errors = check_params(runbook, raw).fields
+        errors = check_params(runbook, raw, clusters=service.runner.clusters).fields
         errors.pop("", None)
         if errors:
             ack(response_action="errors",

@@ -201,7 +201,7 @@ class SlackService:
                 return
             run_id = latest[0].run_id
         state = self.runner.store.load(run_id)
-        view = run_view(state, self.facts.titles(state),
+        view = run_view(state, self.facts.runbook(state),
                         children=self.runner.store.children(state.run_id))
         self.tell(person, bk.card_text(view), bk.run_card(view, who=who, now=self.clock.now()))
 
@@ -259,7 +259,7 @@ class SlackService:
         except ParamError:
             pass  # the engine checked the params and started nothing; say which, field by field
         runbook, _, _ = self.runner.runbooks.get(name)
-        errors = check_params(runbook, raw).fields
+        errors = check_params(runbook, raw, clusters=self.runner.clusters).fields
         if errors.get("") or not errors:
             self.tell(person, f":warning: {bk.esc(errors.get('') or 'the params are not valid')}")
             return

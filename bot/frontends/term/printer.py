@@ -14,6 +14,7 @@ from typing import TextIO
 
 from bot.engine.events import EventType
 from bot.engine.runstate import AuditDraft, RunState
+from bot.present.console import clock_text
 from bot.present.events import live_lines
 
 
@@ -47,7 +48,8 @@ class TerminalPrinter:
         for s in state.steps.values():
             if s.status == "waiting" and s.progress and self._progress.get(s.key) != s.progress:
                 self._progress[s.key] = s.progress
-                self._progress_line(f"    ⏳ {s.key}: {s.progress} (next check {s.next_check_at})")
+                self._progress_line(f"    ⏳ {s.key}: {s.progress} (next check "
+                                    f"{clock_text(s.next_check_at)})")
 
     def _event(self, state: RunState, ev: AuditDraft) -> None:
         key = str(ev.payload.get("step", ""))

@@ -117,8 +117,19 @@ EACH = runbook("set-each", """
 groups: [sre]
 """)
 
+IN_CLUSTER = runbook("read-in-cluster", """
+- id: read
+  title: "Read {{ params.name }}"
+  action: fake.read
+  with: {name: "{{ params.name }}"}
+""", params="""
+name: {type: string, default: "x"}
+cluster: {type: string, description: the configured cluster}
+""")
+
 TEXTS = {"change-thing": CHANGE, "slow-wait": SLOW, "many-steps": _many(120),
-         "check-by-hand": MANUAL, "cordon-fleet": WIDE, "set-each": EACH}
+         "check-by-hand": MANUAL, "cordon-fleet": WIDE, "set-each": EACH,
+         "read-in-cluster": IN_CLUSTER}
 
 
 class TaintParams(BaseModel):

@@ -114,6 +114,23 @@ def test_a_missing_param_opens_a_form_and_invalid_values_are_shown_inline(bot: B
     assert run.requester == "slack:" + ALICE and "web-9" in texts([bot.card()])[0]
 
 
+def test_a_cluster_the_config_does_not_name_is_refused_in_the_form_before_a_run_exists(
+        bot: Bot) -> None:
+    bot.runner.clusters = ("sandbox", "staging")  # what build_runner takes from the config
+    bot.command("run read-in-cluster cluster=prod")
+    [view] = bot.fake.views()
+    by_block = {b["block_id"]: b for b in view["blocks"] if b["type"] == "input"}
+    assert by_block["param:cluster"]["hint"]["text"].startswith(
+        "unknown cluster 'prod'; configured: sandbox, staging")
+    assert bot.db.runs() == []
+    status, body = bot.submit(view, {"param:cluster": {"value": "prod"}}, user=ALICE)
+    assert status == 200 and "unknown cluster 'prod'" in json.loads(body)["errors"]["param:cluster"]
+    assert bot.db.runs() == []
+    bot.submit(view, {"param:cluster": {"value": "staging"}}, user=ALICE)
+    [run] = bot.db.runs()
+    assert run.params["cluster"] == "staging"
+
+
 def test_an_unknown_param_is_refused_with_what_the_runbook_takes(bot: Bot) -> None:
     bot.command("run change-thing name=a colour=red")
     assert "unknown param colour (this runbook takes: name, value, count)" in answers(bot)[0]

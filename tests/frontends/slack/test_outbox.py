@@ -252,7 +252,7 @@ def test_a_run_that_cannot_be_drawn_at_all_is_given_up_on(bot: Bot) -> None:
     def broken(state: Any) -> Any:
         raise RuntimeError("a bug in rendering")
 
-    bot.parts.drawer.facts = RunFacts(titles=broken, destructive=lambda state, key: True)
+    bot.parts.drawer.facts = RunFacts(runbook=broken, destructive=lambda state, key: True)
     bot.parts.outbox.give_up_after = 3
     bot.parts.outbox.mark(run)
     bot.settle()
