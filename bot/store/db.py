@@ -132,8 +132,8 @@ groups_t = Table(
     Column("expires_at", Float, nullable=False, index=True),
 )
 
-# Processes that drive runs (``worker``, ``slack serve``; revision store_0005) and when each last went round its loop,
-# so a terminal knows whether anyone will carry a run on once it lets go of it.
+# Processes that drive runs (``worker``, ``slack serve``) and when each last went round its loop,
+# so a terminal knows whether anyone will carry a run on once it lets go of it (revision store_0005).
 workers_t = Table(
     "workers", metadata,
     Column("id", String(200), primary_key=True),  # host:pid:token, as a lease owner
