@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from bot.clients.attribution import Attribution
 from bot.config import ClusterConfig, Settings
 from bot.engine.plan import Fact
 from bot.engine.ports import StepContext
@@ -88,7 +89,10 @@ class Env:
 
     @property
     def ec2(self) -> Ec2Client:
-        return self.clients.ec2.bound(self.ctx.calls, read_only=self.ctx.dry_run)
+        """EC2 bound to the step; a real write is made for the run and the step's approvers."""
+        who = Attribution.of(run_id=self.ctx.run_id, requester=self.ctx.requester,
+                             approvers=self.ctx.approvers)
+        return self.clients.ec2.bound(self.ctx.calls, read_only=self.ctx.dry_run, acting_for=who)
 
     def now_iso(self) -> str:
         return self.ctx.clock.now().isoformat()

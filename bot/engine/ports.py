@@ -62,6 +62,7 @@ class StepContext:
     overridden: list[str] = field(default_factory=list)  # interlocks that failed but were overridden
     progress: str = ""  # set by long-running actions while they wait
     confirmed_by: str | None = None  # who confirmed a manual.confirm item
+    approvers: tuple[str, ...] = ()  # whose approval (or break-glass) let this apply go ahead
 
     def interlock(self, *, rule: str, ok: bool, message: str) -> None:
         """Enforce a safety rule: raise InterlockBlocked unless it holds or was broken-glass."""

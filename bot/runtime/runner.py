@@ -217,10 +217,10 @@ class Runner:
                          membership=self.membership, state=state)
 
     def _ctx(self, state: RunState, key: str, overrides: frozenset[str],
-             confirmed_by: str | None = None) -> StepContext:
+             confirmed_by: str | None = None, approvers: tuple[str, ...] = ()) -> StepContext:
         return StepContext(run_id=state.run_id, step_id=key, requester=state.requester,
                            clock=self.clock, dry_run=state.dry_run, params=state.params,
-                           overrides=overrides, confirmed_by=confirmed_by)
+                           overrides=overrides, confirmed_by=confirmed_by, approvers=approvers)
 
     def _plan(self, state: RunState, d: PlanStep) -> tuple[Any, list[ApiCall]]:
         ctx = self._ctx(state, d.key, d.overrides)
@@ -230,7 +230,10 @@ class Runner:
             return e, ctx.calls
 
     def _apply(self, state: RunState, d: ApplyStep) -> tuple[Any, list[str], list[ApiCall]]:
-        ctx = self._ctx(state, d.key, d.overrides, d.confirmed_by)
+        step = state.steps.get(d.key)
+        approvers = tuple(sorted({v.by for v in step.approvals()
+                                  if v.plan_hash in (None, step.plan_hash)})) if step else ()
+        ctx = self._ctx(state, d.key, d.overrides, d.confirmed_by, approvers)
         try:
             return self.catalog.apply(d.action, d.plan, ctx), ctx.overridden, ctx.calls
         except Exception as e:

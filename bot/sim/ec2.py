@@ -13,7 +13,8 @@ botocore parses them, before or instead of forwarding to moto (DOMAIN.md §4):
 - DescribeInstanceStatus reports the instance check ``impaired`` for hung or stopping instances.
 - Every caller but the sandbox itself is held to deploy/iam-policy.json (``iam``).
 - STS requests (``AWS_ENDPOINT_URL_STS`` may point here too) are recorded, then answered by moto
-  (``sts``).
+  (``sts``); every EC2 request is recorded with the access key that signed it (``wire``), so a
+  test sees which credentials (which assumed-role session) made each call.
 - Optional ``RequestLimitExceeded`` throttling at a configured rate (seeded, so reproducible).
 
 The sandbox inspects state through moto's backend objects directly (fast, and the truth the
@@ -31,6 +32,7 @@ import random
 import threading
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -100,6 +102,15 @@ class MotoServer:
 Ec2Error = Ec2Refusal
 
 
+@dataclass(frozen=True)
+class WireCall:
+    """One EC2 request as it crossed the endpoint: the action and the access key that signed it."""
+
+    action: str
+    access_key: str
+    dry_run: bool = False
+
+
 class Ec2Sim(InstanceLifecycle):
     """moto + the behaviour proxy. ``endpoint`` is what AWS_ENDPOINT_URL_EC2 (and _STS) point at."""
 
@@ -117,6 +128,7 @@ class Ec2Sim(InstanceLifecycle):
         self.transitions = {}
         self.boots = {}
         self.sts = StsLog()
+        self.wire: list[WireCall] = []  # every EC2 request that crossed the endpoint, in order
         self.refused: list[tuple[str, str, str]] = []  # (access key, action, message) IAM refused
         self.seeding = False  # a scenario is arranging through SeedClient: no stale views kept
         self.stale = StaleReads(lag=lambda: self.timing.describe_lag, now=self.now,
@@ -554,9 +566,11 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         key = access_key(auth)
         scope = auth.split("Credential=", 1)[-1].split(",", 1)[0].split("/")
         if is_sts(params, scope[3] if len(scope) > 3 else ""):
-            self.ec2.sts.record(params, access_key=key)
-            self._forward(method, raw, action)
+            data = self._forward(method, raw, action)
+            self.ec2.sts.record(params, access_key=key, answer=data)
             return
+        self.ec2.wire.append(WireCall(action=action, access_key=key,
+                                      dry_run=params.get("DryRun", "").lower() == "true"))
         try:
             answer = self.ec2.handle(params, key=key)
         except Ec2Error as e:
@@ -569,7 +583,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             raw = (raw.decode() + "&InstanceId=" + params["InstanceId"]).encode()
         self._forward(method, raw, action)
 
-    def _forward(self, method: str, raw: bytes, action: str) -> None:
+    def _forward(self, method: str, raw: bytes, action: str) -> bytes:
         headers = {k: v for k, v in self.headers.items() if k.lower() not in ("content-length", "host")}
         headers["Host"] = f"{self.ec2._moto_addr[0]}:{self.ec2._moto_addr[1]}"
         status, resp_headers, data = self.ec2.forward(method, self.path, headers, raw)
@@ -579,6 +593,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         if action in WRITES and status < 300:
             self.ec2.on_change()
         self._reply(status, data, resp_headers.get("Content-Type", "text/xml"))
+        return data
 
     def do_POST(self) -> None:
         self._serve("POST")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,7 @@ from bot.engine.runstate import RunState, StepState
 from bot.engine.state import RUN_TERMINAL
 from bot.runbook.source import DirectorySource
 from bot.runtime.runner import Runner
-from bot.sim.sandbox import BOT_CONTEXT, Sandbox
+from bot.sim.sandbox import BOT_CONTEXT, CREDENTIALS, Sandbox
 from bot.store.db import Database
 
 REPO = Path(__file__).resolve().parents[2]
@@ -46,13 +46,14 @@ Decide = Callable[[RunState, StepState], Command | None]
 
 
 def default_settings(sb: Sandbox, *, database_url: str, audit_key: str | None,
-                     runbooks_dir: str | None = None) -> Settings:
+                     runbooks_dir: str | None = None, role_arn: str | None = None) -> Settings:
     people = (REQUESTER, *APPROVERS)
     return Settings(
         database_url=database_url, audit_key=audit_key,
         runbooks_dir=(runbooks_dir or str(REPO / "runbooks"),),
         clusters={CLUSTER: ClusterConfig(name=CLUSTER, kubeconfig=str(sb.kubeconfig_path),
-                                         context=BOT_CONTEXT, region=sb.region)},
+                                         context=BOT_CONTEXT, region=sb.region,
+                                         role_arn=role_arn)},
         policy=PolicyConfig(groups={GROUP: people}, allow_impersonation=True))
 
 
@@ -70,6 +71,7 @@ class Rehearsal:
     wall_clock: bool = False  # start the simulated clock at the real time (the demo's records)
     actions: Registry | None = None  # the shipped actions unless given (an action being added)
     runbooks_dir: str | None = None  # the shipped runbooks unless given
+    role_arn: str | None = None  # the cluster's role_arn: EC2 through assumed-role sessions
 
     def __post_init__(self) -> None:
         self.workdir = Path(self.workdir or tempfile.mkdtemp(prefix="runbook-bot-rehearsal-"))
@@ -92,13 +94,20 @@ class Rehearsal:
             self.sandbox.rebase(datetime.now(UTC))
         url = self.database_url or f"sqlite:///{self.workdir / 'state.db'}"
         self.settings = default_settings(self.sandbox, database_url=url, audit_key=self.audit_key,
-                                         runbooks_dir=self.runbooks_dir)
+                                         runbooks_dir=self.runbooks_dir, role_arn=self.role_arn)
         sb = self.sandbox
-        # the sandbox's own clients: its kubeconfig, and botocore pointed at its EC2 endpoint with
-        # the product's retry mode (throttling is retried, as in production)
+        # the sandbox's own clients: its kubeconfig, and botocore pointed at its EC2 and STS
+        # endpoint with the product's retry mode (throttling is retried, as in production)
+        if self.role_arn:  # the product's own client, assuming the role from the bot's identity
+            cfg = replace(self.settings.cluster(CLUSTER), max_attempts=self.ec2_attempts)
+            ec2 = Ec2Client.from_cluster(cfg, endpoint_url=sb.ec2.endpoint,
+                                         sts_endpoint_url=sb.ec2.endpoint, credentials=CREDENTIALS)
+        else:
+            ec2 = Ec2Client(client=sb.ec2_client(as_bot=True, max_attempts=self.ec2_attempts),
+                            sts=sb.ec2_client(as_bot=True, service="sts"))
         clients = ClusterClients.of(
             kube=KubeClient.from_config(kubeconfig=str(sb.kubeconfig_path), context=BOT_CONTEXT),
-            ec2=Ec2Client(client=sb.ec2_client(as_bot=True, max_attempts=self.ec2_attempts)))
+            ec2=ec2)
         self.store = Database(url, audit_key=self.audit_key)
         catalog = build_catalog(self.settings, clients_factory=lambda _cfg: clients,
                                 actions=self.actions)

@@ -5,15 +5,19 @@ matters: ``RoleSessionName``, ``SourceIdentity`` (who the run acts for, kept in 
 unchangeable in the session) and session tags. moto answers ``GetCallerIdentity`` and
 ``AssumeRole`` (its credentials then work against the EC2 endpoint) but drops ``SourceIdentity``
 and tags, so the sandbox records every STS request as it arrived (``StsLog.calls``) for tests to
-assert on.
+assert on, with the access key an ``AssumeRole`` answer handed out (``issued_key``): the EC2
+endpoint records the access key that signed each request (``Ec2Sim.wire``), so a test can tell
+which session made which call.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass, field
 
 API_VERSION = "2011-06-15"
+_ISSUED_KEY = re.compile(rb"<AccessKeyId>([^<]+)</AccessKeyId>")
 
 
 @dataclass(frozen=True)
@@ -26,6 +30,7 @@ class StsCall:
     tags: dict[str, str] = field(default_factory=dict)
     transitive_tag_keys: tuple[str, ...] = ()
     duration_seconds: int | None = None
+    issued_key: str = ""  # the AccessKeyId an AssumeRole answer carried ("" if none)
 
 
 def is_sts(params: dict[str, str], service: str) -> bool:
@@ -38,7 +43,7 @@ class StsLog:
         self.calls: list[StsCall] = []
         self._lock = threading.Lock()
 
-    def record(self, params: dict[str, str], *, access_key: str) -> StsCall:
+    def record(self, params: dict[str, str], *, access_key: str, answer: bytes = b"") -> StsCall:
         tags: dict[str, str] = {}
         n = 1
         while f"Tags.member.{n}.Key" in params:
@@ -51,7 +56,8 @@ class StsLog:
                        role_arn=params.get("RoleArn", ""), session_name=params.get("RoleSessionName", ""),
                        source_identity=params.get("SourceIdentity", ""), tags=tags,
                        transitive_tag_keys=transitive,
-                       duration_seconds=int(duration) if duration else None)
+                       duration_seconds=int(duration) if duration else None,
+                       issued_key=m.group(1).decode() if (m := _ISSUED_KEY.search(answer)) else "")
         with self._lock:
             self.calls.append(call)
         return call
