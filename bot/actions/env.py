@@ -74,6 +74,11 @@ class ClusterClients:
 ClientsFactory = Callable[[ClusterConfig], ClusterClients]
 
 
+def acting_for(ctx: StepContext) -> Attribution:
+    """Who a step's AWS writes are made for: its run, requester and approvers (CloudTrail)."""
+    return Attribution.of(run_id=ctx.run_id, requester=ctx.requester, approvers=ctx.approvers)
+
+
 @dataclass
 class Env:
     """What an action implementation works with: the step, the policy, and recording clients."""
@@ -90,9 +95,8 @@ class Env:
     @property
     def ec2(self) -> Ec2Client:
         """EC2 bound to the step; a real write is made for the run and the step's approvers."""
-        who = Attribution.of(run_id=self.ctx.run_id, requester=self.ctx.requester,
-                             approvers=self.ctx.approvers)
-        return self.clients.ec2.bound(self.ctx.calls, read_only=self.ctx.dry_run, acting_for=who)
+        return self.clients.ec2.bound(self.ctx.calls, read_only=self.ctx.dry_run,
+                                      acting_for=acting_for(self.ctx))
 
     def now_iso(self) -> str:
         return self.ctx.clock.now().isoformat()

@@ -90,6 +90,19 @@ def _run_created(p: Payload) -> str:
             + (" (dry run)" if p.get("dry_run") else ""))
 
 
+def _context(p: Payload) -> str:
+    """``run.context``: the cluster, its API server and the AWS identity the run acts as."""
+    where = f"cluster {p.get('cluster', '')} (context {p.get('kube_context') or '-'}, " \
+            f"API server {p.get('api_server') or '-'})"
+    who = (f"AWS account {p.get('account') or '-'} as {p.get('caller_arn') or '-'}"
+           + (f", writes as {p['writes_as'].get('role_arn')} session "
+              f"{p['writes_as'].get('session_name')}" if p.get("writes_as") else ""))
+    problems = "; ".join(p.get("problems") or ())
+    return (f"acting on {where}, {who}; runbook-bot {p.get('bot_version', '')}, runbook "
+            f"{short_hash(str(p.get('runbook_digest', '')).removeprefix('sha256:'))}"
+            + (f"; not resolved: {problems}" if problems else ""))
+
+
 def _asked(p: Payload) -> str:
     if "text" in p:
         return f"asked a person to confirm: {p['text']}"
@@ -200,6 +213,7 @@ def _chat_retrying(p: Payload) -> str:
 
 TEXTS: dict[EventType, EventText] = {
     T.RUN_CREATED: EventText(_run_created, _live_created),
+    T.RUN_CONTEXT: EventText(_context),
     T.RUN_ABORTED: EventText(lambda p: f"aborted: {p.get('reason', '')}"),
     T.RUN_FINISHED: EventText(lambda p: f"finished {p.get('status', '')}: {p.get('outcome', '')}",
                               _live_finished),

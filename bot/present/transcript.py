@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
 from functools import lru_cache
+from pathlib import PurePath
 from typing import Any
 
 from bot.engine.events import EventType
@@ -70,6 +71,24 @@ class RunSummary:
     finished_at: str | None
     duration_seconds: float | None
     origin: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ContextRecord:
+    """What the run acted on and as whom on one cluster (its ``run.context`` event ``seq``)."""
+
+    seq: int
+    at: str
+    cluster: str
+    region: str
+    kube_context: str
+    api_server: str
+    account: str
+    caller_arn: str
+    writes_as: dict[str, Any]
+    bot_version: str
+    runbook_digest: str
+    problems: list[str]
 
 
 @dataclass(frozen=True)
@@ -207,6 +226,7 @@ class Transcript:
     summary: DecisionSummary
     events: Sequence[Event] = field(repr=False)
     seal_key: bytes | None = field(default=None, repr=False)
+    context: list[ContextRecord] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document as plain data."""
@@ -221,8 +241,8 @@ class Transcript:
         """
         doc: dict[str, Any] = {
             "format": FORMAT, "version": VERSION, "exported_at": self.exported_at,
-            "timezone": self.timezone, "run": self.run, "summary": self.summary,
-            "steps": self.steps,
+            "timezone": self.timezone, "run": self.run, "context": self.context,
+            "summary": self.summary, "steps": self.steps,
             "compensations": self.compensations, "timeline": self.timeline,
             "integrity": self.integrity, "events": self.events,
             "head": {"seq": self.integrity.head_seq, "hash": self.integrity.head_hash,
@@ -378,8 +398,11 @@ def build(*, state: RunState, events: Sequence[Event], head: tuple[int, str | No
     logs: dict[str, _StepLog] = {}
     audit: list[tuple[datetime, int, Entry]] = []
     duration: float | None = None
+    context: list[ContextRecord] = []
     for ev in events:
         at = clock.convert(ev.ts)
+        if ev.type == EventType.RUN_CONTEXT:
+            context.append(_context(ev, at))
         step = ev.payload.get("step")
         key = step if isinstance(step, str) else None
         if key is not None:
@@ -411,15 +434,16 @@ def build(*, state: RunState, events: Sequence[Event], head: tuple[int, str | No
     # steps a goto removed from the state are still in the record
     steps += [_step(k, log, state, clock) for k, log in logs.items()]
     params = _as_written(state)
-    cluster = params.get("cluster")
+    # the cluster the run named, else the one it was resolved to (the only one configured)
+    cluster = params.get("cluster") or (context[0].cluster if context else None)
     run = RunSummary(
         run_id=state.run_id, runbook=state.runbook, title=state.title,
-        runbook_file=state.runbook_file, requester=state.requester,
+        runbook_file=PurePath(state.runbook_file).name, requester=state.requester,
         cluster=str(cluster) if cluster is not None else None, params=params,
         dry_run=state.dry_run, status=str(state.status), outcome=state.outcome,
         created_at=clock.convert(state.created_at), started_at=clock.opt(state.started_at),
         finished_at=clock.opt(state.finished_at), duration_seconds=duration,
-        origin=dict(state.origin))
+        origin=_without_host_paths(state.origin))
     integrity = Integrity(verified=verdict.ok, algorithm="HMAC-SHA256" if keyed else "SHA-256",
                           events=len(events), head_seq=head[0], head_hash=head[1],
                           first_bad_seq=verdict.first_bad_seq, reason=verdict.reason,
@@ -432,7 +456,24 @@ def build(*, state: RunState, events: Sequence[Event], head: tuple[int, str | No
     return Transcript(exported_at=exported, timezone=str(tz or "UTC"), run=run, steps=steps,
                       compensations=list(state.compensations),
                       timeline=[e for _, _, e in timeline], integrity=integrity, summary=summary,
-                      events=events, seal_key=seal_key)
+                      events=events, seal_key=seal_key, context=context)
+
+
+def _context(ev: Event, at: str) -> ContextRecord:
+    p = ev.payload
+    return ContextRecord(
+        seq=ev.seq, at=at, cluster=str(p.get("cluster", "")), region=str(p.get("region", "")),
+        kube_context=str(p.get("kube_context", "")), api_server=str(p.get("api_server", "")),
+        account=str(p.get("account", "")), caller_arn=str(p.get("caller_arn", "")),
+        writes_as=dict(p.get("writes_as") or {}), bot_version=str(p.get("bot_version", "")),
+        runbook_digest=str(p.get("runbook_digest", "")),
+        problems=[str(x) for x in p.get("problems") or ()])
+
+
+def _without_host_paths(origin: Mapping[str, Any]) -> dict[str, Any]:
+    """Where the run was started from, without the bot host's device paths (``/dev/pts/3``)."""
+    return {k: (v.removeprefix("/dev/") if k == "tty" and isinstance(v, str) else v)
+            for k, v in origin.items()}
 
 
 def _as_written(state: RunState) -> dict[str, Any]:

@@ -41,6 +41,7 @@ from bot.engine.ports import (
     ActionCatalog,
     ActionSpecLike,
     Clock,
+    ContextResolver,
     Notifier,
     RunbookSource,
     RunStore,
@@ -142,6 +143,7 @@ class Runner:
                     now = self.clock.now()
                     decision = conductor.decide(now, tick)
                     if isinstance(decision, PlanStep):
+                        self._resolve_context(conductor, decision, tick)
                         outcome, calls = self._plan(state, decision)
                         conductor.planned(decision.key, outcome, self.clock.now(), tick,
                                           recheck=decision.recheck, calls=calls)
@@ -221,6 +223,18 @@ class Runner:
         return StepContext(run_id=state.run_id, step_id=key, requester=state.requester,
                            clock=self.clock, dry_run=state.dry_run, params=state.params,
                            overrides=overrides, confirmed_by=confirmed_by, approvers=approvers)
+
+    def _resolve_context(self, conductor: Conductor, d: PlanStep, tick: Tick) -> None:
+        """Before a run first touches a cluster, put on record what it acts on and as whom."""
+        if not isinstance(self.catalog, ContextResolver):
+            return
+        state = conductor.state
+        ctx = self._ctx(state, d.key, d.overrides)
+        cluster = self.catalog.cluster_of(d.action, d.params, ctx)
+        if cluster is None or cluster in state.contexts:
+            return
+        found = self.catalog.resolve_context(cluster, ctx)
+        conductor.context_resolved(found, self.clock.now(), tick, calls=ctx.calls)
 
     def _plan(self, state: RunState, d: PlanStep) -> tuple[Any, list[ApiCall]]:
         ctx = self._ctx(state, d.key, d.overrides)

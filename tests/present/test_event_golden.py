@@ -210,7 +210,7 @@ RECORDED = {
     "step.applying", "step.applied", "step.polled", "step.retrying", "step.succeeded",
     "step.failed", "step.skipped", "step.goto", "command.approve", "command.reject",
     "command.confirm", "command.break_glass", "command.retry", "command.abort",
-    "command.refused", "run.aborted", "run.finished"}
+    "command.refused", "run.aborted", "run.finished", "run.context"}
 
 
 def test_the_golden_runs_record_every_event_type_of_the_list():
