@@ -30,7 +30,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
 from functools import lru_cache
-from pathlib import PurePath
 from typing import Any
 
 from bot.engine.events import EventType
@@ -438,12 +437,12 @@ def build(*, state: RunState, events: Sequence[Event], head: tuple[int, str | No
     cluster = params.get("cluster") or (context[0].cluster if context else None)
     run = RunSummary(
         run_id=state.run_id, runbook=state.runbook, title=state.title,
-        runbook_file=PurePath(state.runbook_file).name, requester=state.requester,
+        runbook_file=state.runbook_file, requester=state.requester,
         cluster=str(cluster) if cluster is not None else None, params=params,
         dry_run=state.dry_run, status=str(state.status), outcome=state.outcome,
         created_at=clock.convert(state.created_at), started_at=clock.opt(state.started_at),
         finished_at=clock.opt(state.finished_at), duration_seconds=duration,
-        origin=_without_host_paths(state.origin))
+        origin=dict(state.origin))
     integrity = Integrity(verified=verdict.ok, algorithm="HMAC-SHA256" if keyed else "SHA-256",
                           events=len(events), head_seq=head[0], head_hash=head[1],
                           first_bad_seq=verdict.first_bad_seq, reason=verdict.reason,
@@ -468,12 +467,6 @@ def _context(ev: Event, at: str) -> ContextRecord:
         writes_as=dict(p.get("writes_as") or {}), bot_version=str(p.get("bot_version", "")),
         runbook_digest=str(p.get("runbook_digest", "")),
         problems=[str(x) for x in p.get("problems") or ()])
-
-
-def _without_host_paths(origin: Mapping[str, Any]) -> dict[str, Any]:
-    """Where the run was started from, without the bot host's device paths (``/dev/pts/3``)."""
-    return {k: (v.removeprefix("/dev/") if k == "tty" and isinstance(v, str) else v)
-            for k, v in origin.items()}
 
 
 def _as_written(state: RunState) -> dict[str, Any]:
