@@ -26,6 +26,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cached_property, lru_cache
 from typing import Any
 
 import boto3
@@ -38,6 +39,7 @@ from botocore.exceptions import (
     NoCredentialsError,
     ReadTimeoutError,
 )
+from botocore.loaders import create_loader
 from botocore.session import get_session
 
 from bot.clients.attribution import Attribution, identity_text
@@ -96,6 +98,12 @@ class _AssumedRole(CredentialProvider):  # type: ignore[misc]  # botocore is unt
             metadata=self._fetch(), refresh_using=self._fetch, method=self.METHOD)
 
 
+@lru_cache(maxsize=1)
+def _models() -> Any:
+    """One botocore data loader (it caches the service models it has read) for every session."""
+    return create_loader()
+
+
 @dataclass(frozen=True)
 class _Reach:
     """Where and as whom a cluster's AWS calls start: endpoints and the base credentials."""
@@ -115,11 +123,17 @@ class _Reach:
         return boto3.session.Session(profile_name=self.cfg.profile, region_name=self.cfg.region,
                                      **(self.credentials or {}))
 
+    @cached_property
+    def base_sts(self) -> Any:
+        """STS on the base identity, what every session of the role is assumed with (one per
+        cluster: building a client reads the endpoint and service models)."""
+        return self.base_session().client("sts", endpoint_url=self.sts_endpoint_url,
+                                          config=self.config())
+
     def role_session(self, **assume: Any) -> tuple[Any, Callable[[], str]]:
         """A boto3 session on ``role_arn`` (``assume``: the AssumeRole arguments), and the request
         id of the AssumeRole that gave its current credentials."""
-        sts = self.base_session().client("sts", endpoint_url=self.sts_endpoint_url,
-                                         config=self.config())
+        sts = self.base_sts
         last = {"request_id": ""}
 
         def refresh() -> dict[str, str]:
@@ -132,14 +146,18 @@ class _Reach:
         botocore_session = get_session()
         botocore_session.register_component(
             "credential_provider", CredentialResolver(providers=[_AssumedRole(refresh)]))
+        # the service models, read once per process: a run's session costs its AssumeRole, not
+        # another parse of the EC2 model (a third of a second)
+        botocore_session.register_component("data_loader", _models())
         session = boto3.session.Session(botocore_session=botocore_session,
                                         region_name=self.cfg.region)
         return session, lambda: last["request_id"]
 
-    def clients(self, session: Any) -> tuple[Any, Any]:
-        """EC2 and STS clients on ``session``'s credentials."""
-        return (session.client("ec2", endpoint_url=self.endpoint_url, config=self.config()),
-                session.client("sts", endpoint_url=self.sts_endpoint_url, config=self.config()))
+    def ec2(self, session: Any) -> Any:
+        return session.client("ec2", endpoint_url=self.endpoint_url, config=self.config())
+
+    def sts(self, session: Any) -> Any:
+        return session.client("sts", endpoint_url=self.sts_endpoint_url, config=self.config())
 
 
 class RunSessions:
@@ -165,7 +183,7 @@ class RunSessions:
                 return found[1], None
         session, request_id = self._reach.role_session(
             RoleSessionName=who.session_name, SourceIdentity=who.source_identity, Tags=who.tags())
-        raw, _ = self._reach.clients(session)
+        raw = self._reach.ec2(session)
         session.get_credentials().get_frozen_credentials()  # assume now: failures surface here
         _watch_attempts(raw)
         with self._lock:
@@ -263,10 +281,10 @@ class Ec2Client:
                        credentials=credentials)
         if cfg.role_arn:
             session, _ = reach.role_session(RoleSessionName=identity_text(f"runbook-bot-{cfg.name}"))
-            raw, sts = reach.clients(session)
-            return cls(client=raw, sts=sts, run_sessions=RunSessions(reach))
-        raw, sts = reach.clients(reach.base_session())
-        return cls(client=raw, sts=sts)
+            return cls(client=reach.ec2(session), sts=reach.sts(session),
+                       run_sessions=RunSessions(reach))
+        base = reach.base_session()
+        return cls(client=reach.ec2(base), sts=reach.sts(base))
 
     def bound(self, calls: list[ApiCall], *, read_only: bool = False,
               acting_for: Attribution | None = None) -> Ec2Client:
