@@ -53,7 +53,8 @@ from bot.sim.consistency import StaleReads
 from bot.sim.ec2_instances import Ec2Refusal, InstanceLifecycle, Timing, refuse_dry_run
 from bot.sim.iam import ADMIN_KEY, Policy, access_key, implicit_checks, resources_of
 from bot.sim.net import POLL, no_delay
-from bot.sim.sts import StsLog, is_sts
+from bot.sim.sts import StsLog, assume_role_actions, is_sts
+from bot.sim.sts import error_xml as sts_error_xml
 
 log = logging.getLogger(__name__)
 NS = "http://ec2.amazonaws.com/doc/2016-11-15/"
@@ -286,6 +287,20 @@ class Ec2Sim(InstanceLifecycle):
         if denied is not None:
             self.refused.append((key, action, denied.message))
             raise Ec2Error("UnauthorizedOperation", denied.message, 403)
+
+    def authorize_sts(self, params: dict[str, str], key: str) -> str:
+        """Why IAM refuses this STS request ("" when it does not): AssumeRole and its tags and
+        SourceIdentity are held to the policy file, like the bot's EC2 calls."""
+        if self.policy is None or key == ADMIN_KEY or params.get("Action") != "AssumeRole":
+            return ""
+        principal = f"arn:aws:sts::123456789012:assumed-role/runbook-bot/{key}"
+        role = params.get("RoleArn", "")
+        for action in assume_role_actions(params):
+            denied = self.policy.evaluate(action, [(role, {})], principal=principal)
+            if denied is not None:
+                self.refused.append((key, action, denied.message))
+                return denied.message
+        return ""
 
     def _flag(self, params: dict[str, str], name: str) -> bool:
         return params.get(name, "false").lower() == "true"
@@ -566,6 +581,11 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         key = access_key(auth)
         scope = auth.split("Credential=", 1)[-1].split(",", 1)[0].split("/")
         if is_sts(params, scope[3] if len(scope) > 3 else ""):
+            denied = self.ec2.authorize_sts(params, key)
+            if denied:
+                self.ec2.sts.record(params, access_key=key)
+                self._reply(403, sts_error_xml("AccessDenied", denied))
+                return
             data = self._forward(method, raw, action)
             self.ec2.sts.record(params, access_key=key, answer=data)
             return

@@ -7,14 +7,18 @@ unchangeable in the session) and session tags. moto answers ``GetCallerIdentity`
 and tags, so the sandbox records every STS request as it arrived (``StsLog.calls``) for tests to
 assert on, with the access key an ``AssumeRole`` answer handed out (``issued_key``): the EC2
 endpoint records the access key that signed each request (``Ec2Sim.wire``), so a test can tell
-which session made which call.
+which session made which call. ``AssumeRole`` is held to the sandbox's policy file as IAM holds
+the caller: ``sts:AssumeRole`` on the role, and ``sts:TagSession`` / ``sts:SetSourceIdentity``
+when the request carries tags / a SourceIdentity (moto checks neither).
 """
 
 from __future__ import annotations
 
 import re
 import threading
+import uuid
 from dataclasses import dataclass, field
+from xml.sax.saxutils import escape
 
 API_VERSION = "2011-06-15"
 _ISSUED_KEY = re.compile(rb"<AccessKeyId>([^<]+)</AccessKeyId>")
@@ -31,6 +35,23 @@ class StsCall:
     transitive_tag_keys: tuple[str, ...] = ()
     duration_seconds: int | None = None
     issued_key: str = ""  # the AccessKeyId an AssumeRole answer carried ("" if none)
+
+
+def assume_role_actions(params: dict[str, str]) -> list[str]:
+    """What IAM authorizes for this AssumeRole: tags and a SourceIdentity need their own grant."""
+    out = ["sts:AssumeRole"]
+    if "Tags.member.1.Key" in params:
+        out.append("sts:TagSession")
+    if params.get("SourceIdentity"):
+        out.append("sts:SetSourceIdentity")
+    return out
+
+
+def error_xml(code: str, message: str) -> bytes:
+    """An STS error body, in the Query protocol's ``ErrorResponse`` shape botocore parses."""
+    return (f'<ErrorResponse xmlns="https://sts.amazonaws.com/doc/{API_VERSION}/"><Error>'
+            f"<Type>Sender</Type><Code>{escape(code)}</Code><Message>{escape(message)}</Message>"
+            f"</Error><RequestId>{uuid.uuid4()}</RequestId></ErrorResponse>").encode()
 
 
 def is_sts(params: dict[str, str], service: str) -> bool:

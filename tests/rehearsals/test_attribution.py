@@ -4,10 +4,12 @@ sandbox's STS endpoint and the access key that signed each EC2 request show."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from bot.sim.iam import ADMIN_KEY
-from bot.sim.rehearsal import Rehearsal
+from bot.sim.rehearsal import REPO, Rehearsal
 from tests.rehearsals.conftest import assert_clean
 
 ROLE = "arn:aws:iam::123456789012:role/runbook-bot"
@@ -19,8 +21,9 @@ pytestmark = pytest.mark.slow
 def with_role(tmp_path):
     opened: list[Rehearsal] = []
 
-    def start(scenario: str, role_arn: str | None = ROLE) -> Rehearsal:
-        r = Rehearsal(scenario, workdir=tmp_path / f"r{len(opened)}", role_arn=role_arn)
+    def start(scenario: str, role_arn: str | None = ROLE, **options: str) -> Rehearsal:
+        r = Rehearsal(scenario, workdir=tmp_path / f"r{len(opened)}", role_arn=role_arn,
+                      options=options)
         r.start()
         opened.append(r)
         return r
@@ -93,3 +96,27 @@ def test_without_a_role_arn_there_is_no_session_and_writes_use_the_base_identity
     assert st.status == "succeeded", st.outcome
     assert [c for c in r.sandbox.ec2.sts.calls if c.action == "AssumeRole"] == []
     assert {w.access_key for w in _writes(r)} == {"testing"}
+
+
+def test_a_role_that_may_not_tag_its_session_fences_nothing(with_role, tmp_path):
+    """Without sts:TagSession the run's session cannot be assumed: the write is never sent."""
+    policy = json.loads((REPO / "deploy" / "iam-policy.json").read_text())
+    for st in policy["Statement"]:
+        if st["Sid"] == "AssumeClusterRoles":
+            st["Action"] = ["sts:AssumeRole", "sts:SetSourceIdentity"]
+    path = tmp_path / "policy.json"
+    path.write_text(json.dumps(policy))
+    r = with_role("node-hung", iam_policy=str(path))
+    f = r.facts
+    st = r.run("node-dead-ngns", node=f["node"])
+    assert st.status != "succeeded"
+    fence = st.steps["fence"]
+    assert fence.status == "failed" and "AccessDenied" in fence.error, fence.error
+    assert _writes(r) == []  # no StopInstances left the bot
+    instance = st.steps["node"].result["instance_id"]
+    assert r.sandbox.ec2.instance_state(instance) == "running"  # the hung node was not stopped
+    assert [a for _, a, _ in r.sandbox.ec2.refused] == ["sts:TagSession"]
+    failed = [e for e in r.events(st.run_id)
+              if e.type == "step.failed" and e.payload.get("step") == "fence"]
+    assert any(c["service"] == "sts" and c["outcome"] == "AccessDenied"
+               for e in failed for c in e.payload.get("calls") or ())
