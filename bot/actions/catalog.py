@@ -27,12 +27,13 @@ from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
 from bot.actions.builtin import builtin_actions
+from bot.actions.context import CLUSTER_ACTION_PREFIXES, resolved_context
 from bot.actions.env import ClientsFactory, ClusterClients, Env
 from bot.actions.registry import ActionSpec, Registry
 from bot.config import ClusterConfig, Settings
 from bot.engine.plan import Plan, Result
 from bot.engine.ports import StepContext
-from bot.errors import ParamError, PolicyError
+from bot.errors import ConfigError, ParamError, PolicyError
 from bot.runbook.durations import format_duration, parse_duration
 from bot.runbook.templating import render
 
@@ -127,6 +128,25 @@ class RegistryCatalog:
         cluster = self.settings.cluster(str(name) if name else None)
         return Env(ctx=ctx, settings=self.settings, cluster=cluster,
                    clients=self.clients_for(cluster))
+
+    # -- what a run acts on and as whom (engine.ports.ContextResolver) ---------------------------
+
+    def cluster_of(self, name: str, params: Mapping[str, Any], ctx: StepContext) -> str | None:
+        """The configured cluster a step's action touches; None for actions that touch none
+        (notify, manual.confirm, wait, report.render) or a name the plan will refuse."""
+        if not name.startswith(CLUSTER_ACTION_PREFIXES):
+            return None
+        wanted = params.get("cluster") or ctx.params.get("cluster")
+        try:
+            return self.settings.cluster(str(wanted) if wanted else None).name
+        except ConfigError:
+            return None
+
+    def resolve_context(self, cluster: str, ctx: StepContext) -> dict[str, Any]:
+        """The cluster (by its configured name), its kube context and API server, the AWS
+        account and identity reads are made as, and the role its writes are made with."""
+        return resolved_context(self.settings.cluster(cluster), self.clients_for(
+            self.settings.cluster(cluster)), ctx)
 
     def summary(self, name: str, params: BaseModel) -> str:
         return render(self.spec(name).summary, params.model_dump())

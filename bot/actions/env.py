@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from bot.clients.attribution import Attribution
 from bot.config import ClusterConfig, Settings
 from bot.engine.plan import Fact
 from bot.engine.ports import StepContext
@@ -73,6 +74,11 @@ class ClusterClients:
 ClientsFactory = Callable[[ClusterConfig], ClusterClients]
 
 
+def acting_for(ctx: StepContext) -> Attribution:
+    """Who a step's AWS writes are made for: its run, requester and approvers (CloudTrail)."""
+    return Attribution.of(run_id=ctx.run_id, requester=ctx.requester, approvers=ctx.approvers)
+
+
 @dataclass
 class Env:
     """What an action implementation works with: the step, the policy, and recording clients."""
@@ -88,7 +94,9 @@ class Env:
 
     @property
     def ec2(self) -> Ec2Client:
-        return self.clients.ec2.bound(self.ctx.calls, read_only=self.ctx.dry_run)
+        """EC2 bound to the step; a real write is made for the run and the step's approvers."""
+        return self.clients.ec2.bound(self.ctx.calls, read_only=self.ctx.dry_run,
+                                      acting_for=acting_for(self.ctx))
 
     def now_iso(self) -> str:
         return self.ctx.clock.now().isoformat()

@@ -50,7 +50,7 @@ def build_runner(settings: Settings, *, store: RunStore | None = None,
         from bot.frontends.observed import ObservedCatalog
 
         observed = ObservedCatalog(catalog, metrics)
-        every.append(metrics)
+        every.insert(0, metrics)  # counted before the run log says it happened
     runner = Runner(store=store or open_store(settings), catalog=observed,
                     runbooks=DirectorySource(settings.runbooks_dir, catalog=catalog.actions),
                     policy=settings.policy, clock=clock or SystemClock(), membership=membership,

@@ -22,9 +22,11 @@ reached the same way. ``Ec2Client`` wraps it for the actions:
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cached_property, lru_cache
 from typing import Any
 
 import boto3
@@ -37,8 +39,10 @@ from botocore.exceptions import (
     NoCredentialsError,
     ReadTimeoutError,
 )
+from botocore.loaders import create_loader
 from botocore.session import get_session
 
+from bot.clients.attribution import Attribution, identity_text
 from bot.clients.redact import redact
 from bot.config import ClusterConfig
 from bot.engine.plan import ApiCall
@@ -62,8 +66,9 @@ def boto3_client(
     max_attempts: int = 5,
     timeout: float = 30.0,
     credentials: dict[str, str] | None = None,
+    service: str = "ec2",
 ) -> Any:
-    """A raw botocore EC2 client (retry mode, timeouts, optional endpoint and profile)."""
+    """A raw botocore client (EC2 unless ``service``): retry mode, timeouts, endpoint, profile."""
     session = boto3.session.Session(profile_name=profile, **(credentials or {}))
     config = Config(
         region_name=region,
@@ -71,7 +76,7 @@ def boto3_client(
         connect_timeout=timeout,
         read_timeout=timeout,
     )
-    return session.client("ec2", endpoint_url=endpoint_url, config=config)
+    return session.client(service, endpoint_url=endpoint_url, config=config)
 
 
 class _AssumedRole(CredentialProvider):  # type: ignore[misc]  # botocore is untyped
@@ -93,26 +98,99 @@ class _AssumedRole(CredentialProvider):  # type: ignore[misc]  # botocore is unt
             metadata=self._fetch(), refresh_using=self._fetch, method=self.METHOD)
 
 
-def _assumed_role_client(cfg: ClusterConfig, *, endpoint_url: str | None) -> Any:
-    """An EC2 client whose credentials come from STS AssumeRole and refresh before they expire."""
-    base = boto3.session.Session(profile_name=cfg.profile, region_name=cfg.region)
-    sts = base.client("sts", config=Config(retries={"mode": cfg.retry_mode,
-                                                    "max_attempts": cfg.max_attempts}))
+@lru_cache(maxsize=1)
+def _models() -> Any:
+    """One botocore data loader (it caches the service models it has read) for every session."""
+    return create_loader()
 
-    def refresh() -> dict[str, str]:
-        creds = sts.assume_role(RoleArn=cfg.role_arn, RoleSessionName=f"runbook-bot-{cfg.name}",
-                                DurationSeconds=3600)["Credentials"]
-        return {"access_key": creds["AccessKeyId"], "secret_key": creds["SecretAccessKey"],
-                "token": creds["SessionToken"], "expiry_time": creds["Expiration"].isoformat()}
 
-    botocore_session = get_session()
-    botocore_session.register_component("credential_provider",
-                                        CredentialResolver(providers=[_AssumedRole(refresh)]))
-    session = boto3.session.Session(botocore_session=botocore_session, region_name=cfg.region)
-    config = Config(region_name=cfg.region,
-                    retries={"mode": cfg.retry_mode, "max_attempts": cfg.max_attempts},
-                    connect_timeout=cfg.request_timeout, read_timeout=cfg.request_timeout)
-    return session.client("ec2", endpoint_url=endpoint_url, config=config)
+@dataclass(frozen=True)
+class _Reach:
+    """Where and as whom a cluster's AWS calls start: endpoints and the base credentials."""
+
+    cfg: ClusterConfig
+    endpoint_url: str | None = None  # EC2; None: the standard environment / AWS
+    sts_endpoint_url: str | None = None
+    credentials: dict[str, str] | None = None  # None: the default chain (IRSA, profile, env)
+
+    def config(self) -> Config:
+        return Config(region_name=self.cfg.region,
+                      retries={"mode": self.cfg.retry_mode, "max_attempts": self.cfg.max_attempts},
+                      connect_timeout=self.cfg.request_timeout,
+                      read_timeout=self.cfg.request_timeout)
+
+    def base_session(self) -> Any:
+        return boto3.session.Session(profile_name=self.cfg.profile, region_name=self.cfg.region,
+                                     **(self.credentials or {}))
+
+    @cached_property
+    def base_sts(self) -> Any:
+        """STS on the base identity, what every session of the role is assumed with (one per
+        cluster: building a client reads the endpoint and service models)."""
+        return self.base_session().client("sts", endpoint_url=self.sts_endpoint_url,
+                                          config=self.config())
+
+    def role_session(self, **assume: Any) -> tuple[Any, Callable[[], str]]:
+        """A boto3 session on ``role_arn`` (``assume``: the AssumeRole arguments), and the request
+        id of the AssumeRole that gave its current credentials."""
+        sts = self.base_sts
+        last = {"request_id": ""}
+
+        def refresh() -> dict[str, str]:
+            resp = sts.assume_role(RoleArn=self.cfg.role_arn, DurationSeconds=3600, **assume)
+            last["request_id"] = _request_id(resp)
+            creds = resp["Credentials"]
+            return {"access_key": creds["AccessKeyId"], "secret_key": creds["SecretAccessKey"],
+                    "token": creds["SessionToken"], "expiry_time": creds["Expiration"].isoformat()}
+
+        botocore_session = get_session()
+        botocore_session.register_component(
+            "credential_provider", CredentialResolver(providers=[_AssumedRole(refresh)]))
+        # the service models, read once per process: a run's session costs its AssumeRole, not
+        # another parse of the EC2 model (a third of a second)
+        botocore_session.register_component("data_loader", _models())
+        session = boto3.session.Session(botocore_session=botocore_session,
+                                        region_name=self.cfg.region)
+        return session, lambda: last["request_id"]
+
+    def ec2(self, session: Any) -> Any:
+        return session.client("ec2", endpoint_url=self.endpoint_url, config=self.config())
+
+    def sts(self, session: Any) -> Any:
+        return session.client("sts", endpoint_url=self.sts_endpoint_url, config=self.config())
+
+
+class RunSessions:
+    """Each run's own AssumeRole session, the credentials its EC2 writes are made with.
+
+    ``SourceIdentity`` is the run id and the session tags name the requester and the approvers
+    (``attribution``). A run keeps its session while the approvers of its writes stay the same;
+    another set of approvers gets a new session. The sessions of the last ``limit`` runs are kept.
+    """
+
+    def __init__(self, reach: _Reach, *, limit: int = 256) -> None:
+        self._reach = reach
+        self._limit = limit
+        self._by_run: OrderedDict[str, tuple[Attribution, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def client(self, who: Attribution) -> tuple[Any, str | None]:
+        """The run's EC2 client for ``who``, and the AssumeRole request id if it was just made."""
+        with self._lock:
+            found = self._by_run.get(who.run_id)
+            if found is not None and found[0] == who:
+                self._by_run.move_to_end(who.run_id)
+                return found[1], None
+        session, request_id = self._reach.role_session(
+            RoleSessionName=who.session_name, SourceIdentity=who.source_identity, Tags=who.tags())
+        raw = self._reach.ec2(session)
+        session.get_credentials().get_frozen_credentials()  # assume now: failures surface here
+        _watch_attempts(raw)
+        with self._lock:
+            self._by_run[who.run_id] = (who, raw)
+            while len(self._by_run) > self._limit:
+                self._by_run.popitem(last=False)
+        return raw, request_id()
 
 
 def translate(e: Exception, *, operation: str) -> Exception:
@@ -165,32 +243,91 @@ def _take_attempts() -> list[tuple[str, str]]:
     return log
 
 
+def _watch_attempts(raw: Any) -> None:
+    """Record each attempt botocore's retries make on this client (``_on_attempt``)."""
+    events = getattr(getattr(raw, "meta", None), "events", None)
+    if events is not None:  # unique_id: registering again for another view is a no-op
+        events.register_first("needs-retry.ec2", _on_attempt, unique_id=ATTEMPTS_HANDLER)
+
+
 @dataclass
 class Ec2Client:
-    """One account and region's EC2 API for the actions; ``bound(calls)`` records into ``calls``."""
+    """One account and region's EC2 API for the actions; ``bound(calls)`` records into ``calls``.
+
+    Reads and ``DryRun`` checks use ``client``. With ``run_sessions`` (a cluster ``role_arn``) and
+    a view bound to a run (``acting_for``), every write that changes something is made with the
+    run's own session instead, so CloudTrail names the run and its approvers.
+    """
 
     client: Any  # a botocore EC2 client
     recorder: list[ApiCall] | None = None
     read_only: bool = False
+    sts: Any = None  # a botocore STS client on the same credentials as ``client``
+    run_sessions: RunSessions | None = None
+    acting_for: Attribution | None = None
 
     def __post_init__(self) -> None:
-        events = getattr(getattr(self.client, "meta", None), "events", None)
-        if events is not None:  # unique_id: registering again for another view is a no-op
-            events.register_first("needs-retry.ec2", _on_attempt, unique_id=ATTEMPTS_HANDLER)
+        _watch_attempts(self.client)
 
     @classmethod
-    def from_cluster(cls, cfg: ClusterConfig, *, endpoint_url: str | None = None) -> Ec2Client:
-        """Region, profile, retry mode and (optionally) an assumed role from the cluster's config."""
-        if cfg.role_arn:
-            raw = _assumed_role_client(cfg, endpoint_url=endpoint_url)
-        else:
-            raw = boto3_client(region=cfg.region, endpoint_url=endpoint_url, profile=cfg.profile,
-                               retry_mode=cfg.retry_mode, max_attempts=cfg.max_attempts,
-                               timeout=cfg.request_timeout)
-        return cls(client=raw)
+    def from_cluster(cls, cfg: ClusterConfig, *, endpoint_url: str | None = None,
+                     sts_endpoint_url: str | None = None,
+                     credentials: dict[str, str] | None = None) -> Ec2Client:
+        """Region, profile, retry mode and (optionally) an assumed role from the cluster's config.
 
-    def bound(self, calls: list[ApiCall], *, read_only: bool = False) -> Ec2Client:
-        return Ec2Client(client=self.client, recorder=calls, read_only=read_only)
+        ``credentials`` (``aws_access_key_id``...) replace the default chain as the base identity.
+        """
+        reach = _Reach(cfg, endpoint_url=endpoint_url, sts_endpoint_url=sts_endpoint_url,
+                       credentials=credentials)
+        if cfg.role_arn:
+            session, _ = reach.role_session(RoleSessionName=identity_text(f"runbook-bot-{cfg.name}"))
+            return cls(client=reach.ec2(session), sts=reach.sts(session),
+                       run_sessions=RunSessions(reach))
+        base = reach.base_session()
+        return cls(client=reach.ec2(base), sts=reach.sts(base))
+
+    def bound(self, calls: list[ApiCall], *, read_only: bool = False,
+              acting_for: Attribution | None = None) -> Ec2Client:
+        return Ec2Client(client=self.client, recorder=calls, read_only=read_only, sts=self.sts,
+                         run_sessions=self.run_sessions, acting_for=acting_for)
+
+    def caller_identity(self) -> dict[str, str]:
+        """Who AWS sees for reads (``sts:GetCallerIdentity``, which needs no IAM permission)."""
+        if self.sts is None:
+            raise PermanentError("GetCallerIdentity: this EC2 client has no STS client",
+                                 service="sts", operation="GetCallerIdentity", code="NoStsClient")
+        try:
+            found = self.sts.get_caller_identity()
+        except (ClientError, BotoCoreError) as e:
+            if self.recorder is not None:
+                self.recorder.append(ApiCall(service="sts", operation="GetCallerIdentity",
+                                             targets=(), outcome=type(e).__name__, request_id=""))
+            raise _identity_error(e) from e
+        if self.recorder is not None:
+            self.recorder.append(ApiCall(service="sts", operation="GetCallerIdentity", targets=(),
+                                         outcome="ok", request_id=_request_id(found)))
+        return {"account": str(found.get("Account", "")), "arn": str(found.get("Arn", ""))}
+
+    def _writer(self, *, dry_run: bool) -> Any:
+        """The client a write is made with: the run's session for a real write, if there is one."""
+        if dry_run or self.run_sessions is None or self.acting_for is None:
+            return self.client
+        who = self.acting_for
+        try:
+            raw, request_id = self.run_sessions.client(who)
+        except (ClientError, BotoCoreError) as e:
+            code = (str(e.response.get("Error", {}).get("Code", "Unknown"))
+                    if isinstance(e, ClientError) else type(e).__name__)
+            if self.recorder is not None:
+                self.recorder.append(ApiCall(service="sts", operation="AssumeRole",
+                                             targets=(who.session_name,), outcome=code,
+                                             request_id=""))
+            raise translate(e, operation="sts:AssumeRole") from e
+        if request_id is not None and self.recorder is not None:
+            self.recorder.append(ApiCall(service="sts", operation="AssumeRole",
+                                         targets=(who.session_name,), outcome="ok",
+                                         request_id=request_id))
+        return raw
 
     # -- plumbing -----------------------------------------------------------------------------
 
@@ -302,7 +439,8 @@ class Ec2Client:
                        dry_run: bool = False) -> dict[str, Any]:
         ids = list(instance_ids)
         self._write("StopInstances", ids, dry_run=dry_run)
-        fn = lambda: self.client.stop_instances(InstanceIds=ids, Force=force, DryRun=dry_run)  # noqa: E731
+        writer = self._writer(dry_run=dry_run)
+        fn = lambda: writer.stop_instances(InstanceIds=ids, Force=force, DryRun=dry_run)  # noqa: E731
         if dry_run:
             return {"DryRun": self._dry_run("StopInstances", ids, fn)}
         return dict(self._call("StopInstances", ids, fn))
@@ -314,14 +452,16 @@ class Ec2Client:
             kw["InstanceId"] = instance_id
         targets = [volume_id] + ([instance_id] if instance_id else [])
         self._write("DetachVolume", targets, dry_run=dry_run)
-        fn = lambda: self.client.detach_volume(**kw)  # noqa: E731
+        writer = self._writer(dry_run=dry_run)
+        fn = lambda: writer.detach_volume(**kw)  # noqa: E731
         if dry_run:
             return {"DryRun": self._dry_run("DetachVolume", targets, fn)}
         return dict(self._call("DetachVolume", targets, fn))
 
     def delete_volume(self, *, volume_id: str, dry_run: bool = False) -> dict[str, Any]:
         self._write("DeleteVolume", [volume_id], dry_run=dry_run)
-        fn = lambda: self.client.delete_volume(VolumeId=volume_id, DryRun=dry_run)  # noqa: E731
+        writer = self._writer(dry_run=dry_run)
+        fn = lambda: writer.delete_volume(VolumeId=volume_id, DryRun=dry_run)  # noqa: E731
         if dry_run:
             return {"DryRun": self._dry_run("DeleteVolume", [volume_id], fn)}
         return dict(self._call("DeleteVolume", [volume_id], fn))
@@ -334,7 +474,8 @@ class Ec2Client:
         if tags:  # EC2 refuses an empty tag specification
             kw["TagSpecifications"] = [{"ResourceType": "snapshot", "Tags": [
                 {"Key": k, "Value": v} for k, v in sorted(tags.items())]}]
-        fn = lambda: self.client.create_snapshot(**kw)  # noqa: E731
+        writer = self._writer(dry_run=dry_run)
+        fn = lambda: writer.create_snapshot(**kw)  # noqa: E731
         if dry_run:
             return {"DryRun": self._dry_run("CreateSnapshot", [volume_id], fn)}
         return dict(self._call("CreateSnapshot", [volume_id], fn))
@@ -363,23 +504,16 @@ def caller_identity(cfg: ClusterConfig) -> dict[str, str]:
     Raises ``RetryableError`` when STS cannot be reached and ``PermanentError`` when it answers no
     (no credentials, an expired token, a role that cannot be assumed).
     """
-    config = Config(region_name=cfg.region, retries={"mode": cfg.retry_mode, "max_attempts": 2},
-                    connect_timeout=min(cfg.request_timeout, 10), read_timeout=cfg.request_timeout)
     try:
-        session = boto3.session.Session(profile_name=cfg.profile, region_name=cfg.region)
-        sts = session.client("sts", config=config)
-        if cfg.role_arn:
-            creds = sts.assume_role(RoleArn=cfg.role_arn, RoleSessionName=f"runbook-bot-{cfg.name}",
-                                    DurationSeconds=900)["Credentials"]
-            sts = boto3.session.Session(
-                aws_access_key_id=creds["AccessKeyId"], aws_secret_access_key=creds["SecretAccessKey"],
-                aws_session_token=creds["SessionToken"], region_name=cfg.region,
-            ).client("sts", config=config)
-        found = sts.get_caller_identity()
-    except NoCredentialsError as e:
-        raise PermanentError("no AWS credentials found (IRSA, Pod Identity, a profile or the "
-                             "environment)", service="sts", operation="GetCallerIdentity",
-                             code="NoCredentials") from e
+        client = Ec2Client.from_cluster(cfg)  # with role_arn, the role is assumed here
     except (ClientError, BotoCoreError) as e:
-        raise translate(e, operation="sts:GetCallerIdentity") from e
-    return {"account": str(found.get("Account", "")), "arn": str(found.get("Arn", ""))}
+        raise _identity_error(e) from e
+    return client.caller_identity()
+
+
+def _identity_error(e: ClientError | BotoCoreError) -> Exception:
+    if isinstance(e, NoCredentialsError):
+        return PermanentError("no AWS credentials found (IRSA, Pod Identity, a profile or the "
+                              "environment)", service="sts", operation="GetCallerIdentity",
+                              code="NoCredentials")
+    return translate(e, operation="sts:GetCallerIdentity")

@@ -108,6 +108,7 @@ class KubeClient:
     sleep: Callable[[float], None] = time.sleep
     recorder: list[ApiCall] | None = None
     read_only: bool = False
+    context_name: str = ""  # the kubeconfig context it was built from ("in-cluster" in a pod)
     _apis: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -117,15 +118,19 @@ class KubeClient:
     ) -> KubeClient:
         """From a kubeconfig file and context, else the default kubeconfig, else in-cluster."""
         cfg = k8s.Configuration()
+        name = context or ""
         try:
             if kubeconfig is None and context is None:
                 try:
                     k8s_config.load_kube_config(client_configuration=cfg, persist_config=False)
                 except ConfigException:
                     k8s_config.load_incluster_config(client_configuration=cfg)
+                    name = "in-cluster"
             else:
                 k8s_config.load_kube_config(config_file=kubeconfig, context=context,
                                             client_configuration=cfg, persist_config=False)
+            if not name:  # the kubeconfig's current context
+                name = str(k8s_config.list_kube_config_contexts(config_file=kubeconfig)[1]["name"])
         except (ConfigException, OSError) as e:
             raise ConfigError(
                 f"cannot load Kubernetes config (kubeconfig={kubeconfig!r}, context={context!r}): {e}"
@@ -135,13 +140,18 @@ class KubeClient:
         cfg.retries = urllib3.Retry(total=2, connect=2, read=0, status=0, other=0, redirect=0,
                                     respect_retry_after_header=False)
         api = k8s.ApiClient(configuration=cfg)
-        return cls(api=api, request_timeout=request_timeout, **options)
+        return cls(api=api, request_timeout=request_timeout, context_name=name, **options)
+
+    @property
+    def api_server(self) -> str:
+        """The API server's URL, as the kubeconfig (or the pod's environment) gives it."""
+        return str(self.api.configuration.host)
 
     def bound(self, calls: list[ApiCall], *, read_only: bool = False) -> KubeClient:
         view = KubeClient(api=self.api, request_timeout=self.request_timeout,
                           page_size=self.page_size, conflict_retries=self.conflict_retries,
                           read_retries=self.read_retries, sleep=self.sleep, recorder=calls,
-                          read_only=read_only)
+                          read_only=read_only, context_name=self.context_name)
         view._apis = self._apis
         return view
 

@@ -18,6 +18,7 @@ Commands from people (approve, reject, confirm, break-glass, retry, abort) are a
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
@@ -276,6 +277,25 @@ class Conductor:
                          overrides=frozenset(s.overrides), confirmed_by=confirmed, poll=poll)
 
     # -- outcomes of I/O ----------------------------------------------------------------------
+
+    def context_resolved(self, found: Mapping[str, Any], now: datetime, tick: Tick, *,
+                         calls: Sequence[ApiCall] = ()) -> None:
+        """Put on record what the run acts on and as whom (``ContextResolver``), once per cluster,
+        with the digest of the runbook text the run follows."""
+        cluster = str(found.get("cluster", ""))
+        if cluster in self.state.contexts:
+            return
+        self.state.contexts.append(cluster)
+        tick.header_dirty = True
+        self.event(tick, ev.run_context(
+            cluster=cluster, region=str(found.get("region", "")),
+            kube_context=str(found.get("kube_context", "")),
+            api_server=str(found.get("api_server", "")), account=str(found.get("account", "")),
+            caller_arn=str(found.get("caller_arn", "")), writes_as=found.get("writes_as") or {},
+            bot_version=str(found.get("bot_version", "")),
+            runbook_digest="sha256:" + hashlib.sha256(self.state.runbook_text.encode()).hexdigest(),
+            problems=[str(p) for p in found.get("problems") or ()],
+            calls=[asdict(c) for c in calls]), now)
 
     def planned(self, key: str, outcome: Plan | BaseException, now: datetime, tick: Tick, *,
                 recheck: bool, calls: Sequence[ApiCall] = ()) -> None:

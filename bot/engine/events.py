@@ -27,6 +27,7 @@ class EventType(StrEnum):
     RUN_FINISHED = "run.finished"
     RUN_LINKED = "run.linked"
     RUN_HANDED_OVER = "run.handed_over"
+    RUN_CONTEXT = "run.context"
     STEP_PLANNED = "step.planned"
     GUARD_PASSED = "guard.passed"
     GUARD_FAILED = "guard.failed"
@@ -90,6 +91,20 @@ def run_created(*, runbook: str, file: str, params: Mapping[str, Any], dry_run: 
 
 def run_aborted(*, reason: str) -> EventData:
     return _e(EventType.RUN_ABORTED, reason=reason)
+
+
+def run_context(*, cluster: str, region: str, kube_context: str, api_server: str, account: str,
+                caller_arn: str, writes_as: Mapping[str, Any], bot_version: str,
+                runbook_digest: str, problems: list[str], calls: Calls) -> EventData:
+    """What the run acts on and as whom, resolved when it first touches ``cluster``.
+
+    ``writes_as``: the role, session name and SourceIdentity its EC2 writes are made with (empty
+    without a ``role_arn``: the caller itself); ``problems``: what could not be resolved and why.
+    """
+    return _e(EventType.RUN_CONTEXT, cluster=cluster, region=region, kube_context=kube_context,
+              api_server=api_server, account=account, caller_arn=caller_arn,
+              writes_as=dict(writes_as), bot_version=bot_version, runbook_digest=runbook_digest,
+              problems=problems, calls=list(calls))
 
 
 def run_finished(*, status: str, outcome: str, compensations: list[str],

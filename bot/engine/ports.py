@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
@@ -62,6 +62,7 @@ class StepContext:
     overridden: list[str] = field(default_factory=list)  # interlocks that failed but were overridden
     progress: str = ""  # set by long-running actions while they wait
     confirmed_by: str | None = None  # who confirmed a manual.confirm item
+    approvers: tuple[str, ...] = ()  # whose approval (or break-glass) let this apply go ahead
 
     def interlock(self, *, rule: str, ok: bool, message: str, count: int | None = None) -> None:
         """Enforce a safety rule: raise InterlockBlocked unless it holds or was broken-glass.
@@ -108,6 +109,19 @@ class ActionCatalog(Protocol):
     def spec(self, name: str) -> ActionSpecLike: ...
     def plan(self, name: str, params: BaseModel | Mapping[str, Any], ctx: StepContext) -> Plan: ...
     def apply(self, name: str, plan: Plan, ctx: StepContext) -> Result: ...
+
+
+@runtime_checkable
+class ContextResolver(Protocol):
+    """What a run acts on and as whom (the action catalog): asked once per cluster a run touches.
+
+    ``cluster_of`` names the cluster a step's action would touch (None: it touches none, or the
+    name is not configured, which the plan itself reports); ``resolve_context`` never raises: what
+    it could not find is listed in ``problems``.
+    """
+
+    def cluster_of(self, name: str, params: Mapping[str, Any], ctx: StepContext) -> str | None: ...
+    def resolve_context(self, cluster: str, ctx: StepContext) -> dict[str, Any]: ...
 
 
 class RunStore(Protocol):

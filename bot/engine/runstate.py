@@ -125,6 +125,7 @@ class RunState:
     outcome: str = ""  # one line: why the run ended as it did
     compensations: list[str] = field(default_factory=list)  # what stays in place, in words
     gotos: int = 0  # on_failure jumps taken, bounded so a loop cannot run forever
+    contexts: list[str] = field(default_factory=list)  # clusters whose context is on record
     version: int = 0  # bumped by the store on every save
 
     def header(self) -> dict[str, Any]:

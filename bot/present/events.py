@@ -131,6 +131,17 @@ def _chat_handed_over(p: Payload) -> str:
 
 def _chat_linked(p: Payload) -> str:
     return "🔗 " + esc(_linked(p)[len("linked: "):])
+def _context(p: Payload) -> str:
+    """``run.context``: the cluster, its API server and the AWS identity the run acts as."""
+    where = f"cluster {p.get('cluster', '')} (context {p.get('kube_context') or '-'}, " \
+            f"API server {p.get('api_server') or '-'})"
+    who = (f"AWS account {p.get('account') or '-'} as {p.get('caller_arn') or '-'}"
+           + (f", writes as {p['writes_as'].get('role_arn')} session "
+              f"{p['writes_as'].get('session_name')}" if p.get("writes_as") else ""))
+    problems = "; ".join(p.get("problems") or ())
+    return (f"acting on {where}, {who}; runbook-bot {p.get('bot_version', '')}, runbook "
+            f"{short_hash(str(p.get('runbook_digest', '')).removeprefix('sha256:'))}"
+            + (f"; not resolved: {problems}" if problems else ""))
 
 
 def _asked(p: Payload) -> str:
@@ -274,6 +285,7 @@ TEXTS: dict[EventType, EventText] = {
     T.RUN_LINKED: EventText(_linked, _say(lambda m: "  " + _linked(m.payload)), _chat_linked),
     T.RUN_HANDED_OVER: EventText(_handed_over, _say(lambda m: "  " + _handed_over(m.payload)),
                                  _chat_handed_over),
+    T.RUN_CONTEXT: EventText(_context),
     T.RUN_ABORTED: EventText(lambda p: f"aborted: {p.get('reason', '')}"),
     T.RUN_FINISHED: EventText(lambda p: f"finished {p.get('status', '')}: {p.get('outcome', '')}",
                               _live_finished),

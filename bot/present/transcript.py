@@ -78,6 +78,24 @@ class RunSummary:
 
 
 @dataclass(frozen=True)
+class ContextRecord:
+    """What the run acted on and as whom on one cluster (its ``run.context`` event ``seq``)."""
+
+    seq: int
+    at: str
+    cluster: str
+    region: str
+    kube_context: str
+    api_server: str
+    account: str
+    caller_arn: str
+    writes_as: dict[str, Any]
+    bot_version: str
+    runbook_digest: str
+    problems: list[str]
+
+
+@dataclass(frozen=True)
 class Fact:
     subject: str
     name: str
@@ -212,6 +230,7 @@ class Transcript:
     summary: DecisionSummary
     events: Sequence[Event] = field(repr=False)
     seal_key: bytes | None = field(default=None, repr=False)
+    context: list[ContextRecord] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document as plain data."""
@@ -226,8 +245,8 @@ class Transcript:
         """
         doc: dict[str, Any] = {
             "format": FORMAT, "version": VERSION, "exported_at": self.exported_at,
-            "timezone": self.timezone, "run": self.run, "summary": self.summary,
-            "steps": self.steps,
+            "timezone": self.timezone, "run": self.run, "context": self.context,
+            "summary": self.summary, "steps": self.steps,
             "compensations": self.compensations, "timeline": self.timeline,
             "integrity": self.integrity, "events": self.events,
             "head": {"seq": self.integrity.head_seq, "hash": self.integrity.head_hash,
@@ -384,12 +403,15 @@ def build(*, state: RunState, events: Sequence[Event], head: tuple[int, str | No
     audit: list[tuple[datetime, int, Entry]] = []
     duration: float | None = None
     links: dict[str, Any] = {"owner": state.requester}
+    context: list[ContextRecord] = []
     for ev in events:
         at = clock.convert(ev.ts)
         if ev.type == EventType.RUN_LINKED:
             links |= {k: ev.payload.get(k) for k in ("parent", "incident", "suggested_by")}
         elif ev.type == EventType.RUN_HANDED_OVER:
             links["owner"] = str(ev.payload.get("to") or links["owner"])
+        elif ev.type == EventType.RUN_CONTEXT:
+            context.append(_context(ev, at))
         step = ev.payload.get("step")
         key = step if isinstance(step, str) else None
         if key is not None:
@@ -421,7 +443,8 @@ def build(*, state: RunState, events: Sequence[Event], head: tuple[int, str | No
     # steps a goto removed from the state are still in the record
     steps += [_step(k, log, state, clock) for k, log in logs.items()]
     params = params_as_written(state)
-    cluster = params.get("cluster")
+    # the cluster the run named, else the one it was resolved to (the only one configured)
+    cluster = params.get("cluster") or (context[0].cluster if context else None)
     run = RunSummary(
         run_id=state.run_id, runbook=state.runbook, title=state.title,
         runbook_file=state.runbook_file, requester=state.requester,
@@ -443,7 +466,18 @@ def build(*, state: RunState, events: Sequence[Event], head: tuple[int, str | No
     return Transcript(exported_at=exported, timezone=str(tz or "UTC"), run=run, steps=steps,
                       compensations=list(state.compensations),
                       timeline=[e for _, _, e in timeline], integrity=integrity, summary=summary,
-                      events=events, seal_key=seal_key)
+                      events=events, seal_key=seal_key, context=context)
+
+
+def _context(ev: Event, at: str) -> ContextRecord:
+    p = ev.payload
+    return ContextRecord(
+        seq=ev.seq, at=at, cluster=str(p.get("cluster", "")), region=str(p.get("region", "")),
+        kube_context=str(p.get("kube_context", "")), api_server=str(p.get("api_server", "")),
+        account=str(p.get("account", "")), caller_arn=str(p.get("caller_arn", "")),
+        writes_as=dict(p.get("writes_as") or {}), bot_version=str(p.get("bot_version", "")),
+        runbook_digest=str(p.get("runbook_digest", "")),
+        problems=[str(x) for x in p.get("problems") or ()])
 
 
 def _outcome(state: RunState) -> str:

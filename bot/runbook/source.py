@@ -95,7 +95,9 @@ class DirectorySource:
         if entry.error is not None:
             raise entry.error
         assert entry.runbook is not None
-        return entry.runbook, entry.text, str(entry.path)
+        # the file's name, not its path on this host: it is recorded with the run (the audit,
+        # transcripts), and errors in the stored text are reported against it
+        return entry.runbook, entry.text, entry.path.name
 
     def parse(self, text: str, *, file: str) -> Runbook:
         return self.parsed.parse(text, file=file)

@@ -41,6 +41,7 @@ from bot.engine.ports import (
     ActionCatalog,
     ActionSpecLike,
     Clock,
+    ContextResolver,
     Notifier,
     RunbookSource,
     RunStore,
@@ -169,6 +170,7 @@ class Runner:
                     now = self.clock.now()
                     decision = conductor.decide(now, tick)
                     if isinstance(decision, PlanStep):
+                        self._resolve_context(conductor, decision, tick)
                         outcome, calls = self._plan(state, decision)
                         conductor.planned(decision.key, outcome, self.clock.now(), tick,
                                           recheck=decision.recheck, calls=calls)
@@ -244,10 +246,22 @@ class Runner:
                          membership=self.membership, state=state)
 
     def _ctx(self, state: RunState, key: str, overrides: frozenset[str],
-             confirmed_by: str | None = None) -> StepContext:
+             confirmed_by: str | None = None, approvers: tuple[str, ...] = ()) -> StepContext:
         return StepContext(run_id=state.run_id, step_id=key, requester=state.requester,
                            clock=self.clock, dry_run=state.dry_run, params=state.params,
-                           overrides=overrides, confirmed_by=confirmed_by)
+                           overrides=overrides, confirmed_by=confirmed_by, approvers=approvers)
+
+    def _resolve_context(self, conductor: Conductor, d: PlanStep, tick: Tick) -> None:
+        """Before a run first touches a cluster, put on record what it acts on and as whom."""
+        if not isinstance(self.catalog, ContextResolver):
+            return
+        state = conductor.state
+        ctx = self._ctx(state, d.key, d.overrides)
+        cluster = self.catalog.cluster_of(d.action, d.params, ctx)
+        if cluster is None or cluster in state.contexts:
+            return
+        found = self.catalog.resolve_context(cluster, ctx)
+        conductor.context_resolved(found, self.clock.now(), tick, calls=ctx.calls)
 
     def _plan(self, state: RunState, d: PlanStep) -> tuple[Any, list[ApiCall]]:
         ctx = self._ctx(state, d.key, d.overrides)
@@ -257,7 +271,10 @@ class Runner:
             return e, ctx.calls
 
     def _apply(self, state: RunState, d: ApplyStep) -> tuple[Any, list[str], list[ApiCall]]:
-        ctx = self._ctx(state, d.key, d.overrides, d.confirmed_by)
+        step = state.steps.get(d.key)
+        approvers = tuple(sorted({v.by for v in step.approvals()
+                                  if v.plan_hash in (None, step.plan_hash)})) if step else ()
+        ctx = self._ctx(state, d.key, d.overrides, d.confirmed_by, approvers)
         try:
             return self.catalog.apply(d.action, d.plan, ctx), ctx.overridden, ctx.calls
         except Exception as e:

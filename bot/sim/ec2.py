@@ -13,7 +13,8 @@ botocore parses them, before or instead of forwarding to moto (DOMAIN.md §4):
 - DescribeInstanceStatus reports the instance check ``impaired`` for hung or stopping instances.
 - Every caller but the sandbox itself is held to deploy/iam-policy.json (``iam``).
 - STS requests (``AWS_ENDPOINT_URL_STS`` may point here too) are recorded, then answered by moto
-  (``sts``).
+  (``sts``); every EC2 request is recorded with the access key that signed it (``wire``), so a
+  test sees which credentials (which assumed-role session) made each call.
 - Optional ``RequestLimitExceeded`` throttling at a configured rate (seeded, so reproducible).
 
 The sandbox inspects state through moto's backend objects directly (fast, and the truth the
@@ -31,6 +32,7 @@ import random
 import threading
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -51,7 +53,8 @@ from bot.sim.consistency import StaleReads
 from bot.sim.ec2_instances import Ec2Refusal, InstanceLifecycle, Timing, refuse_dry_run
 from bot.sim.iam import ADMIN_KEY, Policy, access_key, implicit_checks, resources_of
 from bot.sim.net import POLL, no_delay
-from bot.sim.sts import StsLog, is_sts
+from bot.sim.sts import StsLog, assume_role_actions, is_sts
+from bot.sim.sts import error_xml as sts_error_xml
 
 log = logging.getLogger(__name__)
 NS = "http://ec2.amazonaws.com/doc/2016-11-15/"
@@ -100,6 +103,15 @@ class MotoServer:
 Ec2Error = Ec2Refusal
 
 
+@dataclass(frozen=True)
+class WireCall:
+    """One EC2 request as it crossed the endpoint: the action and the access key that signed it."""
+
+    action: str
+    access_key: str
+    dry_run: bool = False
+
+
 class Ec2Sim(InstanceLifecycle):
     """moto + the behaviour proxy. ``endpoint`` is what AWS_ENDPOINT_URL_EC2 (and _STS) point at."""
 
@@ -117,6 +129,7 @@ class Ec2Sim(InstanceLifecycle):
         self.transitions = {}
         self.boots = {}
         self.sts = StsLog()
+        self.wire: list[WireCall] = []  # every EC2 request that crossed the endpoint, in order
         self.refused: list[tuple[str, str, str]] = []  # (access key, action, message) IAM refused
         self.seeding = False  # a scenario is arranging through SeedClient: no stale views kept
         self.stale = StaleReads(lag=lambda: self.timing.describe_lag, now=self.now,
@@ -274,6 +287,20 @@ class Ec2Sim(InstanceLifecycle):
         if denied is not None:
             self.refused.append((key, action, denied.message))
             raise Ec2Error("UnauthorizedOperation", denied.message, 403)
+
+    def authorize_sts(self, params: dict[str, str], key: str) -> str:
+        """Why IAM refuses this STS request ("" when it does not): AssumeRole and its tags and
+        SourceIdentity are held to the policy file, like the bot's EC2 calls."""
+        if self.policy is None or key == ADMIN_KEY or params.get("Action") != "AssumeRole":
+            return ""
+        principal = f"arn:aws:sts::123456789012:assumed-role/runbook-bot/{key}"
+        role = params.get("RoleArn", "")
+        for action in assume_role_actions(params):
+            denied = self.policy.evaluate(action, [(role, {})], principal=principal)
+            if denied is not None:
+                self.refused.append((key, action, denied.message))
+                return denied.message
+        return ""
 
     def _flag(self, params: dict[str, str], name: str) -> bool:
         return params.get(name, "false").lower() == "true"
@@ -554,9 +581,16 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         key = access_key(auth)
         scope = auth.split("Credential=", 1)[-1].split(",", 1)[0].split("/")
         if is_sts(params, scope[3] if len(scope) > 3 else ""):
-            self.ec2.sts.record(params, access_key=key)
-            self._forward(method, raw, action)
+            denied = self.ec2.authorize_sts(params, key)
+            if denied:
+                self.ec2.sts.record(params, access_key=key)
+                self._reply(403, sts_error_xml("AccessDenied", denied))
+                return
+            data = self._forward(method, raw, action)
+            self.ec2.sts.record(params, access_key=key, answer=data)
             return
+        self.ec2.wire.append(WireCall(action=action, access_key=key,
+                                      dry_run=params.get("DryRun", "").lower() == "true"))
         try:
             answer = self.ec2.handle(params, key=key)
         except Ec2Error as e:
@@ -569,7 +603,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             raw = (raw.decode() + "&InstanceId=" + params["InstanceId"]).encode()
         self._forward(method, raw, action)
 
-    def _forward(self, method: str, raw: bytes, action: str) -> None:
+    def _forward(self, method: str, raw: bytes, action: str) -> bytes:
         headers = {k: v for k, v in self.headers.items() if k.lower() not in ("content-length", "host")}
         headers["Host"] = f"{self.ec2._moto_addr[0]}:{self.ec2._moto_addr[1]}"
         status, resp_headers, data = self.ec2.forward(method, self.path, headers, raw)
@@ -579,6 +613,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         if action in WRITES and status < 300:
             self.ec2.on_change()
         self._reply(status, data, resp_headers.get("Content-Type", "text/xml"))
+        return data
 
     def do_POST(self) -> None:
         self._serve("POST")

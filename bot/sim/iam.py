@@ -66,7 +66,9 @@ class Policy:
 
     @classmethod
     def load(cls, path: Path | str, *, cluster_name: str) -> Policy:
-        text = Path(path).read_text().replace("CLUSTER_NAME", cluster_name)
+        # the role a cluster's role_arn names lives in the sandbox's one account
+        text = (Path(path).read_text().replace("CLUSTER_NAME", cluster_name)
+                .replace("TARGET_ACCOUNT_ID", ACCOUNT))
         try:
             doc = json.loads(text)
         except ValueError as e:

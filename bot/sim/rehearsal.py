@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -47,13 +47,14 @@ Decide = Callable[[RunState, StepState], Command | None]
 
 
 def default_settings(sb: Sandbox, *, database_url: str, audit_key: str | None,
-                     runbooks_dir: str | None = None) -> Settings:
+                     runbooks_dir: str | None = None, role_arn: str | None = None) -> Settings:
     people = (REQUESTER, *APPROVERS)
     return Settings(
         database_url=database_url, audit_key=audit_key,
         runbooks_dir=(runbooks_dir or str(REPO / "runbooks"),),
         clusters={CLUSTER: ClusterConfig(name=CLUSTER, kubeconfig=str(sb.kubeconfig_path),
-                                         context=BOT_CONTEXT, region=sb.region)},
+                                         context=BOT_CONTEXT, region=sb.region,
+                                         role_arn=role_arn)},
         policy=PolicyConfig(groups={GROUP: people}, allow_impersonation=True))
 
 
@@ -75,6 +76,7 @@ class Rehearsal:
     # reach the sandbox through these instead (a proxy that counts requests on the wire)
     kubeconfig: str | None = None
     ec2_endpoint: str | None = None
+    role_arn: str | None = None  # the cluster's role_arn: EC2 through assumed-role sessions
 
     def __post_init__(self) -> None:
         self.workdir = Path(self.workdir or tempfile.mkdtemp(prefix="runbook-bot-rehearsal-"))
@@ -97,20 +99,31 @@ class Rehearsal:
             self.sandbox.rebase(datetime.now(UTC))
         url = self.database_url or f"sqlite:///{self.workdir / 'state.db'}"
         self.settings = default_settings(self.sandbox, database_url=url, audit_key=self.audit_key,
-                                         runbooks_dir=self.runbooks_dir)
+                                         runbooks_dir=self.runbooks_dir, role_arn=self.role_arn)
         if self.policy:
             self.settings = dataclasses.replace(
                 self.settings, policy=dataclasses.replace(self.settings.policy, **self.policy))
         sb = self.sandbox
-        # the sandbox's own clients: its kubeconfig, and botocore pointed at its EC2 endpoint with
-        # the product's retry mode (throttling is retried, as in production)
-        ec2 = (sb.ec2_client(as_bot=True, max_attempts=self.ec2_attempts) if self.ec2_endpoint is None
-               else boto3_client(region=sb.region, endpoint_url=self.ec2_endpoint,
-                                 credentials=CREDENTIALS, max_attempts=self.ec2_attempts))
+        endpoint = self.ec2_endpoint or sb.ec2.endpoint
+        # the sandbox's own clients: its kubeconfig, and botocore pointed at its EC2 and STS
+        # endpoint with the product's retry mode (throttling is retried, as in production)
+        if self.role_arn:  # the product's own client, assuming the role from the bot's identity
+            cfg = replace(self.settings.cluster(CLUSTER), max_attempts=self.ec2_attempts)
+            ec2 = Ec2Client.from_cluster(cfg, endpoint_url=endpoint, sts_endpoint_url=endpoint,
+                                         credentials=CREDENTIALS)
+        elif self.ec2_endpoint is None:
+            ec2 = Ec2Client(client=sb.ec2_client(as_bot=True, max_attempts=self.ec2_attempts),
+                            sts=sb.ec2_client(as_bot=True, service="sts"))
+        else:
+            ec2 = Ec2Client(client=boto3_client(region=sb.region, endpoint_url=endpoint,
+                                                credentials=CREDENTIALS,
+                                                max_attempts=self.ec2_attempts),
+                            sts=boto3_client(region=sb.region, endpoint_url=endpoint,
+                                             credentials=CREDENTIALS, service="sts"))
         clients = ClusterClients.of(
             kube=KubeClient.from_config(kubeconfig=self.kubeconfig or str(sb.kubeconfig_path),
                                         context=BOT_CONTEXT),
-            ec2=Ec2Client(client=ec2))
+            ec2=ec2)
         self.store = Database(url, audit_key=self.audit_key)
         catalog = build_catalog(self.settings, clients_factory=lambda _cfg: clients,
                                 actions=self.actions)

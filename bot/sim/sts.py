@@ -5,15 +5,23 @@ matters: ``RoleSessionName``, ``SourceIdentity`` (who the run acts for, kept in 
 unchangeable in the session) and session tags. moto answers ``GetCallerIdentity`` and
 ``AssumeRole`` (its credentials then work against the EC2 endpoint) but drops ``SourceIdentity``
 and tags, so the sandbox records every STS request as it arrived (``StsLog.calls``) for tests to
-assert on.
+assert on, with the access key an ``AssumeRole`` answer handed out (``issued_key``): the EC2
+endpoint records the access key that signed each request (``Ec2Sim.wire``), so a test can tell
+which session made which call. ``AssumeRole`` is held to the sandbox's policy file as IAM holds
+the caller: ``sts:AssumeRole`` on the role, and ``sts:TagSession`` / ``sts:SetSourceIdentity``
+when the request carries tags / a SourceIdentity (moto checks neither).
 """
 
 from __future__ import annotations
 
+import re
 import threading
+import uuid
 from dataclasses import dataclass, field
+from xml.sax.saxutils import escape
 
 API_VERSION = "2011-06-15"
+_ISSUED_KEY = re.compile(rb"<AccessKeyId>([^<]+)</AccessKeyId>")
 
 
 @dataclass(frozen=True)
@@ -26,6 +34,24 @@ class StsCall:
     tags: dict[str, str] = field(default_factory=dict)
     transitive_tag_keys: tuple[str, ...] = ()
     duration_seconds: int | None = None
+    issued_key: str = ""  # the AccessKeyId an AssumeRole answer carried ("" if none)
+
+
+def assume_role_actions(params: dict[str, str]) -> list[str]:
+    """What IAM authorizes for this AssumeRole: tags and a SourceIdentity need their own grant."""
+    out = ["sts:AssumeRole"]
+    if "Tags.member.1.Key" in params:
+        out.append("sts:TagSession")
+    if params.get("SourceIdentity"):
+        out.append("sts:SetSourceIdentity")
+    return out
+
+
+def error_xml(code: str, message: str) -> bytes:
+    """An STS error body, in the Query protocol's ``ErrorResponse`` shape botocore parses."""
+    return (f'<ErrorResponse xmlns="https://sts.amazonaws.com/doc/{API_VERSION}/"><Error>'
+            f"<Type>Sender</Type><Code>{escape(code)}</Code><Message>{escape(message)}</Message>"
+            f"</Error><RequestId>{uuid.uuid4()}</RequestId></ErrorResponse>").encode()
 
 
 def is_sts(params: dict[str, str], service: str) -> bool:
@@ -38,7 +64,7 @@ class StsLog:
         self.calls: list[StsCall] = []
         self._lock = threading.Lock()
 
-    def record(self, params: dict[str, str], *, access_key: str) -> StsCall:
+    def record(self, params: dict[str, str], *, access_key: str, answer: bytes = b"") -> StsCall:
         tags: dict[str, str] = {}
         n = 1
         while f"Tags.member.{n}.Key" in params:
@@ -51,7 +77,8 @@ class StsLog:
                        role_arn=params.get("RoleArn", ""), session_name=params.get("RoleSessionName", ""),
                        source_identity=params.get("SourceIdentity", ""), tags=tags,
                        transitive_tag_keys=transitive,
-                       duration_seconds=int(duration) if duration else None)
+                       duration_seconds=int(duration) if duration else None,
+                       issued_key=m.group(1).decode() if (m := _ISSUED_KEY.search(answer)) else "")
         with self._lock:
             self.calls.append(call)
         return call

@@ -47,7 +47,7 @@ def request(policy: Policy, action: str, *resources: tuple[str, dict[str, str]])
 def test_the_ec2_actions_are_exactly_the_calls_the_client_makes() -> None:
     source = (ROOT / "bot" / "clients" / "ec2.py").read_text()
     called = {"ec2:" + "".join(w.title() for w in m.split("_"))
-              for m in re.findall(r"self\.client\.(\w+)\(", source)} - {"ec2:GetPaginator"}
+              for m in re.findall(r"(?:self\.client|writer)\.(\w+)\(", source)} - {"ec2:GetPaginator"}
     called |= {f"ec2:{op}" for op in re.findall(r'_paginate\("(\w+)"', source)}
     granted = {a for st in POLICY["Statement"] for a in as_list(st["Action"]) if a.startswith("ec2:")}
     # CreateTags is how EC2 authorizes the TagSpecifications of CreateSnapshot
@@ -88,5 +88,7 @@ def test_writes_outside_the_cluster_or_beyond_the_actions_are_denied(
 
 def test_role_arn_needs_sts_assume_role_on_the_target_role() -> None:
     (st,) = [s for s in POLICY["Statement"] if "sts:AssumeRole" in as_list(s["Action"])]
+    # a run's session carries its run id as SourceIdentity and its people as session tags
+    assert set(as_list(st["Action"])) == {"sts:AssumeRole", "sts:TagSession", "sts:SetSourceIdentity"}
     assert as_list(st["Resource"]) and all(r.startswith("arn:aws:iam::") and ":role/" in r
                                            for r in as_list(st["Resource"]))

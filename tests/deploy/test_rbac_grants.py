@@ -42,7 +42,8 @@ KINDS = {"Node": ("", "nodes"), "PersistentVolume": ("", "persistentvolumes"),
 def used() -> set[tuple[str, str, str]]:
     client = (ROOT / "bot" / "clients" / "kube.py").read_text()
     public = set(re.findall(r"^    def ([a-z]\w*)\(self", client, re.M))
-    unknown = public - set(METHODS) - {"update", "find", "bound", "close"}
+    # api_server: the configured URL, no request
+    unknown = public - set(METHODS) - {"update", "find", "bound", "close", "api_server"}
     assert not unknown, f"KubeClient methods this test does not know: {unknown}; add them to METHODS"
     out: set[tuple[str, str, str]] = set()
     for path in (ROOT / "bot").rglob("*.py"):

@@ -233,5 +233,20 @@ class FakeCatalog:
         return replace(result, calls=tuple(ctx.calls))
 
 
+class ResolvingCatalog(FakeCatalog):
+    """A fake catalog that also says what a run acts on (``ContextResolver``): one fixed cluster."""
+
+    def cluster_of(self, name: str, params: Any, ctx: StepContext) -> str | None:
+        return "world" if name.startswith("fake.") else None
+
+    def resolve_context(self, cluster: str, ctx: StepContext) -> dict[str, Any]:
+        ctx.calls.append(ApiCall(service="sts", operation="GetCallerIdentity", targets=(),
+                                 outcome="ok", request_id="req-identity"))
+        return {"cluster": cluster, "region": "eu-west-1", "kube_context": "world-admin",
+                "api_server": "https://world.example:6443", "account": "123456789012",
+                "caller_arn": "arn:aws:sts::123456789012:assumed-role/runbook-bot/world",
+                "writes_as": {}, "bot_version": "0.0.0-test", "problems": []}
+
+
 def make_catalog(world: World, policy: PolicyConfig = POLICY) -> FakeCatalog:
-    return FakeCatalog(make_registry(world))
+    return ResolvingCatalog(make_registry(world))

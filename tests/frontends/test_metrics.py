@@ -61,6 +61,9 @@ def test_a_run_with_a_retry_and_an_approval_is_counted_as_it_happened(make_engin
     # the client's call records: two attempts, the first an error
     assert value(m, "runbook_bot_api_calls_total", service="fake", operation="Flaky") == 2
     assert value(m, "runbook_bot_api_errors_total", service="fake", operation="Flaky", code="Boom") == 1
+    # the run's context is still resolved through the wrapped catalog, and its call counted
+    assert e.events(run).count("run.context") == 1
+    assert value(m, "runbook_bot_api_calls_total", service="sts", operation="GetCallerIdentity") == 1
     assert value(m, "runbook_bot_approval_wait_seconds_count", runbook="poke-and-set") == 1
     assert value(m, "runbook_bot_approval_wait_seconds_sum", runbook="poke-and-set") == 300
     assert value(m, "runbook_bot_approval_to_apply_seconds_count", runbook="poke-and-set") == 1

@@ -226,7 +226,7 @@ RECORDED = {
     "step.failed", "step.skipped", "step.goto", "command.approve", "command.reject",
     "command.confirm", "command.break_glass", "command.retry", "command.abort",
     "command.refused", "run.aborted", "run.finished", "run.linked", "run.handed_over",
-    "command.handover"}
+    "command.handover", "run.context"}
 
 
 def test_the_golden_runs_record_every_event_type_of_the_list():

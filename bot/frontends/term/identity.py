@@ -38,7 +38,7 @@ def os_user() -> str:
 def _tty() -> str | None:
     for fd in (0, 1, 2):
         try:
-            return os.ttyname(fd)
+            return os.ttyname(fd).removeprefix("/dev/")  # pts/3: the terminal, not a host path
         except OSError:
             continue
     return None
