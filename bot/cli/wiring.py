@@ -15,6 +15,7 @@ from bot.errors import NotFound
 
 if TYPE_CHECKING:  # the parts are imported when built, so a command loads only what it uses
     from bot.actions.catalog import ClientsFactory
+    from bot.diagnose import Report, Scope
     from bot.engine.approvals import Membership
     from bot.engine.ports import Clock, Notifier, RunStore
     from bot.frontends.metrics import Metrics
@@ -57,6 +58,26 @@ def build_runner(settings: Settings, *, store: RunStore | None = None,
         runner.leases.takeover_listeners.append(metrics.lease_taken_over)
         runner.heartbeat.listeners.append(metrics.worker_looped)
     return runner
+
+
+def diagnose_cluster(settings: Settings, scope: Scope, *, clients_factory: ClientsFactory | None = None,
+                     clock: Clock | None = None) -> Report:
+    """One diagnosis of ``scope.cluster`` (a configured cluster's name, or "" for the only one),
+    with the runbooks' declared params read from the same runbook directories runs start from.
+    Raises ``RunbookBotError`` when the scan cannot be made (unreachable, forbidden)."""
+    from dataclasses import replace
+
+    from bot.actions.builtin import builtin_actions
+    from bot.actions.env import ClusterClients
+    from bot.diagnose import catalogue_of, diagnose
+    from bot.engine.ports import SystemClock
+    from bot.runbook.source import DirectorySource
+
+    cfg = settings.cluster(scope.cluster or None)
+    clients = (clients_factory or ClusterClients.from_config)(cfg)
+    runbooks = catalogue_of(DirectorySource(settings.runbooks_dir, catalog=builtin_actions()))
+    return diagnose(cfg, clients, replace(scope, cluster=cfg.name),
+                    now=(clock or SystemClock()).now(), runbooks=runbooks)
 
 
 def ops_endpoints(runner: Runner, store: Database, metrics: Metrics, *,
