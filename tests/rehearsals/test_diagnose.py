@@ -158,3 +158,22 @@ def test_a_healthy_cluster_has_no_findings_then_latent_risks_are_low(rehearse) -
         ("immediate-storageclass-multi-zone", Severity.LOW, None): {"storageclass": "gp2-any"},
         ("ebs-volume-leaked", Severity.LOW, None): {"volume": leaked, "zone": "ap-southeast-1b",
                                                     "pv": "pvc-gone"}}
+
+
+def _calls(tmp_path: Any, nodes: int) -> tuple[int, int]:
+    with Rehearsal("az-outage", options={"nodes": nodes}, workdir=tmp_path / f"n{nodes}") as r:
+        sb = r.sandbox
+        kube = KubeClient.from_config(kubeconfig=str(sb.kubeconfig_path), context=BOT_CONTEXT,
+                                      page_size=10_000)  # pages aside: one request per list
+        clients = ClusterClients.of(kube=kube, ec2=Ec2Client(client=sb.ec2_client(as_bot=True)))
+        report = diagnose_cluster(r.settings, Scope(cluster="sandbox"),
+                                  clients_factory=lambda _cfg: clients, clock=r.clock)
+        return report.calls, len(sb.list("Pod"))
+
+
+@pytest.mark.slow
+def test_a_scan_costs_the_same_calls_for_a_small_and_a_large_outage(tmp_path) -> None:
+    small, small_pods = _calls(tmp_path, 4)
+    large, large_pods = _calls(tmp_path, 40)
+    assert large_pods >= 8 * small_pods
+    assert small == large == 9  # 7 lists, DescribeInstances, DescribeVolumes
