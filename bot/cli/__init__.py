@@ -7,14 +7,14 @@ boto3, kubernetes or slack (``bench/startup.py`` measures it).
 Exit status, the same for every command:
 
     0   done (for ``run``: the run succeeded, or waits for someone else's approval; for a dry
-        run: a real run would succeed)
+        run: a real run would succeed; for ``diagnose``: nothing was found)
     1   the command ran and the answer is no: a run failed or was aborted, a dry run found a
         step where a real run would stop, a command was refused,
         a run or runbook was not found, a runbook or a run parameter is invalid, the audit chain
-        is broken
+        is broken, ``diagnose`` found something
     2   nothing was attempted: the command line is wrong (argparse's usage errors, or an option's
         value such as ``--tz``), or the configuration is invalid or names a state database that
-        cannot be opened or written (``ConfigError``)
+        cannot be opened or written (``ConfigError``); ``diagnose`` could not make its scan
     130 interrupted
 
 Errors are one line each on stderr, ``runbook-bot: error: ...``, never a traceback.
@@ -41,6 +41,7 @@ EXIT_USAGE = 2  # argparse's own code for a bad command line; also a bad configu
 COMMAND_MODULES = (
     "bot.cli.runbooks",  # validate, list, show, schema
     "bot.cli.runs",  # run, approve, reject, abort, runs, status
+    "bot.cli.diagnose",  # diagnose
     "bot.cli.audit",  # audit verify
     "bot.cli.export",  # export
     "bot.cli.demo",  # demo
