@@ -298,7 +298,12 @@ class Wire:
         return Counter(r.key for r in (self.requests if requests is None else requests))
 
     def table(self, requests: list[Request] | None = None) -> str:
-        counts = self.counts(requests)
+        return self.table_of(self.requests if requests is None else requests)
+
+    @staticmethod
+    def table_of(requests: list[Request]) -> str:
+        """One line per kind of request, the most frequent first."""
+        counts = Counter(r.key for r in requests)
         return "\n".join(f"  {n:>4}  {key}" for key, n in sorted(counts.items(),
                                                                  key=lambda kv: (-kv[1], kv[0])))
 

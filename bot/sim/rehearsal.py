@@ -93,12 +93,7 @@ class Rehearsal:
         url = self.database_url or f"sqlite:///{self.workdir / 'state.db'}"
         self.settings = default_settings(self.sandbox, database_url=url, audit_key=self.audit_key,
                                          runbooks_dir=self.runbooks_dir)
-        sb = self.sandbox
-        # the sandbox's own clients: its kubeconfig, and botocore pointed at its EC2 endpoint with
-        # the product's retry mode (throttling is retried, as in production)
-        clients = ClusterClients.of(
-            kube=KubeClient.from_config(kubeconfig=str(sb.kubeconfig_path), context=BOT_CONTEXT),
-            ec2=Ec2Client(client=sb.ec2_client(as_bot=True, max_attempts=self.ec2_attempts)))
+        clients = self.clients()
         self.store = Database(url, audit_key=self.audit_key)
         catalog = build_catalog(self.settings, clients_factory=lambda _cfg: clients,
                                 actions=self.actions)
@@ -106,6 +101,14 @@ class Rehearsal:
                              runbooks=DirectorySource(self.settings.runbooks_dir, catalog=catalog.actions),
                              policy=self.settings.policy, clock=self.clock,
                              notifiers=list(self.notifiers), lease_wait=0.0)
+
+    def clients(self) -> ClusterClients:
+        """The sandbox's own clients: its kubeconfig, and botocore pointed at its EC2 endpoint with
+        the product's retry mode (throttling is retried, as in production)."""
+        sb = self.sandbox
+        return ClusterClients.of(
+            kube=KubeClient.from_config(kubeconfig=str(sb.kubeconfig_path), context=BOT_CONTEXT),
+            ec2=Ec2Client(client=sb.ec2_client(as_bot=True, max_attempts=self.ec2_attempts)))
 
     def stop(self) -> None:
         self.sandbox.stop()
