@@ -44,6 +44,7 @@ from bot.engine.ports import (
     Notifier,
     RunbookSource,
     RunStore,
+    SharedReads,
     StepContext,
 )
 from bot.engine.redaction import Redactor
@@ -137,12 +138,15 @@ class Runner:
                 conductor = self._conductor(state)
                 ticks = 0
                 tick = Tick()
+                # one pass: it ends when the run waits for time or people, so no read shared
+                # here is older than the last approval
+                reads = SharedReads()
                 while not self._stop.is_set() and (max_ticks is None or ticks < max_ticks):
                     ticks += 1
                     now = self.clock.now()
                     decision = conductor.decide(now, tick)
                     if isinstance(decision, PlanStep):
-                        outcome, calls = self._plan(state, decision)
+                        outcome, calls = self._plan(state, decision, reads)
                         conductor.planned(decision.key, outcome, self.clock.now(), tick,
                                           recheck=decision.recheck, calls=calls)
                         s = state.steps.get(decision.key)
@@ -158,7 +162,7 @@ class Runner:
                             # another worker took the run over while this one was away: it
                             # applies, this one writes nothing more
                             raise LeaseHeld(f"run {run_id}: the lease was lost before an apply")
-                        outcome, overridden, calls = self._apply(state, decision)
+                        outcome, overridden, calls = self._apply(state, decision, reads)
                         conductor.applied(decision.key, outcome, self.clock.now(), tick,
                                           overridden=overridden, poll=decision.poll, calls=calls)
                     idle = isinstance(decision, Sleep | AwaitPeople | Finished)
@@ -216,21 +220,22 @@ class Runner:
         return Conductor(runbook=runbook, specs=specs, policy=self.policy,
                          membership=self.membership, state=state)
 
-    def _ctx(self, state: RunState, key: str, overrides: frozenset[str],
-             confirmed_by: str | None = None) -> StepContext:
+    def _ctx(self, state: RunState, key: str, overrides: frozenset[str], reads: SharedReads,
+             confirmed_by: str | None = None, poll: bool = False) -> StepContext:
         return StepContext(run_id=state.run_id, step_id=key, requester=state.requester,
                            clock=self.clock, dry_run=state.dry_run, params=state.params,
-                           overrides=overrides, confirmed_by=confirmed_by)
+                           overrides=overrides, confirmed_by=confirmed_by, reads=reads, poll=poll)
 
-    def _plan(self, state: RunState, d: PlanStep) -> tuple[Any, list[ApiCall]]:
-        ctx = self._ctx(state, d.key, d.overrides)
+    def _plan(self, state: RunState, d: PlanStep, reads: SharedReads) -> tuple[Any, list[ApiCall]]:
+        ctx = self._ctx(state, d.key, d.overrides, reads)
         try:
             return self.catalog.plan(d.action, d.params, ctx), ctx.calls
         except Exception as e:
             return e, ctx.calls
 
-    def _apply(self, state: RunState, d: ApplyStep) -> tuple[Any, list[str], list[ApiCall]]:
-        ctx = self._ctx(state, d.key, d.overrides, d.confirmed_by)
+    def _apply(self, state: RunState, d: ApplyStep,
+               reads: SharedReads) -> tuple[Any, list[str], list[ApiCall]]:
+        ctx = self._ctx(state, d.key, d.overrides, reads, d.confirmed_by, poll=d.poll)
         try:
             return self.catalog.apply(d.action, d.plan, ctx), ctx.overridden, ctx.calls
         except Exception as e:
