@@ -51,6 +51,7 @@ from bot.sim.rehearsal import Rehearsal
 from bot.sim.sandbox import BOT_CONTEXT, CREDENTIALS, Sandbox
 
 OOS = "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute"
+FENCED = ("stopped", "terminated")
 POLL = 15.0
 
 
@@ -123,38 +124,59 @@ class Person:
         found = self.sh("aws", "ec2", "describe-instances", "--instance-ids", iid)
         return str(found["Reservations"][0]["Instances"][0]["State"]["Name"])
 
-    def recover(self, node: str) -> None:
+    def holders(self, node: str) -> tuple[set[tuple[str, str]], list[str], int]:
+        """The claims and EBS volumes the node holds, and how many pods use those claims."""
+        vas = self.sh("kubectl", "get", "volumeattachments", "-o", "json")["items"]
+        pvs = {va["spec"]["source"].get("persistentVolumeName") for va in vas
+               if va["spec"]["nodeName"] == node}
+        claimed = {(pv["spec"]["claimRef"]["namespace"], pv["spec"]["claimRef"]["name"]): pv
+                   for pv in self.sh("kubectl", "get", "pv", "-o", "json")["items"]
+                   if pv["metadata"]["name"] in pvs and pv["spec"].get("claimRef")}
+        volumes = [pv["spec"]["csi"]["volumeHandle"] for pv in claimed.values()]
+        return set(claimed), volumes, len(self.users(set(claimed)))
+
+    def users(self, claims: set[tuple[str, str]]) -> list[dict[str, Any]]:
+        pods = self.sh("kubectl", "get", "pods", "-A", "-o", "json")["items"]
+        return [p for p in pods if any(
+            (p["metadata"]["namespace"], v.get("persistentVolumeClaim", {}).get("claimName"))
+            in claims for v in p["spec"].get("volumes") or ())]
+
+    def recover(self, node: str, *, runbook: bool) -> None:
+        """The procedure; ``runbook``: every check node-dead-ngns makes, typed by hand, output on
+        screen reused until the person has waited; otherwise only what the fix itself needs."""
         n = self.sh("kubectl", "get", "node", node, "-o", "json")
         ready = next(c["status"] for c in n["status"]["conditions"] if c["type"] == "Ready")
         assert ready != "True", f"{node} is Ready"
         iid = n["spec"]["providerID"].rsplit("/", 1)[-1]
-        if self.instance_state(iid) not in ("stopped", "terminated"):
+        state = self.instance_state(iid)
+        if runbook and state not in FENCED:  # a stopped instance has no status checks
+            self.sh("aws", "ec2", "describe-instance-status", "--include-all-instances",
+                    "--instance-ids", iid)
+        if runbook:  # were the node's pods force-deleted already? (the timeout detach)
+            claims, volumes, affected = self.holders(node)
+        waited = state not in FENCED
+        if waited:
             self.sh("aws", "ec2", "stop-instances", "--force", "--instance-ids", iid)
             self.until(lambda: self.instance_state(iid) == "stopped")
-        vas = self.sh("kubectl", "get", "volumeattachments", "-o", "json")["items"]
-        pvs = {va["spec"]["source"].get("persistentVolumeName") for va in vas
-               if va["spec"]["nodeName"] == node}
-        claims = {(pv["spec"]["claimRef"]["namespace"], pv["spec"]["claimRef"]["name"]): pv
-                  for pv in self.sh("kubectl", "get", "pv", "-o", "json")["items"]
-                  if pv["metadata"]["name"] in pvs and pv["spec"].get("claimRef")}
-        volumes = [pv["spec"]["csi"]["volumeHandle"] for pv in claims.values()]
-
-        def users() -> list[dict[str, Any]]:
-            pods = self.sh("kubectl", "get", "pods", "-A", "-o", "json")["items"]
-            return [p for p in pods if any(
-                (p["metadata"]["namespace"], v.get("persistentVolumeClaim", {}).get("claimName"))
-                in claims for v in p["spec"].get("volumes") or ())]
-
-        affected = users()
+        if not runbook or waited:
+            claims, volumes, affected = self.holders(node)
+        if runbook and waited:  # minutes later: is it still NotReady before the taint?
+            self.sh("kubectl", "get", "node", node, "-o", "json")
+        if runbook:  # which EBS volumes EC2 attaches to it
+            self.sh("aws", "ec2", "describe-volumes", "--filters",
+                    f"Name=attachment.instance-id,Values={iid}")
         self.sh("kubectl", "taint", "node", node, OOS)
+        if runbook:  # pods that tolerate the taint keep their volumes
+            self.sh("kubectl", "get", "pods", "-A", "--field-selector", f"spec.nodeName={node}",
+                    "-o", "json")
         self.until(lambda: not [va for va in self.sh("kubectl", "get", "volumeattachments", "-o",
                                                      "json")["items"]
                                 if va["spec"]["nodeName"] == node])
         held = self.sh("aws", "ec2", "describe-volumes", "--filters",
                        f"Name=attachment.instance-id,Values={iid}")["Volumes"]
         assert not [v for v in held if v["VolumeId"] in volumes], "EC2 still holds a data volume"
-        self.until(lambda: sum(1 for p in users() if p["spec"].get("nodeName") != node
-                               and p["status"].get("phase") == "Running") >= len(affected))
+        self.until(lambda: sum(1 for p in self.users(claims) if p["spec"].get("nodeName") != node
+                               and p["status"].get("phase") == "Running") >= affected)
         if volumes:
             self.until(lambda: all(
                 v["State"] == "in-use" and v["Attachments"][0]["InstanceId"] != iid
@@ -162,14 +184,15 @@ class Person:
                                  *volumes)["Volumes"]))
 
 
-def person_run(scenario: str, workdir: Path, aws: str) -> tuple[list[Request], list[str]]:
+def person_run(scenario: str, workdir: Path, aws: str, *,
+               runbook: bool) -> tuple[list[Request], list[str]]:
     with Sandbox(scenario, workdir=workdir / "sandbox") as sb, Wire(sb) as wire:
         person = Person(sb, wire, aws, workdir)
         # kubectl's discovery cache, warm as on an engineer's laptop
         person.sh("kubectl", "get", "nodes", "-o", "name")
         wire.reset()
         person.typed.clear()
-        person.recover(sb.facts["node"])
+        person.recover(sb.facts["node"], runbook=runbook)
         return wire.api_calls(), person.typed
 
 
@@ -184,16 +207,18 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     aws = aws_cli()
     worse = False
-    print(f"{'scenario':10} {'side':7} {'calls':>5} {'reads':>5} {'writes':>6} {'audited':>7}  outcome")
+    print(f"{'scenario':10} {'side':8} {'calls':>5} {'reads':>5} {'writes':>6} {'audited':>7}  outcome")
     with tempfile.TemporaryDirectory(prefix="bench-node-dead-") as tmp:
         for scenario in scenarios:
             work = Path(tmp) / scenario
             bot, audited, status = bot_run(scenario, work / "bot")
-            hand, typed = person_run(scenario, work / "person", aws)
+            hand, typed = person_run(scenario, work / "person", aws, runbook=True)
+            least, fewest = person_run(scenario, work / "minimal", aws, runbook=False)
             for side, seen, extra, outcome in (("bot", bot, str(audited), status),
-                                               ("person", hand, "-", f"{len(typed)} commands")):
+                                               ("person", hand, "-", f"{len(typed)} commands"),
+                                               ("minimal", least, "-", f"{len(fewest)} commands")):
                 writes = sum(1 for r in seen if r.write)
-                print(f"{scenario:10} {side:7} {len(seen):>5} {len(seen) - writes:>5} {writes:>6} "
+                print(f"{scenario:10} {side:8} {len(seen):>5} {len(seen) - writes:>5} {writes:>6} "
                       f"{extra:>7}  {outcome}")
                 if args.show:
                     print(Wire.table_of(seen))

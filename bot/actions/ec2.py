@@ -74,9 +74,19 @@ def plan_instance(p: InstanceParams, env: Env) -> Plan:
     return Plan(action="aws.ec2.instance.get", params={})
 
 
+# what EC2 reports for the status checks of an instance that is not running
+NOT_APPLICABLE = {"SystemStatus": {"Status": "not-applicable"},
+                  "InstanceStatus": {"Status": "not-applicable"}}
+
+
 def apply_instance(plan: Plan, p: InstanceParams, env: Env) -> Result:
     inst = env.ec2.describe_instances([p.instance_id]).get(p.instance_id)
-    status = env.ec2.describe_instance_status([p.instance_id]).get(p.instance_id) if inst else None
+    if inst is None:
+        status = None
+    elif instance_state(inst) in FENCED_STATES:
+        status = NOT_APPLICABLE  # EC2 runs no status checks on a stopped or terminated instance
+    else:
+        status = env.ec2.describe_instance_status([p.instance_id]).get(p.instance_id)
     return Result(data=instance_view(p.instance_id, inst, status))
 
 
