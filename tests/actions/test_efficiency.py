@@ -21,6 +21,7 @@ from bot.clients.kube import KubeClient
 from bot.config import ClusterConfig, Settings
 from bot.engine.plan import ApiCall, Plan, Result
 from bot.engine.ports import ManualClock, SharedReads, StepContext
+from tests.fakes.calls import sent
 
 sandbox = pytest.importorskip("bot.sim.sandbox")
 NODES, PER_NODE = 20, 5
@@ -67,8 +68,7 @@ def outage(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outage]:
 
 
 def _ops(calls: list[ApiCall]) -> list[str]:
-    """The requests made: reads served again from the shared reads are not requests."""
-    return [c.operation for c in calls if c.outcome != "cached"]
+    return sent(calls)
 
 
 def test_the_outage_has_the_volumes_the_figures_are_about(outage):
