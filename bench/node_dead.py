@@ -2,30 +2,41 @@
 
 For the ``node-dead`` scenario (the instance is already stopped) and ``node-hung`` (it still runs
 and must be fenced), this runs ``node-dead-ngns`` through the runner with every approval given at
-once, then, on a fresh copy of the same sandbox, the procedure the runbook encodes as a careful
-engineer types it with kubectl and the AWS CLI:
+once, then, on fresh copies of the same sandbox, two people with kubectl and the AWS CLI:
+
+``person`` types the runbook's procedure by hand: every check node-dead-ngns makes, one command
+each, reusing what is on the screen until they have waited (as the bot shares reads within a pass):
 
     kubectl get node NODE -o json                     Ready? which instance?
     aws ec2 describe-instances --instance-ids I       stopped?
+    aws ec2 describe-instance-status ...              status checks (a running instance only)
+    kubectl get volumeattachments / pv / pods -A      the volumes, claims and pods it holds, and
+                                                      whether its pods were force-deleted already
     aws ec2 stop-instances --force ...                only when it still runs; then
-    aws ec2 describe-instances ... every 15 s         until stopped
-    kubectl get volumeattachments -o json             which volumes the node holds
-    kubectl get pv -o json                            their claims
-    kubectl get pods -A -o json                       the pods using those claims
+    aws ec2 describe-instances ... every 15 s         until stopped; after that wait, the
+                                                      attachments, PVs, pods and node again
+    aws ec2 describe-volumes --filters attachment.instance-id=I   what EC2 attaches to it
     kubectl taint node NODE node.kubernetes.io/out-of-service=nodeshutdown:NoExecute
+    kubectl get pods -A --field-selector spec.nodeName=NODE       pods that tolerate the taint
     kubectl get volumeattachments -o json every 15 s  until none names the node
     aws ec2 describe-volumes --filters attachment.instance-id=I   EC2 let go too
     kubectl get pods -A -o json every 15 s            until the pods run elsewhere
     aws ec2 describe-volumes --volume-ids ... every 15 s   until attached to their new nodes
 
+``minimal`` only does what the fix needs (no status checks, no check for force-deleted pods or
+tolerating pods, no re-read before the taint); it is printed for comparison. The bot also reads
+what no person types: the live re-plan of every approved step and the cluster-wide count of
+out-of-service nodes.
+
 Both sides are counted on the wire by the same proxies (``bench/wire.py``); kubectl's discovery
-requests (cached on disk in daily use) are shown but left out of the comparison. Time is the
-sandbox's: the person's waits advance the clock 15 s per poll, the bot's its next check.
+requests (cached on disk in daily use) are left out. Time is the sandbox's: the people's waits
+advance the clock 15 s per poll, the bot's its next check.
 
-Exit status 1 when the bot makes more calls than the person in either scenario. The AWS CLI is
-installed from PyPI into the running interpreter when ``aws`` is missing.
+Exit status 1 when the bot makes more calls than ``person`` in either scenario (or its run does
+not succeed). The AWS CLI is installed from PyPI into the running interpreter when ``aws`` is
+missing.
 
-    .venv/bin/python bench/node_dead.py [--scenario node-dead --scenario node-hung]
+    .venv/bin/python bench/node_dead.py [--scenario node-dead] [--show]
 """
 
 from __future__ import annotations
@@ -224,8 +235,8 @@ def main(argv: list[str] | None = None) -> int:
                     print(Wire.table_of(seen))
             if len(bot) > len(hand) or status != "succeeded":
                 worse = True
-    print("bot makes no more calls than the person" if not worse
-          else "FAIL: the bot makes more calls than the person (or did not succeed)")
+    print("the bot makes no more calls than the runbook typed by hand" if not worse
+          else "FAIL: the bot makes more calls than the runbook typed by hand (or did not succeed)")
     return 1 if worse else 0
 
 
