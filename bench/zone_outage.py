@@ -39,7 +39,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.wire import WireProxy
+from bench.wire import Wire
 from bot.engine.commands import BreakGlass
 from bot.engine.ports import ManualClock
 from bot.engine.runstate import RunState, StepState
@@ -73,9 +73,8 @@ class WiredRehearsal(Rehearsal):
 
     def start(self) -> None:
         self.sandbox.start()
-        self.wire = WireProxy(self.sandbox)
-        self.wire.start()
-        self.kubeconfig, self.ec2_endpoint = self.wire.kubeconfig, self.wire.ec2_endpoint
+        self.wire = Wire(self.sandbox)
+        self.kubeconfig, self.ec2_endpoint = str(self.wire.kubeconfig_path), self.wire.ec2_endpoint
         started = self.sandbox.start
         self.sandbox.start = lambda: None  # type: ignore[method-assign]
         try:
@@ -84,7 +83,7 @@ class WiredRehearsal(Rehearsal):
             self.sandbox.start = started  # type: ignore[method-assign]
 
     def stop(self) -> None:
-        self.wire.stop()
+        self.wire.close()
         super().stop()
 
 
@@ -119,8 +118,8 @@ def bot_side(n: int, workdir: Path) -> dict[str, Any]:
 class Shell:
     """The engineer's terminal: kubectl and the AWS CLI with the sandbox's env, through the proxy."""
 
-    def __init__(self, sb: Sandbox, wire: WireProxy, aws: str, cache: Path) -> None:
-        self.env = {**os.environ, **sb.env, "KUBECONFIG": wire.kubeconfig,
+    def __init__(self, sb: Sandbox, wire: Wire, aws: str, cache: Path) -> None:
+        self.env = {**os.environ, **sb.env, "KUBECONFIG": str(wire.kubeconfig_path),
                     "AWS_ENDPOINT_URL_EC2": wire.ec2_endpoint, "AWS_PAGER": "",
                     "AWS_MAX_ATTEMPTS": "8", "AWS_RETRY_MODE": "standard"}
         self.aws, self.cache = aws, cache
@@ -144,8 +143,7 @@ def states(sh: Shell, ids: list[str]) -> dict[str, str]:
 def script_side(n: int, workdir: Path, aws: str) -> dict[str, Any]:
     sb = Sandbox("az-outage", workdir=workdir, clock=ManualClock(), options=options(n))
     sb.start()
-    wire = WireProxy(sb)
-    wire.start()
+    wire = Wire(sb)
     try:
         sb.advance(300)
         wire.reset()
@@ -173,7 +171,7 @@ def script_side(n: int, workdir: Path, aws: str) -> dict[str, Any]:
         return {"total": wire.total(), "reads": wire.total(reads=True),
                 "writes": wire.total(reads=False), "wall": wall, "counts": wire.counts()}
     finally:
-        wire.stop()
+        wire.close()
         sb.stop()
 
 

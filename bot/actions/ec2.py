@@ -28,6 +28,8 @@ from bot.engine.plan import Change, Fact, Plan, Result
 from bot.errors import PermanentError, RetryableError
 
 POLL_SECONDS = 5.0
+# how often a stop is checked on: the interval of EC2's own ``instance-stopped`` waiter
+STOP_POLL_SECONDS = 15.0
 
 
 def _not_found(kind: str, ident: str, operation: str) -> PermanentError:
@@ -72,9 +74,19 @@ def plan_instance(p: InstanceParams, env: Env) -> Plan:
     return Plan(action="aws.ec2.instance.get", params={})
 
 
+# what EC2 reports for the status checks of an instance that is not running
+NOT_APPLICABLE = {"SystemStatus": {"Status": "not-applicable"},
+                  "InstanceStatus": {"Status": "not-applicable"}}
+
+
 def apply_instance(plan: Plan, p: InstanceParams, env: Env) -> Result:
     inst = env.ec2.describe_instances([p.instance_id]).get(p.instance_id)
-    status = env.ec2.describe_instance_status([p.instance_id]).get(p.instance_id) if inst else None
+    if inst is None:
+        status = None
+    elif instance_state(inst) in FENCED_STATES:
+        status = NOT_APPLICABLE  # EC2 runs no status checks on a stopped or terminated instance
+    else:
+        status = env.ec2.describe_instance_status([p.instance_id]).get(p.instance_id)
     return Result(data=instance_view(p.instance_id, inst, status))
 
 
@@ -113,9 +125,10 @@ def apply_stop(plan: Plan, p: InstanceStopParams, env: Env) -> Result:
     if state in FENCED_STATES:
         return Result(data={"instance_id": p.instance_id, "state": state}, already_done=True,
                       message=f"instance {p.instance_id} is {state}")
-    # a plain stop already under way is not repeated; a force stop of a hung 'stopping' is;
+    # a plain stop already under way is not repeated; a force stop of a hung 'stopping' is, once:
+    # the polls that follow wait for it rather than sending it again;
     # 'shutting-down' cannot be stopped (IncorrectInstanceState): it is waited on until terminated
-    if state in {"pending", "running"} or (state == "stopping" and p.force):
+    if state in {"pending", "running"} or (state == "stopping" and p.force and not env.ctx.poll):
         # a live read, never the plan's facts: the node may have come back during the approval
         il.check_fence(env, instance_id=p.instance_id, instance=inst, facts=[])
         try:
@@ -136,7 +149,7 @@ def apply_stop(plan: Plan, p: InstanceStopParams, env: Env) -> Result:
         ", waiting for terminated" if state == "shutting-down" else "")
     env.ctx.progress = progress
     return Result(data={"instance_id": p.instance_id, "state": state}, done=False,
-                  progress=progress, retry_after=POLL_SECONDS)
+                  progress=progress, retry_after=STOP_POLL_SECONDS)
 
 
 # -- volumes ----------------------------------------------------------------------------------

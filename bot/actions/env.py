@@ -1,7 +1,8 @@
 """What an action's ``plan`` and ``apply`` work with: the step, the policy, the cluster's clients.
 
 ``Env`` is built by the catalog for every plan and apply: the step's context (clock, dry run,
-interlock refusals, the list every API call is recorded in), the settings (policy limits), the
+interlock refusals, the list every API call is recorded in, the reads shared in the run's pass),
+the settings (policy limits), the
 cluster the step targets, and that cluster's clients bound to the step. A dry run gets clients that
 refuse every write before it is sent.
 
@@ -90,13 +91,14 @@ class Env:
 
     @property
     def kube(self) -> KubeClient:
-        return self.clients.kube.bound(self.ctx.calls, read_only=self.ctx.dry_run)
+        return self.clients.kube.bound(self.ctx.calls, read_only=self.ctx.dry_run,
+                                       reads=self.ctx.reads)
 
     @property
     def ec2(self) -> Ec2Client:
         """EC2 bound to the step; a real write is made for the run and the step's approvers."""
         return self.clients.ec2.bound(self.ctx.calls, read_only=self.ctx.dry_run,
-                                      acting_for=acting_for(self.ctx))
+                                      acting_for=acting_for(self.ctx), reads=self.ctx.reads)
 
     def now_iso(self) -> str:
         return self.ctx.clock.now().isoformat()

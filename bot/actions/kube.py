@@ -135,8 +135,16 @@ def _taint_interlocks(env: Env, *, node: Obj, p: TaintParams, facts: list[Fact])
         il.check_blast_radius(env, targets=[p.node], nodes=env.kube.list_nodes(), facts=facts)
 
 
+def _taint_target(env: Env, p: TaintParams) -> Obj:
+    """The node, read from the list of all nodes when the blast-radius rule needs that list anyway
+    (one request for both)."""
+    if p.key == OUT_OF_SERVICE_TAINT:
+        env.kube.list_nodes()
+    return env.kube.get_node(p.node)
+
+
 def plan_taint(p: TaintParams, env: Env) -> Plan:
-    node = env.kube.get_node(p.node)
+    node = _taint_target(env, p)
     change, facts = _taint_change(node, p), list[Fact]()
     if change is not None:
         _taint_interlocks(env, node=node, p=p, facts=facts)
@@ -146,7 +154,7 @@ def plan_taint(p: TaintParams, env: Env) -> Plan:
 
 def apply_taint(plan: Plan, p: TaintParams, env: Env) -> Result:
     k = env.kube
-    node = k.get_node(p.node)
+    node = _taint_target(env, p)
     if _taint_change(node, p) is not None:
         # live reads, never the plan's facts: the instance may have been started since approval
         _taint_interlocks(env, node=node, p=p, facts=[])

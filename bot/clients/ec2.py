@@ -13,6 +13,10 @@ reached the same way. ``Ec2Client`` wraps it for the actions:
 - every request recorded as an ``ApiCall`` with its AWS request id: each page of a Describe, and
   each attempt botocore's retries made (a throttled attempt is recorded with its error code, then
   the attempt that succeeded), so the audit shows the throttling an action went through;
+- shared reads: a view bound to a pass's ``SharedReads`` answers a Describe it already made in that
+  pass from there, and a Describe by ids from an earlier one by ids (or of everything) that
+  covered them, recorded with the outcome ``cached``, never as a request; every write, a DryRun
+  check too, clears the shared reads before and after it is sent;
 - secrets redacted (``redact``) from every error message and record;
 - a read-only view (``bound(calls, read_only=True)``, what a dry run gets) refuses every write
   before it is sent, EC2's own ``DryRun`` checks excepted; an endpoint that ignores ``DryRun``
@@ -21,6 +25,8 @@ reached the same way. ``Ec2Client`` wraps it for the actions:
 
 from __future__ import annotations
 
+import copy
+import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
@@ -46,6 +52,7 @@ from bot.clients.attribution import Attribution, identity_text
 from bot.clients.redact import redact
 from bot.config import ClusterConfig
 from bot.engine.plan import ApiCall
+from bot.engine.ports import SharedReads
 from bot.errors import PermanentError, PolicyError, RetryableError
 
 SERVICE = "ec2"
@@ -265,6 +272,7 @@ class Ec2Client:
     sts: Any = None  # a botocore STS client on the same credentials as ``client``
     run_sessions: RunSessions | None = None
     acting_for: Attribution | None = None
+    reads: SharedReads | None = None
 
     def __post_init__(self) -> None:
         _watch_attempts(self.client)
@@ -287,9 +295,9 @@ class Ec2Client:
         return cls(client=reach.ec2(base), sts=reach.sts(base))
 
     def bound(self, calls: list[ApiCall], *, read_only: bool = False,
-              acting_for: Attribution | None = None) -> Ec2Client:
+              acting_for: Attribution | None = None, reads: SharedReads | None = None) -> Ec2Client:
         return Ec2Client(client=self.client, recorder=calls, read_only=read_only, sts=self.sts,
-                         run_sessions=self.run_sessions, acting_for=acting_for)
+                         run_sessions=self.run_sessions, acting_for=acting_for, reads=reads)
 
     def caller_identity(self) -> dict[str, str]:
         """Who AWS sees for reads (``sts:GetCallerIdentity``, which needs no IAM permission)."""
@@ -329,6 +337,33 @@ class Ec2Client:
                                          request_id=request_id))
         return raw
 
+    # -- shared reads -------------------------------------------------------------------------
+
+    def _described(self, operation: str, ids: Sequence[str], filters: Sequence[dict[str, Any]],
+                   fetch: Callable[[list[str]], dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+        """``fetch(request_ids)``, or what an earlier Describe in this pass answered: the same
+        call, or one by ids (or of everything, no filter) that covered these ids."""
+        wanted = tuple(sorted(set(ids)))
+        shape = json.dumps(list(filters), sort_keys=True, default=str)
+        if self.reads is None:
+            return fetch([])
+        key = (SERVICE, id(self.client), operation, wanted, shape)
+        hit = self.reads.get(key)
+        if hit is None and wanted and not filters:
+            for other, value in self.reads.items():
+                if (other[:3] == key[:3] and other[4:] == ("[]",)
+                        and (not other[3] or set(wanted) <= set(other[3]))):
+                    hit = ({k: v for k, v in value[0].items() if k in wanted}, value[1])
+                    break
+        if hit is not None:
+            self.reads.served += 1
+            self._record(operation, list(ids), "cached", hit[1])
+            return copy.deepcopy(hit[0])
+        request_ids: list[str] = []
+        out = fetch(request_ids)
+        self.reads.put(key, (copy.deepcopy(out), request_ids[0] if request_ids else ""))
+        return out
+
     # -- plumbing -----------------------------------------------------------------------------
 
     def _record(self, operation: str, targets: Sequence[str], outcome: str, request_id: str) -> None:
@@ -366,14 +401,18 @@ class Ec2Client:
         if self.read_only and not dry_run:
             raise PolicyError(f"{operation} {', '.join(targets)}: refused, this is a read-only "
                               "(dry-run) client")
+        if self.reads is not None:
+            self.reads.clear()
 
     def _paginate(self, operation: str, method: str, targets: Sequence[str],
-                  **kwargs: Any) -> Iterator[dict[str, Any]]:
+                  request_ids: list[str] | None = None, **kwargs: Any) -> Iterator[dict[str, Any]]:
         pages = iter(self.client.get_paginator(method).paginate(**kwargs))
         while True:
             page = self._call(operation, targets, lambda: next(pages, None))
             if page is None:
                 return
+            if request_ids is not None:
+                request_ids.append(_request_id(page))
             yield page
 
     # -- reads --------------------------------------------------------------------------------
@@ -384,25 +423,32 @@ class Ec2Client:
         flt = list(filters)
         if instance_ids:
             flt.append({"Name": "instance-id", "Values": sorted(set(instance_ids))})
-        out: dict[str, dict[str, Any]] = {}
-        for page in self._paginate("DescribeInstances", "describe_instances", list(instance_ids),
-                                   Filters=flt):
-            for res in page.get("Reservations", ()):
-                for inst in res.get("Instances", ()):
-                    out[inst["InstanceId"]] = inst
-        return out
+
+        def fetch(request_ids: list[str]) -> dict[str, dict[str, Any]]:
+            out: dict[str, dict[str, Any]] = {}
+            for page in self._paginate("DescribeInstances", "describe_instances",
+                                       list(instance_ids), request_ids, Filters=flt):
+                for res in page.get("Reservations", ()):
+                    for inst in res.get("Instances", ()):
+                        out[inst["InstanceId"]] = inst
+            return out
+        return self._described("DescribeInstances", instance_ids, filters, fetch)
 
     def describe_instance_status(self, instance_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         """Status checks; ``IncludeAllInstances`` so stopped instances are listed too."""
         if not instance_ids:
             return {}
-        out: dict[str, dict[str, Any]] = {}
         flt = [{"Name": "instance-id", "Values": sorted(set(instance_ids))}]
-        for page in self._paginate("DescribeInstanceStatus", "describe_instance_status",
-                                   list(instance_ids), Filters=flt, IncludeAllInstances=True):
-            for st in page.get("InstanceStatuses", ()):
-                out[st["InstanceId"]] = st
-        return out
+
+        def fetch(request_ids: list[str]) -> dict[str, dict[str, Any]]:
+            out: dict[str, dict[str, Any]] = {}
+            for page in self._paginate("DescribeInstanceStatus", "describe_instance_status",
+                                       list(instance_ids), request_ids, Filters=flt,
+                                       IncludeAllInstances=True):
+                for st in page.get("InstanceStatuses", ()):
+                    out[st["InstanceId"]] = st
+            return out
+        return self._described("DescribeInstanceStatus", instance_ids, (), fetch)
 
     def describe_volumes(self, volume_ids: Sequence[str] = (), *,
                          filters: Sequence[dict[str, Any]] = ()) -> dict[str, dict[str, Any]]:
@@ -410,13 +456,17 @@ class Ec2Client:
         flt = list(filters)
         if volume_ids:
             flt.append({"Name": "volume-id", "Values": sorted(set(volume_ids))})
-        out: dict[str, dict[str, Any]] = {}
-        # the audit names what was asked for: the ids, or the filters' values
-        targets = list(volume_ids) or [str(v) for f in filters for v in f.get("Values") or ()]
-        for page in self._paginate("DescribeVolumes", "describe_volumes", targets, Filters=flt):
-            for vol in page.get("Volumes", ()):
-                out[vol["VolumeId"]] = vol
-        return out
+
+        def fetch(request_ids: list[str]) -> dict[str, dict[str, Any]]:
+            out: dict[str, dict[str, Any]] = {}
+            # the audit names what was asked for: the ids, or the filters' values
+            targets = list(volume_ids) or [str(v) for f in filters for v in f.get("Values") or ()]
+            for page in self._paginate("DescribeVolumes", "describe_volumes", targets,
+                                       request_ids, Filters=flt):
+                for vol in page.get("Volumes", ()):
+                    out[vol["VolumeId"]] = vol
+            return out
+        return self._described("DescribeVolumes", volume_ids, filters, fetch)
 
     # -- writes -------------------------------------------------------------------------------
 

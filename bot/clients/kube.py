@@ -15,6 +15,12 @@ Three things the SDK leaves to its callers are done here, once:
   expires (410 Gone, the server compacted past it) the list starts again from the first page, once.
 - **Dry runs.** A read-only view (``bound(calls, read_only=True)``) refuses every write before it
   is sent.
+- **Shared reads.** A view bound to a pass's ``SharedReads`` (``bound(calls, reads=...)``) answers
+  a read it already made in that pass from there, and a narrower read from a wider list it made:
+  a node from the list of all nodes, a node's pods from the list of all pods. What is served so is
+  recorded with the outcome ``cached`` (and the request id of the read it came from), never as a
+  request. Every write, whatever its outcome, clears the shared reads first and again after, so a
+  read after a write is sent, and a 409 Conflict's re-read is live.
 - **Optimistic concurrency.** ``update()`` reads, applies a pure mutation, and writes back with the
   read ``resourceVersion`` (a full PUT), retrying on 409 Conflict. Taints have no merge key, so a
   patch without a version would silently drop a taint another controller added in between.
@@ -36,6 +42,7 @@ from kubernetes.config.config_exception import ConfigException
 
 from bot.clients.redact import redact
 from bot.engine.plan import ApiCall
+from bot.engine.ports import SharedReads
 from bot.errors import ConfigError, PermanentError, PolicyError, RetryableError
 
 SERVICE = "kubernetes"
@@ -92,6 +99,10 @@ def translate(e: Exception, *, operation: str) -> Exception:
     return e
 
 
+def _named(obj: Obj, name: str) -> bool:
+    return bool((obj.get("metadata") or {}).get("name") == name)
+
+
 @dataclass
 class KubeClient:
     """One cluster's API, returning plain dicts and recording every request.
@@ -109,6 +120,7 @@ class KubeClient:
     recorder: list[ApiCall] | None = None
     read_only: bool = False
     context_name: str = ""  # the kubeconfig context it was built from ("in-cluster" in a pod)
+    reads: SharedReads | None = None
     _apis: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -147,11 +159,12 @@ class KubeClient:
         """The API server's URL, as the kubeconfig (or the pod's environment) gives it."""
         return str(self.api.configuration.host)
 
-    def bound(self, calls: list[ApiCall], *, read_only: bool = False) -> KubeClient:
+    def bound(self, calls: list[ApiCall], *, read_only: bool = False,
+              reads: SharedReads | None = None) -> KubeClient:
         view = KubeClient(api=self.api, request_timeout=self.request_timeout,
                           page_size=self.page_size, conflict_retries=self.conflict_retries,
                           read_retries=self.read_retries, sleep=self.sleep, recorder=calls,
-                          read_only=read_only, context_name=self.context_name)
+                          read_only=read_only, context_name=self.context_name, reads=reads)
         view._apis = self._apis
         return view
 
@@ -173,11 +186,78 @@ class KubeClient:
                                          targets=tuple(redact(t) for t in targets),
                                          outcome=redact(outcome), request_id=str(audit_id or "")))
 
+    # -- shared reads -------------------------------------------------------------------------
+
+    def _key(self, operation: str, *parts: Any) -> tuple[Any, ...]:
+        return (SERVICE, id(self.api), operation, *parts)
+
+    def _served(self, operation: str, targets: tuple[str, ...], request_id: str) -> None:
+        """Record a read answered from the pass's shared reads: not a request."""
+        assert self.reads is not None
+        self.reads.served += 1
+        if self.recorder is not None:
+            self.recorder.append(ApiCall(service=SERVICE, operation=operation,
+                                         targets=tuple(redact(t) for t in targets),
+                                         outcome="cached", request_id=request_id))
+
+    def _listed(self, operation: str, *args: Any) -> tuple[list[Obj], str] | None:
+        """The items of a whole, unfiltered list read in this pass, and its request id."""
+        if self.reads is None:
+            return None
+        hit = self.reads.get(self._key(operation, args, ()))
+        return None if hit is None else (json.loads(hit[0]), hit[1])
+
+    def _clear_reads(self) -> None:
+        if self.reads is not None:
+            self.reads.clear()
+
+    def _get(self, group: str, operation: str, targets: tuple[str, ...], *args: Any,
+             within: tuple[str, Callable[[Obj], bool]] | None = None) -> Obj:
+        """A read of one object, shared in the pass; ``within`` names a list operation whose
+        cached result holds the object too (and the test that finds it there)."""
+        if self.reads is not None:
+            key = self._key(operation, args)
+            hit = self.reads.get(key)
+            if hit is not None:
+                self._served(operation, targets, hit[1])
+                return dict(json.loads(hit[0]))
+            listed = self._listed(within[0]) if within else None
+            if within is not None and listed is not None:
+                items, request_id = listed
+                self._served(operation, targets, request_id)
+                found = next((o for o in items if within[1](o)), None)
+                if found is None:
+                    raise PermanentError(f"{operation}: HTTP 404 NotFound: {', '.join(targets)} "
+                                         "not found", service=SERVICE, operation=operation,
+                                         code="NotFound")
+                return found
+        headers: list[Any] = []
+        obj = self._request(group, operation, targets, *args, headers_out=headers)
+        if self.reads is not None:
+            self.reads.put(self._key(operation, args), (json.dumps(obj), self._audit_id(headers)))
+        return obj
+
+    @staticmethod
+    def _audit_id(headers: list[Any]) -> str:
+        h = headers[0] if headers else None
+        return str((h.get("Audit-Id") if h is not None and hasattr(h, "get") else None) or "")
+
     def _request(self, group: str, operation: str, targets: tuple[str, ...], *args: Any,
-                 read: bool = True, **kwargs: Any) -> Obj:
+                 read: bool = True, headers_out: list[Any] | None = None, **kwargs: Any) -> Obj:
         if not read and self.read_only:
             raise PolicyError(f"{operation} {', '.join(targets)}: refused, this is a read-only "
                               "(dry-run) client")
+        if not read:
+            self._clear_reads()
+            try:
+                return self._send(group, operation, targets, *args, read=False, **kwargs)
+            finally:
+                self._clear_reads()
+        return self._send(group, operation, targets, *args, read=True, headers_out=headers_out,
+                          **kwargs)
+
+    def _send(self, group: str, operation: str, targets: tuple[str, ...], *args: Any,
+              read: bool, headers_out: list[Any] | None = None, **kwargs: Any) -> Obj:
         fn = getattr(self._group(group), operation)
         attempts = 1 + (self.read_retries if read else 0)
         for attempt in range(attempts):
@@ -186,6 +266,8 @@ class KubeClient:
                           **kwargs)
                 body = resp.data
                 self._record(operation, targets, "ok", getattr(resp, "headers", None))
+                if headers_out is not None:
+                    headers_out.append(getattr(resp, "headers", None))
                 return json.loads(body) if body else {}
             except (ApiException, urllib3.exceptions.HTTPError, OSError) as e:
                 err = translate(e, operation=operation)
@@ -202,24 +284,49 @@ class KubeClient:
                 self.sleep(min(after if after is not None else 0.2 * 2**attempt, 2.0))
         raise AssertionError("unreachable")
 
-    def _list(self, group: str, operation: str, *args: Any, **kwargs: Any) -> list[Obj]:
+    @staticmethod
+    def _list_targets(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, ...]:
+        # what was listed: the namespace and the selectors; none means the whole cluster
+        return tuple(str(a) for a in args) + tuple(
+            str(kwargs[k]) for k in ("field_selector", "label_selector") if kwargs.get(k))
+
+    def _list(self, group: str, operation: str, *args: Any,
+              within: tuple[str, Callable[[Obj], bool]] | None = None, **kwargs: Any) -> list[Obj]:
+        """A whole list, shared in the pass; ``within`` names a wider list whose cached result
+        holds these items too (and the test that picks them from it)."""
+        key = self._key(operation, args, tuple(sorted(kwargs.items())))
+        if self.reads is not None:
+            hit = self.reads.get(key)
+            wider = self._listed(within[0]) if within and hit is None else None
+            if hit is not None or wider is not None:
+                items, request_id = (json.loads(hit[0]), hit[1]) if hit is not None else (
+                    [o for o in wider[0] if within[1](o)] if within and wider else [],
+                    wider[1] if wider else "")
+                self._served(operation, self._list_targets(args, kwargs), request_id)
+                return list(items)
+        ids: list[str] = []
         try:
-            return list(self._pages(group, operation, *args, **kwargs))
+            items = list(self._pages(group, operation, *args, request_ids=ids, **kwargs))
         except RetryableError as e:
             if e.code != "Expired":
                 raise
-            return list(self._pages(group, operation, *args, **kwargs))
+            ids.clear()
+            items = list(self._pages(group, operation, *args, request_ids=ids, **kwargs))
+        if self.reads is not None:
+            self.reads.put(key, (json.dumps(items), ids[0] if ids else ""))
+        return items
 
-    def _pages(self, group: str, operation: str, *args: Any, **kwargs: Any) -> Iterator[Obj]:
-        # what was listed: the namespace and the selectors; none means the whole cluster
-        targets = tuple(str(a) for a in args) + tuple(
-            str(kwargs[k]) for k in ("field_selector", "label_selector") if kwargs.get(k))
+    def _pages(self, group: str, operation: str, *args: Any, request_ids: list[str],
+               **kwargs: Any) -> Iterator[Obj]:
+        targets = self._list_targets(args, kwargs)
         token: str | None = None
         while True:
             page_args = dict(kwargs, limit=self.page_size)
             if token:
                 page_args["_continue"] = token
-            page = self._request(group, operation, targets, *args, **page_args)
+            headers: list[Any] = []
+            page = self._request(group, operation, targets, *args, headers_out=headers, **page_args)
+            request_ids.append(self._audit_id(headers))
             yield from page.get("items") or ()
             token = (page.get("metadata") or {}).get("continue") or None
             if not token:
@@ -228,10 +335,11 @@ class KubeClient:
     # -- reads --------------------------------------------------------------------------------
 
     def get_node(self, name: str) -> Obj:
-        return self._request("core", "read_node", (name,), name)
+        return self._get("core", "read_node", (name,), name,
+                         within=("list_node", lambda o: _named(o, name)))
 
     def list_nodes(self, *, label_selector: str | None = None) -> list[Obj]:
-        kw = {"label_selector": label_selector} if label_selector else {}
+        kw: dict[str, Any] = {"label_selector": label_selector} if label_selector else {}
         return self._list("core", "list_node", **kw)
 
     def list_pods(self, *, node: str | None = None, namespace: str | None = None,
@@ -241,9 +349,15 @@ class KubeClient:
             kw["field_selector"] = f"spec.nodeName={node}"
         if label_selector:
             kw["label_selector"] = label_selector
+
+        def picked(o: Obj) -> bool:  # the same pods, picked from the list of every pod
+            return ((not node or (o.get("spec") or {}).get("nodeName") == node)
+                    and (not namespace or (o.get("metadata") or {}).get("namespace") == namespace))
+        within = None if label_selector else ("list_pod_for_all_namespaces", picked)
         if namespace:
-            return self._list("core", "list_namespaced_pod", namespace, **kw)
-        return self._list("core", "list_pod_for_all_namespaces", **kw)
+            return self._list("core", "list_namespaced_pod", namespace, within=within, **kw)
+        return self._list("core", "list_pod_for_all_namespaces", within=within if node else None,
+                          **kw)
 
     def list_pod_events(self, *, namespace: str, pod: str) -> list[Obj]:
         selector = f"involvedObject.name={pod},involvedObject.namespace={namespace}"
@@ -260,24 +374,26 @@ class KubeClient:
         return self._list("core", "list_namespaced_event", ns, field_selector=selector)
 
     def get_pod(self, *, namespace: str, name: str) -> Obj:
-        return self._request("core", "read_namespaced_pod", (f"{namespace}/{name}",), name, namespace)
+        return self._get("core", "read_namespaced_pod", (f"{namespace}/{name}",), name, namespace)
 
     def list_volume_attachments(self) -> list[Obj]:
         """All VolumeAttachments; the only field selector is metadata.name, so filter client-side."""
         return self._list("storage", "list_volume_attachment")
 
     def get_volume_attachment(self, name: str) -> Obj:
-        return self._request("storage", "read_volume_attachment", (name,), name)
+        return self._get("storage", "read_volume_attachment", (name,), name,
+                         within=("list_volume_attachment", lambda o: _named(o, name)))
 
     def get_pv(self, name: str) -> Obj:
-        return self._request("core", "read_persistent_volume", (name,), name)
+        return self._get("core", "read_persistent_volume", (name,), name,
+                         within=("list_persistent_volume", lambda o: _named(o, name)))
 
     def list_pvs(self) -> list[Obj]:
         return self._list("core", "list_persistent_volume")
 
     def get_pvc(self, *, namespace: str, name: str) -> Obj:
-        return self._request("core", "read_namespaced_persistent_volume_claim",
-                             (f"{namespace}/{name}",), name, namespace)
+        return self._get("core", "read_namespaced_persistent_volume_claim",
+                         (f"{namespace}/{name}",), name, namespace)
 
     def list_pvcs(self) -> list[Obj]:
         """Every PersistentVolumeClaim in every namespace."""

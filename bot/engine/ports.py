@@ -48,6 +48,38 @@ class ManualClock:
 
 
 @dataclass
+class SharedReads:
+    """API reads shared by the plans and applies of one pass of a run.
+
+    The runner makes one per pass: from the moment it takes a run up until the run waits (for
+    time or for people) or ends. Within a pass, an object or a list read once is served again to
+    every step (and every node of a step) that asks, instead of being read again; any write
+    through a client clears all of it, since a write can make controllers change other objects
+    too. A pass never spans an approval: a step waiting for people ends the pass, so what an
+    apply's interlocks read was read after the approval. A ``StepContext`` built without one gets
+    its own, shared only within that one plan or apply.
+
+    The clients own the keys and values (``bot.clients``); what is served from here is recorded
+    in the step's calls with the outcome ``cached``, never as a call made.
+    """
+
+    entries: dict[tuple[Any, ...], Any] = field(default_factory=dict)
+    served: int = 0  # reads answered from here rather than sent
+
+    def get(self, key: tuple[Any, ...]) -> Any | None:
+        return self.entries.get(key)
+
+    def put(self, key: tuple[Any, ...], value: Any) -> None:
+        self.entries[key] = value
+
+    def items(self) -> list[tuple[tuple[Any, ...], Any]]:
+        return list(self.entries.items())
+
+    def clear(self) -> None:
+        self.entries.clear()
+
+
+@dataclass
 class StepContext:
     """What an action may know about the step it runs in. Built fresh for every plan and apply."""
 
@@ -63,6 +95,8 @@ class StepContext:
     progress: str = ""  # set by long-running actions while they wait
     confirmed_by: str | None = None  # who confirmed a manual.confirm item
     approvers: tuple[str, ...] = ()  # whose approval (or break-glass) let this apply go ahead
+    reads: SharedReads = field(default_factory=SharedReads)  # the pass's reads (see SharedReads)
+    poll: bool = False  # this apply checks on a change an earlier apply of the step already made
 
     def interlock(self, *, rule: str, ok: bool, message: str, count: int | None = None) -> None:
         """Enforce a safety rule: raise InterlockBlocked unless it holds or was broken-glass.

@@ -72,6 +72,9 @@ class Metrics:
                                  "attempt counted", ["service", "operation"], registry=r)
         self.api_errors = Counter("runbook_bot_api_errors", "API calls that failed, by error code",
                                   ["service", "operation", "code"], registry=r)
+        self.api_reads_shared = Counter("runbook_bot_api_reads_shared", "Reads answered from "
+                                        "what the run's pass had already read, not sent",
+                                        ["service", "operation"], registry=r)
         self.slack_failures = Counter("runbook_bot_slack_failures", "Slack Web API calls that failed "
                                       "(transient ones are tried again)", ["method", "transient"],
                                       registry=r)
@@ -137,6 +140,9 @@ class Metrics:
 
     def calls_made(self, calls: Iterable[ApiCall]) -> None:
         for c in calls:
+            if c.outcome == "cached":  # served from the pass's shared reads: no request was made
+                self.api_reads_shared.labels(c.service, c.operation).inc()
+                continue
             self.api_calls.labels(c.service, c.operation).inc()
             if c.outcome != "ok":
                 self.api_errors.labels(c.service, c.operation, c.outcome).inc()

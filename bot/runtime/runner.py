@@ -45,6 +45,7 @@ from bot.engine.ports import (
     Notifier,
     RunbookSource,
     RunStore,
+    SharedReads,
     StepContext,
 )
 from bot.engine.provenance import Provenance, check_incident, check_suggested_by, lifted_hold
@@ -165,13 +166,16 @@ class Runner:
                 conductor = self._conductor(state)
                 ticks = 0
                 tick = Tick()
+                # one pass: it ends when the run waits for time or people, so no read shared
+                # here is older than the last approval
+                reads = SharedReads()
                 while not self._stop.is_set() and (max_ticks is None or ticks < max_ticks):
                     ticks += 1
                     now = self.clock.now()
                     decision = conductor.decide(now, tick)
                     if isinstance(decision, PlanStep):
-                        self._resolve_context(conductor, decision, tick)
-                        outcome, calls = self._plan(state, decision)
+                        self._resolve_context(conductor, decision, tick, reads)
+                        outcome, calls = self._plan(state, decision, reads)
                         conductor.planned(decision.key, outcome, self.clock.now(), tick,
                                           recheck=decision.recheck, calls=calls)
                         s = state.steps.get(decision.key)
@@ -187,7 +191,7 @@ class Runner:
                             # another worker took the run over while this one was away: it
                             # applies, this one writes nothing more
                             raise LeaseHeld(f"run {run_id}: the lease was lost before an apply")
-                        outcome, overridden, calls = self._apply(state, decision)
+                        outcome, overridden, calls = self._apply(state, decision, reads)
                         conductor.applied(decision.key, outcome, self.clock.now(), tick,
                                           overridden=overridden, poll=decision.poll, calls=calls)
                     idle = isinstance(decision, Sleep | AwaitPeople | Finished)
@@ -245,36 +249,40 @@ class Runner:
         return Conductor(runbook=runbook, specs=specs, policy=self.policy,
                          membership=self.membership, state=state)
 
-    def _ctx(self, state: RunState, key: str, overrides: frozenset[str],
-             confirmed_by: str | None = None, approvers: tuple[str, ...] = ()) -> StepContext:
+    def _ctx(self, state: RunState, key: str, overrides: frozenset[str], reads: SharedReads,
+             confirmed_by: str | None = None, approvers: tuple[str, ...] = (),
+             poll: bool = False) -> StepContext:
         return StepContext(run_id=state.run_id, step_id=key, requester=state.requester,
                            clock=self.clock, dry_run=state.dry_run, params=state.params,
-                           overrides=overrides, confirmed_by=confirmed_by, approvers=approvers)
+                           overrides=overrides, confirmed_by=confirmed_by, approvers=approvers,
+                           reads=reads, poll=poll)
 
-    def _resolve_context(self, conductor: Conductor, d: PlanStep, tick: Tick) -> None:
+    def _resolve_context(self, conductor: Conductor, d: PlanStep, tick: Tick,
+                         reads: SharedReads) -> None:
         """Before a run first touches a cluster, put on record what it acts on and as whom."""
         if not isinstance(self.catalog, ContextResolver):
             return
         state = conductor.state
-        ctx = self._ctx(state, d.key, d.overrides)
+        ctx = self._ctx(state, d.key, d.overrides, reads)
         cluster = self.catalog.cluster_of(d.action, d.params, ctx)
         if cluster is None or cluster in state.contexts:
             return
         found = self.catalog.resolve_context(cluster, ctx)
         conductor.context_resolved(found, self.clock.now(), tick, calls=ctx.calls)
 
-    def _plan(self, state: RunState, d: PlanStep) -> tuple[Any, list[ApiCall]]:
-        ctx = self._ctx(state, d.key, d.overrides)
+    def _plan(self, state: RunState, d: PlanStep, reads: SharedReads) -> tuple[Any, list[ApiCall]]:
+        ctx = self._ctx(state, d.key, d.overrides, reads)
         try:
             return self.catalog.plan(d.action, d.params, ctx), ctx.calls
         except Exception as e:
             return e, ctx.calls
 
-    def _apply(self, state: RunState, d: ApplyStep) -> tuple[Any, list[str], list[ApiCall]]:
+    def _apply(self, state: RunState, d: ApplyStep,
+               reads: SharedReads) -> tuple[Any, list[str], list[ApiCall]]:
         step = state.steps.get(d.key)
         approvers = tuple(sorted({v.by for v in step.approvals()
                                   if v.plan_hash in (None, step.plan_hash)})) if step else ()
-        ctx = self._ctx(state, d.key, d.overrides, d.confirmed_by, approvers)
+        ctx = self._ctx(state, d.key, d.overrides, reads, d.confirmed_by, approvers, poll=d.poll)
         try:
             return self.catalog.apply(d.action, d.plan, ctx), ctx.overridden, ctx.calls
         except Exception as e:

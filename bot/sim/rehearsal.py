@@ -103,11 +103,22 @@ class Rehearsal:
         if self.policy:
             self.settings = dataclasses.replace(
                 self.settings, policy=dataclasses.replace(self.settings.policy, **self.policy))
+        clients = self.clients()
+        self.store = Database(url, audit_key=self.audit_key)
+        catalog = build_catalog(self.settings, clients_factory=lambda _cfg: clients,
+                                actions=self.actions)
+        self.runner = Runner(store=self.store, catalog=catalog,
+                             runbooks=DirectorySource(self.settings.runbooks_dir, catalog=catalog.actions),
+                             policy=self.settings.policy, clock=self.clock,
+                             notifiers=list(self.notifiers), lease_wait=0.0)
+
+    def clients(self) -> ClusterClients:
+        """The sandbox's own clients: its kubeconfig, and botocore pointed at its EC2 and STS
+        endpoint with the product's retry mode (throttling is retried, as in production); with a
+        ``role_arn``, the product's own client assuming the role from the bot's identity."""
         sb = self.sandbox
         endpoint = self.ec2_endpoint or sb.ec2.endpoint
-        # the sandbox's own clients: its kubeconfig, and botocore pointed at its EC2 and STS
-        # endpoint with the product's retry mode (throttling is retried, as in production)
-        if self.role_arn:  # the product's own client, assuming the role from the bot's identity
+        if self.role_arn:
             cfg = replace(self.settings.cluster(CLUSTER), max_attempts=self.ec2_attempts)
             ec2 = Ec2Client.from_cluster(cfg, endpoint_url=endpoint, sts_endpoint_url=endpoint,
                                          credentials=CREDENTIALS)
@@ -120,17 +131,10 @@ class Rehearsal:
                                                 max_attempts=self.ec2_attempts),
                             sts=boto3_client(region=sb.region, endpoint_url=endpoint,
                                              credentials=CREDENTIALS, service="sts"))
-        clients = ClusterClients.of(
+        return ClusterClients.of(
             kube=KubeClient.from_config(kubeconfig=self.kubeconfig or str(sb.kubeconfig_path),
                                         context=BOT_CONTEXT),
             ec2=ec2)
-        self.store = Database(url, audit_key=self.audit_key)
-        catalog = build_catalog(self.settings, clients_factory=lambda _cfg: clients,
-                                actions=self.actions)
-        self.runner = Runner(store=self.store, catalog=catalog,
-                             runbooks=DirectorySource(self.settings.runbooks_dir, catalog=catalog.actions),
-                             policy=self.settings.policy, clock=self.clock,
-                             notifiers=list(self.notifiers), lease_wait=0.0)
 
     def stop(self) -> None:
         self.sandbox.stop()

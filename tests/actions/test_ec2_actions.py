@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 
 from bot.errors import InterlockBlocked, PermanentError, RetryableError
+from tests.fakes.calls import sent
 
 
 def _ops(calls):
-    return [c.operation for c in calls]
+    return sent(calls)
 
 
 def test_instance_get_reports_state_code_zone_status_and_volumes(world):

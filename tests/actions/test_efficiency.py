@@ -20,7 +20,8 @@ from bot.clients.ec2 import Ec2Client
 from bot.clients.kube import KubeClient
 from bot.config import ClusterConfig, Settings
 from bot.engine.plan import ApiCall, Plan, Result
-from bot.engine.ports import ManualClock, StepContext
+from bot.engine.ports import ManualClock, SharedReads, StepContext
+from tests.fakes.calls import sent
 
 sandbox = pytest.importorskip("bot.sim.sandbox")
 NODES, PER_NODE = 20, 5
@@ -67,7 +68,7 @@ def outage(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outage]:
 
 
 def _ops(calls: list[ApiCall]) -> list[str]:
-    return [c.operation for c in calls]
+    return sent(calls)
 
 
 def test_the_outage_has_the_volumes_the_figures_are_about(outage):
@@ -108,10 +109,12 @@ def test_the_ec2_state_of_every_node_is_one_describe_instances_call(outage):
     ("k8s.pods.list", {}, [], ["list_pod_for_all_namespaces"]),
     ("k8s.pv.list", None, [], ["list_persistent_volume"]),
     ("k8s.storageclasses.audit", None, [], ["list_node", "list_storage_class"]),
-    ("aws.ec2.instance.get", {}, [], ["DescribeInstances", "DescribeInstanceStatus"]),
+    # a stopped instance: EC2 runs no status checks on it, so none are read
+    ("aws.ec2.instance.get", {}, [], ["DescribeInstances"]),
     ("aws.ec2.volumes.list", {}, [], ["DescribeVolumes"]),
     ("aws.ec2.instance.stop", {}, ["DescribeInstances"], ["DescribeInstances"]),
-    ("k8s.node.taint", {}, ["read_node", "DescribeInstances", "list_node"], None),
+    # the node is taken from the list of all nodes the blast-radius rule reads anyway
+    ("k8s.node.taint", {}, ["list_node", "DescribeInstances"], None),
 ])
 def test_each_action_makes_a_fixed_number_of_calls_however_big_the_cluster(
         outage, action, params, plan_ops, apply_ops):
@@ -127,13 +130,56 @@ def test_each_action_makes_a_fixed_number_of_calls_however_big_the_cluster(
         assert _ops(apply_ctx.calls) == apply_ops
 
 
+def test_steps_sharing_a_pass_read_each_object_once_and_every_node_from_one_list(outage):
+    # one pass of a run: several steps, and several nodes, ask for the same things
+    shared = SharedReads()
+    catalog, ctxs = outage.catalog(), []
+    for action, params in [("aws.ec2.instance.get", {"instance_id": outage.instance_id}),
+                           ("aws.ec2.instance.stop", {"instance_id": outage.instance_id}),
+                           ("k8s.storageclasses.audit", {}),
+                           *[("k8s.node.get", {"node": n}) for n in outage.facts["dead_nodes"]]]:
+        ctx = StepContext(run_id="rb-eff01", step_id=action, requester="alice",
+                          clock=outage.clock, reads=shared)
+        plan = catalog.plan(action, params, ctx)
+        if plan.is_noop:
+            catalog.apply(action, plan, ctx)
+        ctxs.append(ctx)
+    sent = [op for ctx in ctxs for op in _ops(ctx.calls)]
+    # the instance once for both EC2 steps; the node list once, then every node from it
+    assert sent == ["DescribeInstances", "list_node", "list_storage_class"]
+    assert shared.served == 2 + NODES  # the stop's plan and apply, and each node
+
+
+def test_a_write_clears_the_shared_reads_so_the_next_read_sees_it(outage):
+    shared = SharedReads()
+    ctx = StepContext(run_id="rb-eff01", step_id="s", requester="alice", clock=outage.clock,
+                      reads=shared)
+    catalog = outage.catalog()
+    kube = catalog.clients_for(catalog.settings.clusters["sandbox"]).kube.bound(ctx.calls,
+                                                                                reads=shared)
+    node = outage.facts["dead_nodes"][-1]
+    assert "efficiency" not in kube.get_node(node)["metadata"].get("labels", {})
+
+    def label(obj: dict[str, Any]) -> dict[str, Any]:
+        obj["metadata"].setdefault("labels", {})["efficiency"] = "written"
+        return obj
+
+    kube.update(kind="Node", name=node, mutate=label)
+    assert kube.get_node(node)["metadata"]["labels"]["efficiency"] == "written"
+    assert _ops(ctx.calls) == ["read_node", "read_node", "replace_node", "read_node"]
+    assert shared.served == 0
+
+
 def test_tainting_one_dead_node_detaches_its_volumes_while_the_wait_lists_once_per_poll(outage):
     # last in the module: this one changes the shared sandbox
     catalog = outage.catalog()
     plan = catalog.plan("k8s.node.taint", {"node": outage.node}, outage.ctx())
     apply_ctx = outage.ctx()
     catalog.apply("k8s.node.taint", plan, apply_ctx)
-    assert _ops(apply_ctx.calls) == ["read_node", "DescribeInstances", "list_node", "replace_node"]
+    assert _ops(apply_ctx.calls) == ["list_node", "DescribeInstances", "replace_node"]
+    # the node itself and the second look at the node list were served from the first list
+    assert [c.operation for c in apply_ctx.calls if c.outcome == "cached"] == [
+        "read_node", "list_node"]
     wait = catalog.plan("k8s.volumeattachments.wait_gone", {"node": outage.node}, outage.ctx())
     polls: list[list[str]] = []
     for _ in range(20):

@@ -37,7 +37,7 @@ def test_a_kubernetes_error_echoing_the_bearer_token_is_redacted(world):
         world.catalog.plan("k8s.node.taint", {"node": "n1"}, ctx)
     assert e.value.code == "Unauthorized" and "sandbox-token-0123456789" not in str(e.value)
     assert "<redacted>" in str(e.value)
-    assert [(c.operation, c.outcome) for c in ctx.calls] == [("read_node", "Unauthorized")]
+    assert [(c.operation, c.outcome) for c in ctx.calls] == [("list_node", "Unauthorized")]
     assert ctx.calls[0].request_id  # the API server's Audit-Id, even on an error
 
 

@@ -132,3 +132,15 @@ def test_every_metric_is_documented_and_the_alerts_name_only_metrics_that_exist(
     used = {m for e in exprs for m in re.findall(r"runbook_bot_[a-z_]+", e)}
     known = names | {f"{n}_bucket" for n in names}
     assert used and used <= known, used - known
+
+
+def test_reads_served_from_the_pass_are_not_counted_as_api_calls() -> None:
+    from bot.engine.plan import ApiCall
+    from bot.frontends.metrics import Metrics
+
+    m = Metrics()
+    m.calls_made([ApiCall(service="ec2", operation="DescribeInstances"),
+                  ApiCall(service="ec2", operation="DescribeInstances", outcome="cached")])
+    assert m.api_calls.labels("ec2", "DescribeInstances")._value.get() == 1
+    assert m.api_reads_shared.labels("ec2", "DescribeInstances")._value.get() == 1
+    assert m.api_errors.labels("ec2", "DescribeInstances", "cached")._value.get() == 0
