@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -246,7 +247,7 @@ class Database:
         self._sqlite_lock = threading.Lock() if self.engine.dialect.name == "sqlite" else None
         self._shown = masked(url)
         try:
-            ensure_schema(self.engine, STORE, shown=self._shown)
+            self._ensure_schema()
         except ConfigError:  # a schema newer than this code
             self.engine.dispose()
             raise
@@ -254,6 +255,22 @@ class Database:
             self.engine.dispose()
             raise ConfigError(f"cannot open the state database {self._shown}: "
                               f"{_without_password(str(e.orig), url)}") from None
+
+    def _ensure_schema(self) -> None:
+        """Migrate to the newest schema. SQLite answers "database is locked" at once, without
+        its busy timeout, to a replica that opens the file while another is switching it to WAL
+        or migrating it; that replica tries again (for up to 30 s) instead of failing to start."""
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                ensure_schema(self.engine, STORE, shown=self._shown)
+                return
+            except OperationalError as e:
+                if (self.engine.dialect.name != "sqlite" or "locked" not in str(e.orig)
+                        or time.monotonic() > deadline):
+                    raise
+                self.engine.dispose()
+                time.sleep(0.1)
 
     def _mac(self, run_id: str, seq: int, hash_: str) -> str | None:
         return head_mac(run_id=run_id, seq=seq, hash_=hash_, key=self.key)

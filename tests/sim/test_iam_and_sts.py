@@ -153,7 +153,7 @@ def test_sts_is_answered_locally_and_records_source_identity_and_session_tags(pl
                             RoleSessionName="run-42", SourceIdentity="alice",
                             Tags=[{"Key": "run", "Value": "42"}, {"Key": "approver", "Value": "bob"}],
                             TransitiveTagKeys=["run"])["Credentials"]
-    call = plain.ec2.sts.calls[-1]
+    call = [c for c in plain.ec2.sts.calls if c.action == "AssumeRole"][-1]
     assert (call.action, call.role_arn, call.session_name, call.source_identity) == (
         "AssumeRole", "arn:aws:iam::123456789012:role/runbook-bot", "run-42", "alice")
     assert call.tags == {"run": "42", "approver": "bob"} and call.transitive_tag_keys == ("run",)
