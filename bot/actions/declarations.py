@@ -152,6 +152,10 @@ class InstanceStopParams(ClusterParams):
     force: bool = True
 
 
+class InstanceTerminateParams(ClusterParams):
+    instance_id: InstanceId
+
+
 class VolumesListParams(ClusterParams):
     instance_id: InstanceId | None = None
     volume_ids: tuple[VolumeId, ...] | None = None

@@ -48,10 +48,6 @@ def test_a_node_that_recovered_before_the_run_is_refused_at_the_first_guard(rehe
     assert_clean(r, st.run_id)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "node-dead-ngns defect: the fence is StopInstances only; a Spot instance refuses it "
-    "(UnsupportedOperation) and the runbook has no terminate path, so a hung Spot node is never "
-    "fenced"))
 def test_a_hung_spot_node_is_fenced_and_its_pod_recovers(rehearse):
     r = rehearse("spot-node-dead")
     f = r.facts
@@ -62,12 +58,36 @@ def test_a_hung_spot_node_is_fenced_and_its_pod_recovers(rehearse):
     assert_clean(r, st.run_id)
 
 
-def test_a_spot_fence_fails_on_unsupported_operation_and_changes_nothing(rehearse):
+def test_a_spot_node_is_fenced_by_terminate_under_its_own_approval(rehearse):
     r = rehearse("spot-node-dead")
     f = r.facts
-    st = r.run("node-dead-ngns", node=f["node"])
-    assert st.status == "failed" and st.steps["fence"].status == "failed"
-    assert "UnsupportedOperation" in st.outcome
+    asked: list[str] = []
+
+    def approver(state, s):
+        asked.append(s.key)
+        return r.approve_all(state, s)
+
+    st = r.run("node-dead-ngns", node=f["node"], decide=approver)
+    assert st.steps["fence"].status == "skipped"  # StopInstances would answer UnsupportedOperation
+    assert st.steps["fence_terminate"].status == "succeeded"
+    assert "fence_terminate" in asked
+    assert st.steps["instance"].result["lifecycle"] == "spot"
+    assert r.sandbox.ec2.instance_state(f["instance_id"]) == "terminated"
+
+
+def test_a_spot_node_ready_again_is_not_terminated(rehearse):
+    r = rehearse("spot-node-dead")
+    f = r.facts
+
+    def approver(state, s):
+        if s.key == "fence_terminate":
+            r.sandbox.ec2.set_hung(f["instance_id"], False)  # the guest comes back meanwhile
+            r.sandbox.advance(60)
+        return r.approve_all(state, s)
+
+    st = r.run("node-dead-ngns", node=f["node"], decide=approver)
+    assert st.steps["fence_terminate"].status != "succeeded"
+    assert st.status == "failed"
     assert r.sandbox.ec2.instance_state(f["instance_id"]) == "running"
     assert OOS not in taint_keys(r.sandbox.get("Node", None, f["node"]))
     assert_clean(r, st.run_id)
