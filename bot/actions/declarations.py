@@ -105,6 +105,10 @@ class VolumeAttachmentsListParams(ClusterParams):
     pv: ObjectName | None = None
 
 
+class VolumeAttachmentDeleteParams(ClusterParams):
+    name: ObjectName
+
+
 class WaitGoneParams(ClusterParams):
     node: NodeName
     timeout: Duration = 600.0

@@ -15,6 +15,7 @@ from bot.engine.ports import StepContext
 from bot.errors import PermanentError
 from bot.sim.rehearsal import CLUSTER, REQUESTER
 from tests.rehearsals.conftest import assert_clean, taint_keys
+from tests.sim.kit import vas_on
 
 OOS = "node.kubernetes.io/out-of-service"
 pytestmark = pytest.mark.slow
@@ -172,3 +173,42 @@ def test_a_policy_production_would_refuse_fails_the_force_detach_at_the_refused_
     assert e.value.code == "UnauthorizedOperation"
     assert [a for _, a, _ in r.sandbox.ec2.refused] == ["DetachVolume"]
     assert r.sandbox.ec2.attachments()[f["volume_id"]] == [(f["instance_id"], "busy")]
+
+
+def _forget_deleted_nodes(r) -> None:
+    """kube-controller-manager restarts after the Node was deleted: its attach/detach controller
+    rebuilds what is attached from the Nodes that exist, so a deleted node's VolumeAttachment is
+    in no one's state of the world any more and is never detached by it."""
+    r.sandbox.ctx.state.pop("deleted_nodes", None)
+
+
+def test_a_node_replaced_mid_run_has_its_leftover_volumeattachment_deleted_not_stripped(rehearse):
+    r = rehearse("node-replaced")
+    f = r.facts
+    forgotten: list[str] = []
+    asked: list[str] = []
+
+    def approver(state, s):
+        asked.append(s.key)
+        if s.key == "taint" and r.sandbox.find("Node", None, f["node"]) is not None:
+            for _ in range(66):  # the health check terminates the instance; its Node is deleted
+                r.sandbox.advance(5)
+                if r.sandbox.find("Node", None, f["node"]) is None:
+                    _forget_deleted_nodes(r)
+                    forgotten[:] = [v["metadata"]["name"] for v in vas_on(r.sandbox, f["node"])]
+                    break
+        return r.approve_all(state, s)
+
+    st = r.run("node-dead-ngns", node=f["node"], decide=approver)
+    assert forgotten, "no VolumeAttachment was left on the deleted node"
+    assert st.status == "succeeded", (st.status, st.outcome)
+    assert st.steps["gone_instance"].result["state"] == "terminated"
+    assert st.steps["gone_wait"].status == "failed"  # the controller's timeout ran out first
+    assert "va_delete[0]" in asked  # a destructive step of its own, approved on its own
+    assert vas_on(r.sandbox, f["node"]) == []
+    writes = [c["operation"] for e in r.events(st.run_id) for c in e.payload.get("calls") or ()
+              if "volume_attachment" in c["operation"] and not c["operation"].startswith(
+                  ("read_", "list_"))]
+    assert writes == ["delete_volume_attachment"] * len(forgotten)  # no finalizer edit
+    assert r.sandbox.get("Pod", f["namespace"], f["pod"])["status"]["phase"] == "Running"
+    assert_clean(r, st.run_id)
