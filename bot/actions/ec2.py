@@ -201,6 +201,9 @@ def apply_terminate(plan: Plan, p: InstanceTerminateParams, env: Env) -> Result:
                     for i in resp.get("TerminatingInstances") or ()
                     if i.get("InstanceId") == p.instance_id), None)
         state = str(now or state)
+        if state == "terminated":
+            return Result(data={"instance_id": p.instance_id, "state": state},
+                          message=f"instance {p.instance_id} terminated")
     progress = f"instance {p.instance_id} is {state}, waiting for terminated"
     env.ctx.progress = progress
     return Result(data={"instance_id": p.instance_id, "state": state}, done=False,

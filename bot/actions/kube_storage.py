@@ -130,8 +130,9 @@ def apply_vas(plan: Plan, p: VolumeAttachmentsListParams, env: Env) -> Result:
 def _va_delete_change(va: Obj | None, name: str) -> Change | None:
     if va is None or terminating(va):
         return None  # gone, or already being deleted: its attacher finishes it
+    # a DELETE marks it deleting; its attacher removes its finalizer once the detach is done
     return Change(target_kind="VolumeAttachment", target=name, operation="delete",
-                  before=f"node {va_node(va)}", after="deleted")
+                  before="", after="deleting")
 
 
 def plan_va_delete(p: VolumeAttachmentDeleteParams, env: Env) -> Plan:
