@@ -438,9 +438,9 @@ def check_fence(env: Env, *, instance_id: str, instance: Obj | None, facts: list
                             f"policy.fence_min_not_ready ({minimum:.0f}s)")
     env.ctx.interlock(
         rule=RULE_FENCE, ok=not problems,
-        message=f"refusing to stop instance {iid}: {'; '.join(problems)}. A fence is only for a "
-                "machine whose node has been NotReady for a while; a node that recovered must not "
-                "be stopped")
+        message=f"refusing to fence (stop or terminate) instance {iid}: {'; '.join(problems)}. "
+                "A fence is only for a machine whose node has been NotReady for a while; a node "
+                "that recovered must not be stopped or terminated")
 
 
 def check_va_delete(env: Env, *, va: Obj, facts: list[Fact]) -> None:
