@@ -105,6 +105,10 @@ class VolumeAttachmentsListParams(ClusterParams):
     pv: ObjectName | None = None
 
 
+class VolumeAttachmentDeleteParams(ClusterParams):
+    name: ObjectName
+
+
 class WaitGoneParams(ClusterParams):
     node: NodeName
     timeout: Duration = 600.0
@@ -150,6 +154,10 @@ class InstanceParams(ClusterParams):
 class InstanceStopParams(ClusterParams):
     instance_id: InstanceId
     force: bool = True
+
+
+class InstanceTerminateParams(ClusterParams):
+    instance_id: InstanceId
 
 
 class VolumesListParams(ClusterParams):

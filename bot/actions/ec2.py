@@ -1,4 +1,5 @@
-"""EC2 actions: read instances and volumes, fence (force stop), detach and delete volumes.
+"""EC2 actions: read instances and volumes, fence (force stop, or terminate where EC2 cannot stop
+the instance), detach and delete volumes.
 
 The changing actions never sleep. ``aws.ec2.instance.stop`` and ``aws.ec2.volume.detach`` make their
 call once, then return ``Result(done=False, retry_after=...)`` while EC2 reports ``stopping`` /
@@ -15,6 +16,7 @@ from bot.actions import interlocks as il
 from bot.actions.declarations import (
     InstanceParams,
     InstanceStopParams,
+    InstanceTerminateParams,
     VolumeDeleteParams,
     VolumeDetachParams,
     VolumeParams,
@@ -22,7 +24,7 @@ from bot.actions.declarations import (
     VolumesWaitDetachedParams,
 )
 from bot.actions.env import Env
-from bot.actions.objects import FENCED_STATES, Obj, instance_state
+from bot.actions.objects import FENCED_STATES, Obj, ec2_tags, instance_state
 from bot.actions.registry import ActionSpec, action
 from bot.engine.plan import Change, Fact, Plan, Result
 from bot.errors import PermanentError, RetryableError
@@ -40,14 +42,39 @@ def _not_found(kind: str, ident: str, operation: str) -> PermanentError:
 
 # -- views ------------------------------------------------------------------------------------
 
-def instance_view(iid: str, inst: Obj | None, status: Obj | None) -> Obj:
+# the tags naming who launched a node's instance and will replace it once it is gone
+GROUP_TAGS = {"asg": "aws:autoscaling:groupName", "nodepool": "karpenter.sh/nodepool",
+              "nodegroup": "eks:nodegroup-name"}
+
+
+def fence_by(inst: Obj, *, stop_protected: bool) -> str:
+    """How EC2 lets this instance be powered off: ``stop``; ``terminate`` for a Spot instance
+    (one-time request: StopInstances answers UnsupportedOperation) or an instance-store root (no
+    stop at all); ``none`` under stop protection (``disableApiStop``: StopInstances and
+    TerminateInstances both answer OperationNotPermitted)."""
+    if stop_protected:
+        return "none"
+    if inst.get("InstanceLifecycle") == "spot" or inst.get("RootDeviceType", "ebs") != "ebs":
+        return "terminate"
+    return "stop"
+
+
+def instance_view(iid: str, inst: Obj | None, status: Obj | None, *,
+                  stop_protected: bool = False) -> Obj:
     if inst is None:
         return {"instance_id": iid, "exists": False, "state": None, "state_code": None,
                 "state_reason": None, "zone": None, "system_status": None, "instance_status": None,
-                "volume_ids": []}
+                "volume_ids": [], "lifecycle": None, "root_device_type": None,
+                "stop_protected": False, "fence_by": None, "group": {}}
     state = inst.get("State") or {}
     reason = inst.get("StateReason") or {}
+    tags = ec2_tags(inst)
     return {
+        "lifecycle": inst.get("InstanceLifecycle") or "on-demand",
+        "root_device_type": inst.get("RootDeviceType") or "ebs",
+        "stop_protected": stop_protected,
+        "fence_by": fence_by(inst, stop_protected=stop_protected),
+        "group": {k: tags[t] for k, t in GROUP_TAGS.items() if t in tags},
         "instance_id": iid, "exists": True, "state": state.get("Name"),
         "state_code": int(state.get("Code", 0)) & 0xFF,
         "state_reason": reason.get("Code") or reason.get("Message") or None,
@@ -87,7 +114,9 @@ def apply_instance(plan: Plan, p: InstanceParams, env: Env) -> Result:
         status = NOT_APPLICABLE  # EC2 runs no status checks on a stopped or terminated instance
     else:
         status = env.ec2.describe_instance_status([p.instance_id]).get(p.instance_id)
-    return Result(data=instance_view(p.instance_id, inst, status))
+    alive = inst is not None and instance_state(inst) not in ("shutting-down", "terminated")
+    protected = env.ec2.stop_protected(p.instance_id) if alive else False
+    return Result(data=instance_view(p.instance_id, inst, status, stop_protected=protected))
 
 
 def _read_instance(env: Env, iid: str) -> Obj:
@@ -150,6 +179,48 @@ def apply_stop(plan: Plan, p: InstanceStopParams, env: Env) -> Result:
     env.ctx.progress = progress
     return Result(data={"instance_id": p.instance_id, "state": state}, done=False,
                   progress=progress, retry_after=STOP_POLL_SECONDS)
+
+
+def plan_terminate(p: InstanceTerminateParams, env: Env) -> Plan:
+    inst = _read_instance(env, p.instance_id)
+    state = instance_state(inst)
+    facts: list[Fact] = []
+    change = None
+    if state not in ("shutting-down", "terminated"):
+        il.check_fence(env, instance_id=p.instance_id, instance=inst, facts=facts)
+        change = Change(target_kind="Instance", target=p.instance_id, operation="terminate",
+                        before=state, after="terminated")
+    else:
+        facts.append(env.fact(f"instance {p.instance_id}", "state", state))
+    facts.append(env.fact(f"instance {p.instance_id}", "lifecycle",
+                          inst.get("InstanceLifecycle") or "on-demand"))
+    facts.append(env.fact(f"instance {p.instance_id}", "root_device_type",
+                          inst.get("RootDeviceType") or "ebs"))
+    return Plan(action="aws.ec2.instance.terminate", params={},
+                changes=(change,) if change else (), facts=tuple(facts))
+
+
+def apply_terminate(plan: Plan, p: InstanceTerminateParams, env: Env) -> Result:
+    inst = _read_instance(env, p.instance_id)
+    state = instance_state(inst)
+    if state == "terminated":
+        return Result(data={"instance_id": p.instance_id, "state": state}, already_done=True,
+                      message=f"instance {p.instance_id} is terminated")
+    if state in {"pending", "running", "stopping", "stopped"}:
+        # the same live interlock as the stop: a node back during the approval is not terminated
+        il.check_fence(env, instance_id=p.instance_id, instance=inst, facts=[])
+        resp = env.ec2.terminate_instances([p.instance_id])
+        now = next((i.get("CurrentState", {}).get("Name")
+                    for i in resp.get("TerminatingInstances") or ()
+                    if i.get("InstanceId") == p.instance_id), None)
+        state = str(now or state)
+        if state == "terminated":
+            return Result(data={"instance_id": p.instance_id, "state": state},
+                          message=f"instance {p.instance_id} terminated")
+    progress = f"instance {p.instance_id} is {state}, waiting for terminated"
+    env.ctx.progress = progress
+    return Result(data={"instance_id": p.instance_id, "state": state}, done=False,
+                  progress=progress, retry_after=POLL_SECONDS)
 
 
 # -- volumes ----------------------------------------------------------------------------------
@@ -385,6 +456,12 @@ INSTANCE_STOP = action(
     summary="Stop EC2 instance {{ instance_id }}{% if force %} (force){% endif %}",
     description="Fence the instance and wait for it to be stopped.",
     plan=plan_stop, apply=apply_stop)
+INSTANCE_TERMINATE = action(
+    "aws.ec2.instance.terminate", InstanceTerminateParams, destructive=True,
+    summary="TERMINATE EC2 instance {{ instance_id }}",
+    description="The fence for an instance EC2 cannot stop (Spot, instance-store root): "
+                "TerminateInstances, then polls until terminated. Same interlock as the stop.",
+    plan=plan_terminate, apply=apply_terminate)
 VOLUMES_LIST = action(
     "aws.ec2.volumes.list", VolumesListParams, destructive=False,
     summary="List EBS volumes", description="By instance, ids or tags.",
@@ -410,5 +487,6 @@ VOLUME_DELETE = action(
                 "policy Delete, no live claim, no pod using it (interlock 7).",
     plan=plan_delete, apply=apply_delete)
 
-ACTIONS: tuple[ActionSpec[Any], ...] = (INSTANCE_GET, INSTANCE_STOP, VOLUMES_LIST, VOLUME_GET,
-                                        VOLUME_DETACH, VOLUMES_WAIT_DETACHED, VOLUME_DELETE)
+ACTIONS: tuple[ActionSpec[Any], ...] = (INSTANCE_GET, INSTANCE_STOP, INSTANCE_TERMINATE, VOLUMES_LIST,
+                                        VOLUME_GET, VOLUME_DETACH, VOLUMES_WAIT_DETACHED,
+                                        VOLUME_DELETE)

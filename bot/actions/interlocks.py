@@ -1,4 +1,4 @@
-"""Interlocks 1-8: safety rules no runbook can switch off, checked with live reads.
+"""Interlocks 1-9: safety rules no runbook can switch off, checked with live reads.
 
 Each check reads the world itself, at plan time and again at apply time, and never trusts a value
 cached in the plan: an instance that was ``stopped`` when the plan was approved may have been started
@@ -59,6 +59,7 @@ RULE_FINALIZER_BLOCKER = "finalizer-blocker"  # 6
 RULE_VOLUME_DELETE = "volume-delete"  # 7
 RULE_FENCE = "fence-live"  # 8
 RULE_ZONE = "zone-scope"  # 9: refuses outright, break-glass cannot lift it (not in RULES)
+RULE_VA_DELETE = "va-delete"  # 10
 RULES = (RULE_OOS_TAINT, RULE_FORCE_DETACH, RULE_OOS_UNTAINT, RULE_FINALIZERS, RULE_BLAST_RADIUS,
          RULE_FINALIZER_BLOCKER, RULE_VOLUME_DELETE, RULE_FENCE)
 PV_PROTECTION = "kubernetes.io/pv-protection"
@@ -419,9 +420,9 @@ def check_fence(env: Env, *, instance_id: str, instance: Obj | None, facts: list
                               nodes=nodes_of_instance(env.kube.list_nodes(), iid), facts=facts)
     env.ctx.interlock(
         rule=RULE_FENCE, ok=not problems,
-        message=f"refusing to stop instance {iid}: {'; '.join(problems)}. A fence is only for a "
-                "machine whose node has been NotReady for a while; a node that recovered must not "
-                "be stopped")
+        message=f"refusing to fence (stop or terminate) instance {iid}: {'; '.join(problems)}. "
+                "A fence is only for a machine whose node has been NotReady for a while; a node "
+                "that recovered must not be stopped or terminated")
 
 
 def fence_problems(env: Env, *, instance_id: str, instance: Obj | None, checks: Obj | None,
@@ -489,3 +490,57 @@ def check_zone(env: Env, *, zone: str, named: Iterable[str], nodes: Iterable[Obj
             f"this run is for zone {zone}, but {len(wrong)} of its nodes are not in it: "
             f"{', '.join(wrong[:10])}{' ...' if len(wrong) > 10 else ''}. A zone outage never "
             "touches another zone; drop those nodes, or start a run for their zone"))
+
+
+def check_va_delete(env: Env, *, va: Obj, facts: list[Fact]) -> None:
+    """10: a leftover VolumeAttachment is deleted only once its node's machine is gone and EC2 no
+    longer attaches its EBS volume there.
+
+    Its node must be absent from the cluster or its instance ``terminated``; the EBS volume must be
+    resolvable (the attacher an EBS driver, the PV or inline spec naming a volume) and attached at
+    EC2 to no instance that could be that node's: not the node's own instance, and, for an absent
+    node, no instance that no present Node names. Deleting the object is what the attach/detach
+    controller would do itself; it is never a finalizer edit.
+    """
+    name = str(meta(va)["name"])
+    spec = va.get("spec") or {}
+    node_name = va_node(va)
+    problems: list[str] = []
+    if not is_ebs_driver(spec.get("attacher")):
+        problems.append(f"its attacher {spec.get('attacher')!r} is not an EBS driver")
+    source = spec.get("source") or {}
+    pv = env.kube.find(lambda: env.kube.get_pv(source["persistentVolumeName"])) if (
+        source.get("persistentVolumeName")) else None
+    inline = source.get("inlineVolumeSpec")
+    vid = ebs_volume_id_of_pv(pv) if pv else (ebs_volume_id_of_pv({"spec": inline}) if inline else None)
+    facts.append(env.fact(f"volumeattachment {name}", "volume_id", vid))
+    nodes = env.kube.list_nodes()
+    node = next((n for n in nodes if meta(n)["name"] == node_name), None)
+    facts.append(env.fact(f"volumeattachment {name}", "node_exists", node is not None))
+    own = (instance_id_of(node) or csi_instance_id_of(node)) if node is not None else None
+    if node is not None:
+        if own is None:
+            problems.append(f"node {node_name} exists and names no EC2 instance")
+        else:
+            state = instance_state(env.ec2.describe_instances([own]).get(own))
+            facts.append(env.fact(f"instance {own}", "state", state))
+            if state != "terminated":
+                problems.append(f"node {node_name} still exists and its instance {own} is {state}, "
+                                "not terminated")
+    if vid is None:
+        problems.append("its EBS volume cannot be resolved (no PV with an EBS volume id)")
+    else:
+        vol = env.ec2.describe_volumes([vid]).get(vid)
+        on = [str(a.get("InstanceId")) for a in (vol or {}).get("Attachments") or ()]
+        facts.append(env.fact(f"volume {vid}", "attached_to", on))
+        known = {i for n in nodes if meta(n)["name"] != node_name
+                 for i in (instance_id_of(n), csi_instance_id_of(n)) if i}
+        suspect = [i for i in on if i == own or (node is None and i not in known)]
+        if suspect:
+            problems.append(f"EC2 still attaches volume {vid} to {', '.join(suspect)}, which may "
+                            f"be node {node_name}'s machine")
+    env.ctx.interlock(
+        rule=RULE_VA_DELETE, ok=not problems,
+        message=f"refusing to delete VolumeAttachment {name}: {'; '.join(problems)}. A leftover "
+                "VolumeAttachment is deleted only when its node is gone (or its instance is "
+                "terminated) and EC2 no longer attaches the volume to that machine")

@@ -143,8 +143,20 @@ def _taint_target(env: Env, p: TaintParams) -> Obj:
     return env.kube.get_node(p.node)
 
 
+def _gone(p: TaintParams) -> Result:
+    # the node group, Karpenter or the cloud controller deleted the Node after the fence: there
+    # is nothing left to taint, and its pods are garbage-collected with it
+    return Result(data={"node": p.node, "exists": False, "taints": []}, already_done=True,
+                  message=f"node {p.node} no longer exists: nothing to taint")
+
+
 def plan_taint(p: TaintParams, env: Env) -> Plan:
-    node = _taint_target(env, p)
+    k = env.kube
+    found = k.find(lambda: _taint_target(env, p))
+    if found is None:
+        return Plan(action="k8s.node.taint", params={},
+                    facts=(env.fact(f"node {p.node}", "exists", False),))
+    node = found
     change, facts = _taint_change(node, p), list[Fact]()
     if change is not None:
         _taint_interlocks(env, node=node, p=p, facts=facts)
@@ -154,7 +166,10 @@ def plan_taint(p: TaintParams, env: Env) -> Plan:
 
 def apply_taint(plan: Plan, p: TaintParams, env: Env) -> Result:
     k = env.kube
-    node = _taint_target(env, p)
+    found = k.find(lambda: _taint_target(env, p))
+    if found is None:
+        return _gone(p)
+    node = found
     if _taint_change(node, p) is not None:
         # live reads, never the plan's facts: the instance may have been started since approval
         _taint_interlocks(env, node=node, p=p, facts=[])
@@ -170,7 +185,7 @@ def apply_taint(plan: Plan, p: TaintParams, env: Env) -> Result:
     if _taint_change(written, p) is not None:
         raise PermanentError(f"taint {p.key} is not on node {p.node} after the write",
                              service="kubernetes", operation="replace_node", code="PostCondition")
-    data: Obj = {"node": p.node, "taints": taints_of(written)}
+    data: Obj = {"node": p.node, "exists": True, "taints": taints_of(written)}
     if p.key == OUT_OF_SERVICE_TAINT:
         # what the run leaves in place on purpose; the run summary and its card name it
         data["compensation"] = out_of_service_hold(p.node)

@@ -19,6 +19,7 @@ from bot.actions.declarations import (
     PvListParams,
     PvParams,
     StorageClassAuditParams,
+    VolumeAttachmentDeleteParams,
     VolumeAttachmentsListParams,
     WaitGoneParams,
 )
@@ -109,6 +110,36 @@ def apply_vas(plan: Plan, p: VolumeAttachmentsListParams, env: Env) -> Result:
     ids = _volume_ids(env, vas)
     items = [va_view(v, ids) for v in sorted(vas, key=lambda v: str(meta(v)["name"]))]
     return Result(data={"items": items, "count": len(items)})
+
+
+def _va_delete_change(va: Obj | None, name: str) -> Change | None:
+    if va is None or terminating(va):
+        return None  # gone, or already being deleted: its attacher finishes it
+    # a DELETE marks it deleting; its attacher removes its finalizer once the detach is done
+    return Change(target_kind="VolumeAttachment", target=name, operation="delete",
+                  before="", after="deleting")
+
+
+def plan_va_delete(p: VolumeAttachmentDeleteParams, env: Env) -> Plan:
+    k = env.kube
+    va = k.find(lambda: k.get_volume_attachment(p.name))
+    change, facts = _va_delete_change(va, p.name), list[Fact]()
+    if change is not None and va is not None:
+        il.check_va_delete(env, va=va, facts=facts)
+    return Plan(action="k8s.volumeattachment.delete", params={},
+                changes=(change,) if change else (), facts=tuple(facts))
+
+
+def apply_va_delete(plan: Plan, p: VolumeAttachmentDeleteParams, env: Env) -> Result:
+    k = env.kube
+    va = k.find(lambda: k.get_volume_attachment(p.name))
+    if va is None or _va_delete_change(va, p.name) is None:
+        return Result(data={"name": p.name, "deleted": False}, already_done=True,
+                      message=f"VolumeAttachment {p.name} is already gone or being deleted")
+    il.check_va_delete(env, va=va, facts=[])  # live reads, never the plan's
+    k.delete_volume_attachment(name=p.name, uid=str(meta(va).get("uid") or ""))
+    return Result(data={"name": p.name, "deleted": True},
+                  message=f"deleted VolumeAttachment {p.name}")
 
 
 def _names_on(env: Env, node: str) -> list[str]:
@@ -308,6 +339,13 @@ VOLUMEATTACHMENTS_WAIT_GONE = action(
     summary="Wait for VolumeAttachments on {{ node }} to go",
     description="Polls until no VolumeAttachment names the node, reporting progress.",
     plan=plan_wait_gone, apply=apply_wait_gone)
+VOLUMEATTACHMENT_DELETE = action(
+    "k8s.volumeattachment.delete", VolumeAttachmentDeleteParams, destructive=True,
+    summary="Delete leftover VolumeAttachment {{ name }}",
+    description="DELETE (never a finalizer edit) of a VolumeAttachment whose node is gone or "
+                "whose instance is terminated, once EC2 no longer attaches the volume there "
+                "(interlock 9).",
+    plan=plan_va_delete, apply=apply_va_delete)
 PV_GET = action(
     "k8s.pv.get", PvParams, destructive=False,
     summary="Read PersistentVolume {{ name }}",
@@ -335,5 +373,5 @@ FINALIZERS_REMOVE = action(
     plan=plan_finalizers, apply=apply_finalizers)
 
 ACTIONS: tuple[ActionSpec[Any], ...] = (
-    VOLUMEATTACHMENTS_LIST, VOLUMEATTACHMENTS_WAIT_GONE, PV_GET, PV_LIST, PVC_GET,
+    VOLUMEATTACHMENTS_LIST, VOLUMEATTACHMENTS_WAIT_GONE, VOLUMEATTACHMENT_DELETE, PV_GET, PV_LIST, PVC_GET,
     STORAGECLASSES_AUDIT, FINALIZERS_REMOVE)

@@ -450,6 +450,14 @@ class Ec2Client:
             return out
         return self._described("DescribeInstanceStatus", instance_ids, (), fetch)
 
+    def stop_protected(self, instance_id: str) -> bool:
+        """The instance's ``disableApiStop`` attribute: with it EC2 refuses StopInstances and
+        TerminateInstances (``OperationNotPermitted``)."""
+        resp = self._call("DescribeInstanceAttribute", [instance_id],
+                          lambda: self.client.describe_instance_attribute(
+                              InstanceId=instance_id, Attribute="disableApiStop"))
+        return bool((resp.get("DisableApiStop") or {}).get("Value"))
+
     def describe_volumes(self, volume_ids: Sequence[str] = (), *,
                          filters: Sequence[dict[str, Any]] = ()) -> dict[str, dict[str, Any]]:
         """Volumes by id (absent ids are simply missing) and/or filters, in one paginated call."""
@@ -494,6 +502,15 @@ class Ec2Client:
         if dry_run:
             return {"DryRun": self._dry_run("StopInstances", ids, fn)}
         return dict(self._call("StopInstances", ids, fn))
+
+    def terminate_instances(self, instance_ids: Sequence[str], *,
+                            dry_run: bool = False) -> dict[str, Any]:
+        ids = list(instance_ids)
+        self._write("TerminateInstances", ids, dry_run=dry_run)
+        fn = lambda: self.client.terminate_instances(InstanceIds=ids, DryRun=dry_run)  # noqa: E731
+        if dry_run:
+            return {"DryRun": self._dry_run("TerminateInstances", ids, fn)}
+        return dict(self._call("TerminateInstances", ids, fn))
 
     def detach_volume(self, *, volume_id: str, instance_id: str | None, force: bool,
                       dry_run: bool = False) -> dict[str, Any]:

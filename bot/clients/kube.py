@@ -431,6 +431,13 @@ class KubeClient:
         return self._request("core", "delete_namespaced_pod", (f"{namespace}/{name}",), name,
                              namespace, body=body, read=False)
 
+    def delete_volume_attachment(self, *, name: str, uid: str) -> Obj:
+        """A DELETE of exactly this VolumeAttachment (``preconditions.uid``); the attacher's
+        finalizer is left for the attacher."""
+        body: Obj = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
+        return self._request("storage", "delete_volume_attachment", (name,), name, body=body,
+                             read=False)
+
     _KINDS: ClassVar[dict[str, tuple[str, str, str]]] = {  # kind -> (group, read, replace)
         "Node": ("core", "read_node", "replace_node"),
         "PersistentVolume": ("core", "read_persistent_volume", "replace_persistent_volume"),

@@ -21,7 +21,7 @@ def test_instance_get_reports_state_code_zone_status_and_volumes(world):
     assert result.data["exists"] and result.data["state"] == "running"
     assert result.data["state_code"] == 16 and result.data["zone"] == "us-east-1a"
     assert vid in result.data["volume_ids"]
-    assert _ops(calls) == ["DescribeInstances", "DescribeInstanceStatus"]
+    assert _ops(calls) == ["DescribeInstances", "DescribeInstanceStatus", "DescribeInstanceAttribute"]
     assert all(c.request_id for c in calls)
 
 

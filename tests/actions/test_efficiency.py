@@ -109,8 +109,9 @@ def test_the_ec2_state_of_every_node_is_one_describe_instances_call(outage):
     ("k8s.pods.list", {}, [], ["list_pod_for_all_namespaces"]),
     ("k8s.pv.list", None, [], ["list_persistent_volume"]),
     ("k8s.storageclasses.audit", None, [], ["list_node", "list_storage_class"]),
-    # a stopped instance: EC2 runs no status checks on it, so none are read
-    ("aws.ec2.instance.get", {}, [], ["DescribeInstances"]),
+    # a stopped instance: EC2 runs no status checks on it, so none are read; its stop
+    # protection is still read (it decides how the machine could be fenced)
+    ("aws.ec2.instance.get", {}, [], ["DescribeInstances", "DescribeInstanceAttribute"]),
     ("aws.ec2.volumes.list", {}, [], ["DescribeVolumes"]),
     ("aws.ec2.instance.stop", {}, ["DescribeInstances"], ["DescribeInstances"]),
     # the node is taken from the list of all nodes the blast-radius rule reads anyway

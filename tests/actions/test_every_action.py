@@ -178,7 +178,7 @@ CASES: dict[str, Case] = {
         again_ops=["read_persistent_volume"]),
     "aws.ec2.instance.get": Case(
         lambda w: {"instance_id": w.instance()}, [],
-        ["DescribeInstances", "DescribeInstanceStatus"],
+        ["DescribeInstances", "DescribeInstanceStatus", "DescribeInstanceAttribute"],
         lambda w, p, r: (r.data["state"], r.data["state_code"]) == ("running", 16)),
     "aws.ec2.instance.stop": Case(
         _fenceable,
@@ -187,6 +187,22 @@ CASES: dict[str, Case] = {
          "DescribeInstances"],
         lambda w, p, r: w.instance_state(p["instance_id"]) == "stopped",
         again_ops=["DescribeInstances"]),
+    "aws.ec2.instance.terminate": Case(
+        _fenceable,
+        ["DescribeInstances", "DescribeInstanceStatus", "list_node"],
+        ["DescribeInstances", "DescribeInstanceStatus", "list_node", "TerminateInstances",
+         "DescribeInstances"],
+        lambda w, p, r: w.instance_state(p["instance_id"]) == "terminated",
+        again_ops=["DescribeInstances"]),
+    "k8s.volumeattachment.delete": Case(
+        lambda w: (w.pv("pv-1", volume_id=w.volume()), w.va("csi-0", node="gone", pv="pv-1"),
+                   {"name": "csi-0"})[-1],
+        ["read_volume_attachment", "read_persistent_volume", "list_node", "DescribeVolumes"],
+        ["read_volume_attachment", "read_persistent_volume", "list_node", "DescribeVolumes",
+         "delete_volume_attachment"],
+        # DELETE with the attacher's finalizer on: deleting, for the attacher to finish
+        lambda w, p, r: bool(w.kube.get("volumeattachments", "csi-0")["metadata"]["deletionTimestamp"]),
+        again_ops=["read_volume_attachment"]),
     "aws.ec2.volumes.list": Case(
         lambda w: {"volume_ids": [w.volume(), w.volume()]}, [], ["DescribeVolumes"],
         lambda w, p, r: sorted(i["volume_id"] for i in r.data["items"]) == sorted(p["volume_ids"])

@@ -97,7 +97,7 @@ def test_throttled_reads_are_recorded_attempt_by_attempt_and_the_step_succeeds(w
     assert result.data["state"] == "running"
     assert [(c.operation, c.outcome) for c in calls] == [
         ("DescribeInstances", "RequestLimitExceeded"), ("DescribeInstances", "ok"),
-        ("DescribeInstanceStatus", "ok")]
+        ("DescribeInstanceStatus", "ok"), ("DescribeInstanceAttribute", "ok")]
 
 
 def test_throttling_beyond_the_retry_budget_is_a_retryable_error_for_the_engine(world, tmp_path):

@@ -59,6 +59,7 @@ def test_a_force_detach_of_a_csi_volume_from_a_cluster_node_is_allowed() -> None
     assert request(SHIPPED, "ec2:DetachVolume", TAGGED_VOLUME, NODE)
     assert request(SHIPPED, "ec2:DeleteVolume", CSI_VOLUME)
     assert request(SHIPPED, "ec2:StopInstances", NODE)
+    assert request(SHIPPED, "ec2:TerminateInstances", NODE)  # the fence of a Spot node
 
 
 def test_the_old_condition_denied_the_csi_volume_at_the_worst_moment(tmp_path: Path) -> None:
@@ -78,7 +79,7 @@ def test_the_old_condition_denied_the_csi_volume_at_the_worst_moment(tmp_path: P
     ("ec2:DetachVolume", (FOREIGN_VOLUME, NODE)),
     ("ec2:DetachVolume", (CSI_VOLUME, FOREIGN_INSTANCE)),
     ("ec2:StopInstances", (FOREIGN_INSTANCE,)),
-    ("ec2:TerminateInstances", (NODE,)),
+    ("ec2:TerminateInstances", (FOREIGN_INSTANCE,)),
     ("ec2:DeleteVolume", (NODE,)),
 ])
 def test_writes_outside_the_cluster_or_beyond_the_actions_are_denied(

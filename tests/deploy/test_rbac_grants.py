@@ -33,6 +33,7 @@ METHODS = {
     "list_csinodes": ("storage.k8s.io", "csinodes", "list"),
     "list_volume_attachments": ("storage.k8s.io", "volumeattachments", "list"),
     "get_volume_attachment": ("storage.k8s.io", "volumeattachments", "get"),
+    "delete_volume_attachment": ("storage.k8s.io", "volumeattachments", "delete"),
 }
 KINDS = {"Node": ("", "nodes"), "PersistentVolume": ("", "persistentvolumes"),
          "PersistentVolumeClaim": ("", "persistentvolumeclaims"),

@@ -15,6 +15,7 @@ from bot.engine.ports import StepContext
 from bot.errors import PermanentError
 from bot.sim.rehearsal import CLUSTER, REQUESTER
 from tests.rehearsals.conftest import assert_clean, taint_keys
+from tests.sim.kit import vas_on
 
 OOS = "node.kubernetes.io/out-of-service"
 pytestmark = pytest.mark.slow
@@ -48,10 +49,6 @@ def test_a_node_that_recovered_before_the_run_is_refused_at_the_first_guard(rehe
     assert_clean(r, st.run_id)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "node-dead-ngns defect: the fence is StopInstances only; a Spot instance refuses it "
-    "(UnsupportedOperation) and the runbook has no terminate path, so a hung Spot node is never "
-    "fenced"))
 def test_a_hung_spot_node_is_fenced_and_its_pod_recovers(rehearse):
     r = rehearse("spot-node-dead")
     f = r.facts
@@ -62,21 +59,42 @@ def test_a_hung_spot_node_is_fenced_and_its_pod_recovers(rehearse):
     assert_clean(r, st.run_id)
 
 
-def test_a_spot_fence_fails_on_unsupported_operation_and_changes_nothing(rehearse):
+def test_a_spot_node_is_fenced_by_terminate_under_its_own_approval(rehearse):
     r = rehearse("spot-node-dead")
     f = r.facts
-    st = r.run("node-dead-ngns", node=f["node"])
-    assert st.status == "failed" and st.steps["fence"].status == "failed"
-    assert "UnsupportedOperation" in st.outcome
+    asked: list[str] = []
+
+    def approver(state, s):
+        asked.append(s.key)
+        return r.approve_all(state, s)
+
+    st = r.run("node-dead-ngns", node=f["node"], decide=approver)
+    assert st.steps["fence"].status == "skipped"  # StopInstances would answer UnsupportedOperation
+    assert st.steps["fence_terminate"].status == "succeeded"
+    assert "fence_terminate" in asked
+    assert st.steps["instance"].result["lifecycle"] == "spot"
+    assert r.sandbox.ec2.instance_state(f["instance_id"]) == "terminated"
+
+
+def test_a_spot_node_ready_again_is_not_terminated(rehearse):
+    r = rehearse("spot-node-dead")
+    f = r.facts
+
+    def approver(state, s):
+        if s.key == "fence_terminate":
+            r.sandbox.ec2.set_hung(f["instance_id"], False)  # the guest comes back meanwhile
+            r.sandbox.advance(60)
+        return r.approve_all(state, s)
+
+    st = r.run("node-dead-ngns", node=f["node"], decide=approver)
+    # the node's Ready condition is in the plan's facts: the approval is void, and asked again
+    assert st.steps["fence_terminate"].status != "succeeded"
+    assert st.status != "succeeded"
     assert r.sandbox.ec2.instance_state(f["instance_id"]) == "running"
     assert OOS not in taint_keys(r.sandbox.get("Node", None, f["node"]))
     assert_clean(r, st.run_id)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "node-dead-ngns defect: it has no branch for the node group replacing the instance mid-run; "
-    "once the Node is deleted the taint step fails (nodes ... not found) instead of finishing "
-    "when the pods run elsewhere"))
 def test_a_node_replaced_by_its_node_group_mid_run_ends_the_run_with_the_pod_running(rehearse):
     r = rehearse("node-replaced")
     f = r.facts
@@ -155,3 +173,42 @@ def test_a_policy_production_would_refuse_fails_the_force_detach_at_the_refused_
     assert e.value.code == "UnauthorizedOperation"
     assert [a for _, a, _ in r.sandbox.ec2.refused] == ["DetachVolume"]
     assert r.sandbox.ec2.attachments()[f["volume_id"]] == [(f["instance_id"], "busy")]
+
+
+def _forget_deleted_nodes(r) -> None:
+    """kube-controller-manager restarts after the Node was deleted: its attach/detach controller
+    rebuilds what is attached from the Nodes that exist, so a deleted node's VolumeAttachment is
+    in no one's state of the world any more and is never detached by it."""
+    r.sandbox.ctx.state.pop("deleted_nodes", None)
+
+
+def test_a_node_replaced_mid_run_has_its_leftover_volumeattachment_deleted_not_stripped(rehearse):
+    r = rehearse("node-replaced")
+    f = r.facts
+    forgotten: list[str] = []
+    asked: list[str] = []
+
+    def approver(state, s):
+        asked.append(s.key)
+        if s.key == "taint" and r.sandbox.find("Node", None, f["node"]) is not None:
+            for _ in range(66):  # the health check terminates the instance; its Node is deleted
+                r.sandbox.advance(5)
+                if r.sandbox.find("Node", None, f["node"]) is None:
+                    _forget_deleted_nodes(r)
+                    forgotten[:] = [v["metadata"]["name"] for v in vas_on(r.sandbox, f["node"])]
+                    break
+        return r.approve_all(state, s)
+
+    st = r.run("node-dead-ngns", node=f["node"], decide=approver)
+    assert forgotten, "no VolumeAttachment was left on the deleted node"
+    assert st.status == "succeeded", (st.status, st.outcome)
+    assert st.steps["gone_instance"].result["state"] == "terminated"
+    assert st.steps["gone_wait"].status == "failed"  # the controller's timeout ran out first
+    assert "va_delete[0]" in asked  # a destructive step of its own, approved on its own
+    assert vas_on(r.sandbox, f["node"]) == []
+    writes = [c["operation"] for e in r.events(st.run_id) for c in e.payload.get("calls") or ()
+              if "volume_attachment" in c["operation"] and not c["operation"].startswith(
+                  ("read_", "list_"))]
+    assert writes == ["delete_volume_attachment"] * len(forgotten)  # no finalizer edit
+    assert r.sandbox.get("Pod", f["namespace"], f["pod"])["status"]["phase"] == "Running"
+    assert_clean(r, st.run_id)

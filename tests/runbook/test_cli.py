@@ -15,8 +15,8 @@ ROOT = Path(__file__).parents[2]
 INVALID = Path(__file__).parent / "invalid"
 
 
-_DESTRUCTIVE = {"aws.ec2.instance.stop", "k8s.node.taint", "aws.ec2.volume.detach",
-                "k8s.pod.delete"}
+_DESTRUCTIVE = {"aws.ec2.instance.stop", "aws.ec2.instance.terminate", "k8s.node.taint",
+                "aws.ec2.volume.detach", "k8s.pod.delete", "k8s.volumeattachment.delete"}
 
 
 def _ngns():  # type: ignore[no-untyped-def]

@@ -27,7 +27,8 @@ def ngns(catalog: Registry) -> Runbook:
 
 
 def context(*, state: str = "stopped", ready: bool = False, still_attached: bool = False,
-            deleting: bool = False, running_elsewhere: bool = True) -> dict[str, Any]:
+            deleting: bool = False, running_elsewhere: bool = True,
+            fence_by: str = "stop") -> dict[str, Any]:
     va = [{"name": "csi-1", "node": NODE, "pv": "pv-1", "attached": True, "attach_error": None,
            "detach_error": "rpc error: timed out" if deleting else None, "deleting": deleting,
            "volume_id": "vol-0aaaaaaaaaaaaaaaa"}]
@@ -54,7 +55,10 @@ def context(*, state: str = "stopped", ready: bool = False, still_attached: bool
             "instance_id": INSTANCE, "taints": [], "out_of_service": False}
     steps = {
         "node": {"result": node, "outputs": {"instance_id": INSTANCE}, "status": "succeeded"},
-        "instance": {"result": {"instance_id": INSTANCE, "state": state}, "outputs": {}},
+        "instance": {"result": {"instance_id": INSTANCE, "state": state, "fence_by": fence_by,
+                                "lifecycle": "spot" if fence_by == "terminate" else "on-demand",
+                                "root_device_type": "ebs", "group": {"nodepool": "default"}},
+                     "outputs": {}},
         "fenced": {"result": {"instance_id": INSTANCE, "state": state}, "outputs": {}},
         "node_now": {"result": node, "outputs": {}},
         "attachments": {"result": {"items": va, "count": 1}, "outputs": {}},
@@ -104,7 +108,12 @@ def test_ngns_finds_the_data_volumes_and_their_claims_but_not_the_root_volume(ng
 
 def test_ngns_destructive_steps_are_fence_taint_and_force_detach(ngns: Runbook, catalog: Registry) -> None:
     destructive = [s.id for s in ngns.spec.steps if s.action and catalog.get(s.action).destructive]
-    assert destructive == ["fence", "taint", "release", "detach", "force_detach"]
+    assert destructive == ["fence", "fence_terminate", "taint", "release", "va_delete", "detach",
+                           "force_detach"]
+    # the terminate and the leftover VolumeAttachment delete are steps of their own, never automatic
+    assert ngns.step("fence_terminate").approval is not None
+    assert ngns.step("fence_terminate").approval.required
+    assert ngns.step("va_delete").approval is not None and ngns.step("va_delete").approval.required
     assert ngns.step("force_detach").approval is not None
     assert ngns.step("force_detach").approval.min_approvers == 2
 
@@ -115,6 +124,20 @@ def test_ngns_destructive_steps_are_fence_taint_and_force_detach(ngns: Runbook, 
                                                ("terminated", False)])
 def test_ngns_fences_only_an_instance_that_may_still_run(ngns: Runbook, state: str, fences: bool) -> None:
     assert evaluate(ngns.step("fence").when or "", context(state=state)) is fences
+    assert evaluate(ngns.step("fence_terminate").when or "", context(state=state)) is False
+    spot = context(state=state, fence_by="terminate")
+    assert evaluate(ngns.step("fence").when or "", spot) is False
+    assert evaluate(ngns.step("fence_terminate").when or "", spot) is fences  # stopped is fenced
+
+
+@pytest.mark.parametrize(("fence_by", "state", "passes"), [
+    ("none", "running", False), ("none", "stopped", True), ("stop", "running", True)])
+def test_ngns_refuses_clearly_to_fence_a_stop_protected_instance(
+        ngns: Runbook, fence_by: str, state: str, passes: bool) -> None:
+    ctx = context(state=state, fence_by=fence_by)
+    (guard,) = ngns.step("fenced").guards
+    assert evaluate(guard.expr, ctx) is passes
+    assert "disableApiStop" in render(guard.message, ctx)
 
 
 @pytest.mark.parametrize(("state", "ready", "passes"), [("stopped", False, True),
