@@ -441,6 +441,10 @@ class Database:
             q = q.where(runs.c.status.notin_(ACTIVE))
         if channel is not None:
             q = q.where(runs.c.channel == channel)
+        return self._headers(q)
+
+    def _headers(self, q: Any) -> list[RunState]:
+        """Run headers (without steps or runbook text) from a query of (header, version) rows."""
         with self.engine.connect() as conn:
             rows = conn.execute(q).all()
         out = []
@@ -455,14 +459,7 @@ class Database:
         first."""
         q = (select(runs.c.header, runs.c.version).where(runs.c.parent_id == run_id)
              .order_by(runs.c.created_at).limit(limit))
-        with self.engine.connect() as conn:
-            rows = conn.execute(q).all()
-        out = []
-        for header, version in rows:
-            st = RunState.from_dict(json.loads(header) | {"runbook_text": ""}, [])
-            st.version = version
-            out.append(st)
-        return out
+        return self._headers(q)
 
     def holding(self, compensation: str, *, lifted_by: str) -> str | None:
         """The newest run (not a dry run) that left ``compensation`` in place, unless a child run

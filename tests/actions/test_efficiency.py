@@ -147,7 +147,8 @@ def test_steps_sharing_a_pass_read_each_object_once_and_every_node_from_one_list
         ctxs.append(ctx)
     sent = [op for ctx in ctxs for op in _ops(ctx.calls)]
     # the instance once for both EC2 steps; the node list once, then every node from it
-    assert sent == ["DescribeInstances", "list_node", "list_storage_class"]
+    assert sent == ["DescribeInstances", "DescribeInstanceAttribute", "list_node",
+                    "list_storage_class"]
     assert shared.served == 2 + NODES  # the stop's plan and apply, and each node
 
 

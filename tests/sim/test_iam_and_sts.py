@@ -71,17 +71,18 @@ def test_the_bot_cannot_stop_an_instance_that_is_not_its_cluster_s(plain):
     assert plain.ec2.instance_state(mine) == "stopping"
 
 
-def test_the_bot_may_read_but_not_launch_terminate_or_attach(plain):
+def test_the_bot_may_read_but_not_launch_attach_or_terminate_another_cluster_s_machine(plain):
     mine = launch(plain, {"kubernetes.io/cluster/sandbox": "owned"})
+    theirs = launch(plain, {"kubernetes.io/cluster/other": "owned"})
     assert bot(plain).describe_instances(InstanceIds=[mine])["Reservations"]
     calls = [lambda: bot(plain).run_instances(ImageId="ami-12c6146b", MinCount=1, MaxCount=1),
-             lambda: bot(plain).terminate_instances(InstanceIds=[mine]),
+             lambda: bot(plain).terminate_instances(InstanceIds=[theirs]),
              lambda: bot(plain).create_volume(AvailabilityZone=ZONE, Size=1)]
     for call in calls:
         with pytest.raises(ClientError) as e:
             call()
         assert code(e) == "UnauthorizedOperation"
-    assert plain.ec2.instance_state(mine) == "running"
+    assert plain.ec2.instance_state(mine) == plain.ec2.instance_state(theirs) == "running"
 
 
 def test_a_detach_needs_both_the_cluster_s_instance_and_a_csi_volume(plain):

@@ -56,7 +56,6 @@ def test_deleting_a_statefulset_as_the_bot_is_forbidden(sb, bot):
 @pytest.mark.parametrize(("method", "path", "body", "verb"), [
     ("PATCH", "/api/v1/nodes/{node}", {"metadata": {"labels": {"x": "y"}}}, "patch"),
     ("PUT", "/api/v1/nodes/{node}/status", None, "update"),
-    ("DELETE", "/apis/storage.k8s.io/v1/volumeattachments/anything", None, "delete"),
     ("POST", "/api/v1/namespaces/search/pods", {"metadata": {"name": "x"}}, "create"),
     ("GET", "/api/v1/secrets", None, None),
 ])
