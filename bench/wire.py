@@ -33,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
-import socket
 import ssl
 import threading
 from collections import Counter
@@ -44,6 +43,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from bot.sim.net import no_delay
 from bot.sim.tls import server_context
 
 HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer",
@@ -167,8 +167,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.request.do_handshake()
             self.request.settimeout(None)
         super().setup()
-        with contextlib.suppress(OSError):
-            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        no_delay(self.connection)
         self._upstream: http.client.HTTPConnection | None = None
 
     def log_message(self, format: str, *args: Any) -> None:

@@ -22,21 +22,7 @@ pytestmark = pytest.mark.slow
 
 def test_a_node_not_ready_alert_in_the_node_dead_scenario_suggests_node_dead_ngns_with_evidence(
         fake: FakeSlack, tmp_path: Path) -> None:
-    from bot.actions.env import ClusterClients
-    from bot.cli.wiring import scanner
-    from bot.clients.ec2 import Ec2Client
-    from bot.clients.kube import KubeClient
-    from bot.sim.rehearsal import Rehearsal
-    from bot.sim.sandbox import BOT_CONTEXT
-
-    r = Rehearsal("node-dead", workdir=tmp_path / "sandbox")
-    r.start()
-    sb = r.sandbox
-    clients = ClusterClients.of(
-        kube=KubeClient.from_config(kubeconfig=str(sb.kubeconfig_path), context=BOT_CONTEXT),
-        ec2=Ec2Client(client=sb.ec2_client(as_bot=True)))
-    scan = scanner(r.settings, clients_factory=lambda _cfg: clients, clock=r.clock)
-    bot = Bot(fake, tmp_path, rehearsal=r, alerts=ALERTS, clusters=("sandbox",), diagnoser=scan)
+    r, bot = _bot("node-dead", fake, tmp_path)
     try:
         node = r.facts["node"]
         assert post(bot, payload(alert(node=node, cluster="sandbox")))[0] == 200
