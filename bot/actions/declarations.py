@@ -66,6 +66,14 @@ class NodeParams(ClusterParams):
     node: NodeName
 
 
+class NodeGetParams(NodeParams):
+    from_list: bool = Field(
+        default=False,
+        description="Read the node out of the list of every node: one request that also answers, "
+                    "in the same pass, the node list the fence's and the out-of-service taint's "
+                    "interlocks read (a GET and a LIST otherwise).")
+
+
 class TaintParams(ClusterParams):
     node: NodeName
     key: TaintKey = OUT_OF_SERVICE_TAINT

@@ -114,8 +114,10 @@ def apply_instance(plan: Plan, p: InstanceParams, env: Env) -> Result:
         status = NOT_APPLICABLE  # EC2 runs no status checks on a stopped or terminated instance
     else:
         status = env.ec2.describe_instance_status([p.instance_id]).get(p.instance_id)
-    alive = inst is not None and instance_state(inst) not in ("shutting-down", "terminated")
-    protected = env.ec2.stop_protected(p.instance_id) if alive else False
+    # stop protection matters only to a fence, and only a machine that may still run is fenced:
+    # a stopped or terminating instance costs no DescribeInstanceAttribute
+    fenceable = inst is not None and instance_state(inst) in ("pending", "running", "stopping")
+    protected = env.ec2.stop_protected(p.instance_id) if fenceable else False
     return Result(data=instance_view(p.instance_id, inst, status, stop_protected=protected))
 
 
@@ -124,6 +126,23 @@ def _read_instance(env: Env, iid: str) -> Obj:
     if inst is None:
         raise _not_found("instance", iid, "DescribeInstances")
     return inst
+
+
+def _fence_read(env: Env, iid: str) -> Obj:
+    """The instance's state for a fence, live: DescribeInstanceStatus (``IncludeAllInstances``)
+    answers the state with the status checks the fence interlock shows its approvers, so the live
+    re-read after an approval is one request, not DescribeInstances and DescribeInstanceStatus.
+    What the pass already described is not asked again. A poll reads DescribeInstances instead,
+    which the re-read of the instance after the fence is then answered from."""
+    if env.ctx.poll:
+        return _read_instance(env, iid)
+    if (st := (env.ec2.already_described("DescribeInstanceStatus", [iid]) or {}).get(iid)) is None:
+        if (inst := (env.ec2.already_described("DescribeInstances", [iid]) or {}).get(iid)):
+            return inst  # read in this pass already (a stopped instance has no status to read)
+        st = env.ec2.describe_instance_status([iid]).get(iid)
+    if st is None:
+        raise _not_found("instance", iid, "DescribeInstanceStatus")
+    return {"InstanceId": iid, "State": st.get("InstanceState") or {}}
 
 
 def _stop_change(state: str, p: InstanceStopParams) -> Change | None:
@@ -136,7 +155,7 @@ def _stop_change(state: str, p: InstanceStopParams) -> Change | None:
 
 
 def plan_stop(p: InstanceStopParams, env: Env) -> Plan:
-    inst = _read_instance(env, p.instance_id)
+    inst = _fence_read(env, p.instance_id)
     state = instance_state(inst)
     change = _stop_change(state, p)
     facts: list[Fact] = []
@@ -149,7 +168,7 @@ def plan_stop(p: InstanceStopParams, env: Env) -> Plan:
 
 
 def apply_stop(plan: Plan, p: InstanceStopParams, env: Env) -> Result:
-    inst = _read_instance(env, p.instance_id)
+    inst = _fence_read(env, p.instance_id)
     state = instance_state(inst)
     if state in FENCED_STATES:
         return Result(data={"instance_id": p.instance_id, "state": state}, already_done=True,

@@ -14,6 +14,7 @@ from typing import Any
 
 from bot.actions import interlocks as il
 from bot.actions.declarations import (
+    NodeGetParams,
     NodeParams,
     PodDeleteParams,
     PodParams,
@@ -107,12 +108,15 @@ def pod_view(pod: Obj) -> Obj:
 
 # -- nodes ------------------------------------------------------------------------------------
 
-def plan_node_get(p: NodeParams, env: Env) -> Plan:
+def plan_node_get(p: NodeGetParams, env: Env) -> Plan:
     return _read_only("k8s.node.get")
 
 
-def apply_node_get(plan: Plan, p: NodeParams, env: Env) -> Result:
+def apply_node_get(plan: Plan, p: NodeGetParams, env: Env) -> Result:
     k = env.kube
+    if p.from_list:
+        found = next((n for n in k.list_nodes() if meta(n).get("name") == p.node), None)
+        return Result(data=node_view(found, p.node))
     return Result(data=node_view(k.find(lambda: k.get_node(p.node)), p.node))
 
 
@@ -457,7 +461,7 @@ def apply_pod_delete(plan: Plan, p: PodDeleteParams, env: Env) -> Result:
 # -- the actions ------------------------------------------------------------------------------
 
 NODE_GET = action(
-    "k8s.node.get", NodeParams, destructive=False,
+    "k8s.node.get", NodeGetParams, destructive=False,
     summary="Read node {{ node }}", description="Ready condition, taints, instance id and zone.",
     plan=plan_node_get, apply=apply_node_get)
 NODE_TAINT = action(

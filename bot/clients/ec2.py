@@ -343,10 +343,27 @@ class Ec2Client:
                    fetch: Callable[[list[str]], dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
         """``fetch(request_ids)``, or what an earlier Describe in this pass answered: the same
         call, or one by ids (or of everything, no filter) that covered these ids."""
-        wanted = tuple(sorted(set(ids)))
-        shape = json.dumps(list(filters), sort_keys=True, default=str)
         if self.reads is None:
             return fetch([])
+        found = self.already_described(operation, ids, filters)
+        if found is not None:
+            return found
+        request_ids: list[str] = []
+        out = fetch(request_ids)
+        key = (SERVICE, id(self.client), operation, tuple(sorted(set(ids))),
+               json.dumps(list(filters), sort_keys=True, default=str))
+        self.reads.put(key, (copy.deepcopy(out), request_ids[0] if request_ids else ""))
+        return out
+
+    def already_described(self, operation: str, ids: Sequence[str],
+                          filters: Sequence[dict[str, Any]] = ()) -> dict[str, dict[str, Any]] | None:
+        """What a Describe made earlier in this pass answered for these ids (recorded as
+        ``cached``), or None, without a request: the same call, or one by ids (or of everything,
+        no filter) that covered them."""
+        if self.reads is None:
+            return None
+        wanted = tuple(sorted(set(ids)))
+        shape = json.dumps(list(filters), sort_keys=True, default=str)
         key = (SERVICE, id(self.client), operation, wanted, shape)
         hit = self.reads.get(key)
         if hit is None and wanted and not filters:
@@ -355,14 +372,11 @@ class Ec2Client:
                         and (not other[3] or set(wanted) <= set(other[3]))):
                     hit = ({k: v for k, v in value[0].items() if k in wanted}, value[1])
                     break
-        if hit is not None:
-            self.reads.served += 1
-            self._record(operation, list(ids), "cached", hit[1])
-            return copy.deepcopy(hit[0])
-        request_ids: list[str] = []
-        out = fetch(request_ids)
-        self.reads.put(key, (copy.deepcopy(out), request_ids[0] if request_ids else ""))
-        return out
+        if hit is None:
+            return None
+        self.reads.served += 1
+        self._record(operation, list(ids), "cached", hit[1])
+        return dict(copy.deepcopy(hit[0]))
 
     # -- plumbing -----------------------------------------------------------------------------
 
@@ -453,10 +467,20 @@ class Ec2Client:
     def stop_protected(self, instance_id: str) -> bool:
         """The instance's ``disableApiStop`` attribute: with it EC2 refuses StopInstances and
         TerminateInstances (``OperationNotPermitted``)."""
+        key = (SERVICE, id(self.client), "DescribeInstanceAttribute", (instance_id,),
+               "disableApiStop")
+        hit = self.reads.get(key) if self.reads is not None else None
+        if self.reads is not None and hit is not None:
+            self.reads.served += 1
+            self._record("DescribeInstanceAttribute", [instance_id], "cached", hit[1])
+            return bool(hit[0])
         resp = self._call("DescribeInstanceAttribute", [instance_id],
                           lambda: self.client.describe_instance_attribute(
                               InstanceId=instance_id, Attribute="disableApiStop"))
-        return bool((resp.get("DisableApiStop") or {}).get("Value"))
+        protected = bool((resp.get("DisableApiStop") or {}).get("Value"))
+        if self.reads is not None:
+            self.reads.put(key, (protected, _request_id(resp)))
+        return protected
 
     def describe_volumes(self, volume_ids: Sequence[str] = (), *,
                          filters: Sequence[dict[str, Any]] = ()) -> dict[str, dict[str, Any]]:

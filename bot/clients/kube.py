@@ -20,7 +20,8 @@ Three things the SDK leaves to its callers are done here, once:
   a node from the list of all nodes, a node's pods from the list of all pods. What is served so is
   recorded with the outcome ``cached`` (and the request id of the read it came from), never as a
   request. Every write, whatever its outcome, clears the shared reads first and again after, so a
-  read after a write is sent, and a 409 Conflict's re-read is live.
+  read after a write is sent, and a 409 Conflict's re-read is live; the one exception is the
+  object an ``update()`` wrote, which the API server's answer gives as fresh as a read would.
 - **Optimistic concurrency.** ``update()`` reads, applies a pure mutation, and writes back with the
   read ``resourceVersion`` (a full PUT), retrying on 409 Conflict. Taints have no merge key, so a
   patch without a version would silently drop a taint another controller added in between.
@@ -250,7 +251,8 @@ class KubeClient:
         if not read:
             self._clear_reads()
             try:
-                return self._send(group, operation, targets, *args, read=False, **kwargs)
+                return self._send(group, operation, targets, *args, read=False,
+                                  headers_out=headers_out, **kwargs)
             finally:
                 self._clear_reads()
         return self._send(group, operation, targets, *args, read=True, headers_out=headers_out,
@@ -466,13 +468,21 @@ class KubeClient:
             if desired is None:
                 return live, False
             desired.setdefault("metadata", {})["resourceVersion"] = live["metadata"]["resourceVersion"]
+            headers: list[Any] = []
             try:
-                written = self._request(group, replace_op, (target,), *args, body=desired, read=False)
-                return written, True
+                written = self._request(group, replace_op, (target,), *args, body=desired,
+                                        read=False, headers_out=headers)
             except RetryableError as e:
                 if e.code != "Conflict":
                     raise
                 last = e  # someone wrote in between: re-read and re-apply the mutation
+                continue
+            if self.reads is not None and written:
+                # the object as the write left it is as fresh as a read: a step that reads it
+                # again in this pass is answered with it (any other read was cleared)
+                self.reads.put(self._key(read_op, args),
+                               (json.dumps(written), self._audit_id(headers)))
+            return written, True
         assert last is not None
         raise RetryableError(
             f"{replace_op} {target}: still conflicting after {1 + self.conflict_retries} attempts; "

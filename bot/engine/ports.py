@@ -55,8 +55,9 @@ class SharedReads:
     time or for people) or ends. Within a pass, an object or a list read once is served again to
     every step (and every node of a step) that asks, instead of being read again; any write
     through a client clears all of it, since a write can make controllers change other objects
-    too. A pass never spans an approval: a step waiting for people ends the pass, so what an
-    apply's interlocks read was read after the approval. A ``StepContext`` built without one gets
+    too (the object written is then served as the write's answer returned it). A pass never
+    spans an approval: a step waiting for people ends the pass, so what an apply's interlocks
+    read was read after the approval. A ``StepContext`` built without one gets
     its own, shared only within that one plan or apply.
 
     The clients own the keys and values (``bot.clients``); what is served from here is recorded

@@ -79,9 +79,10 @@ class World:
     volumes: list[str] = field(default_factory=list)
     facts: dict[str, Any] = field(default_factory=dict)  # what a test's arrange step wants to keep
 
-    def ctx(self, *, dry_run: bool = False, overrides: frozenset[str] | None = None) -> StepContext:
+    def ctx(self, *, dry_run: bool = False, overrides: frozenset[str] | None = None,
+            poll: bool = False) -> StepContext:
         ctx = StepContext(run_id="rb-test1", step_id="s1", requester="alice", clock=self.clock,
-                          dry_run=dry_run,
+                          dry_run=dry_run, poll=poll,
                           overrides=self.overrides if overrides is None else overrides)
         self.contexts.append(ctx)
         return ctx
@@ -91,9 +92,10 @@ class World:
         ctx = self.ctx(dry_run=dry_run, overrides=overrides)
         return self.catalog.plan(action, params, ctx), ctx.calls
 
-    def apply(self, plan: Plan, *, overrides: frozenset[str] | None = None
+    def apply(self, plan: Plan, *, overrides: frozenset[str] | None = None, poll: bool = False
               ) -> tuple[Result, list[ApiCall]]:
-        ctx = self.ctx(overrides=overrides)
+        """``poll``: a later apply of a step whose first apply was not done, as the engine marks it."""
+        ctx = self.ctx(overrides=overrides, poll=poll)
         return self.catalog.apply(plan.action, plan, ctx), ctx.calls
 
     def run(self, action: str, **params: Any) -> Result:
@@ -106,8 +108,8 @@ class World:
         """Apply, then poll as the engine would until done: every poll's result, and all calls."""
         calls: list[ApiCall] = []
         results: list[Result] = []
-        for _ in range(limit):
-            result, more = self.apply(plan, overrides=overrides)
+        for n in range(limit):
+            result, more = self.apply(plan, overrides=overrides, poll=n > 0)
             calls.extend(more)
             results.append(result)
             if result.done:

@@ -46,8 +46,9 @@ class Sim:
         ctx = StepContext(run_id="r", step_id="s", requester="alice", clock=ManualClock())
         return self.catalog.plan(action, params, ctx), ctx
 
-    def apply(self, plan: Any) -> tuple[Any, list[Any]]:
-        ctx = StepContext(run_id="r", step_id="s", requester="alice", clock=ManualClock())
+    def apply(self, plan: Any, *, poll: bool = False) -> tuple[Any, list[Any]]:
+        ctx = StepContext(run_id="r", step_id="s", requester="alice", clock=ManualClock(),
+                          poll=poll)
         return self.catalog.apply(plan.action, plan, ctx), ctx.calls
 
 
@@ -66,7 +67,7 @@ def test_a_plain_stop_of_a_hung_instance_stays_stopping_and_is_not_repeated(sim)
     plan, _ = sim.step("aws.ec2.instance.stop", instance_id=iid, force=False)
     first, _ = sim.apply(plan)
     assert not first.done and first.data["state"] == "stopping"
-    again, again_calls = sim.apply(plan)
+    again, again_calls = sim.apply(plan, poll=True)
     assert not again.done and [c.operation for c in again_calls] == ["DescribeInstances"]
     assert sim.step("aws.ec2.instance.stop", instance_id=iid, force=False)[0].is_noop
 
@@ -109,7 +110,7 @@ def test_a_shutting_down_instance_is_waited_on_until_terminated_never_stopped(si
     assert plan.is_noop
     waiting, calls = sim.apply(plan)
     assert not waiting.done and "waiting for terminated" in waiting.progress
-    assert [c.operation for c in calls] == ["DescribeInstances"]
+    assert [c.operation for c in calls] == ["DescribeInstanceStatus"]  # the fence's live read
     sim.sim.set_state(iid, "terminated")
     done, _ = sim.apply(plan)
     assert done.done and done.data["state"] == "terminated"

@@ -109,11 +109,12 @@ def test_the_ec2_state_of_every_node_is_one_describe_instances_call(outage):
     ("k8s.pods.list", {}, [], ["list_pod_for_all_namespaces"]),
     ("k8s.pv.list", None, [], ["list_persistent_volume"]),
     ("k8s.storageclasses.audit", None, [], ["list_node", "list_storage_class"]),
-    # a stopped instance: EC2 runs no status checks on it, so none are read; its stop
-    # protection is still read (it decides how the machine could be fenced)
-    ("aws.ec2.instance.get", {}, [], ["DescribeInstances", "DescribeInstanceAttribute"]),
+    # a stopped instance: EC2 runs no status checks on it, so none are read, and its stop
+    # protection neither (only a machine that may still run is fenced)
+    ("aws.ec2.instance.get", {}, [], ["DescribeInstances"]),
     ("aws.ec2.volumes.list", {}, [], ["DescribeVolumes"]),
-    ("aws.ec2.instance.stop", {}, ["DescribeInstances"], ["DescribeInstances"]),
+    # the fence's live read: DescribeInstanceStatus gives the state with the status checks
+    ("aws.ec2.instance.stop", {}, ["DescribeInstanceStatus"], ["DescribeInstanceStatus"]),
     # the node is taken from the list of all nodes the blast-radius rule reads anyway
     ("k8s.node.taint", {}, ["list_node", "DescribeInstances"], None),
 ])
@@ -147,8 +148,7 @@ def test_steps_sharing_a_pass_read_each_object_once_and_every_node_from_one_list
         ctxs.append(ctx)
     sent = [op for ctx in ctxs for op in _ops(ctx.calls)]
     # the instance once for both EC2 steps; the node list once, then every node from it
-    assert sent == ["DescribeInstances", "DescribeInstanceAttribute", "list_node",
-                    "list_storage_class"]
+    assert sent == ["DescribeInstances", "list_node", "list_storage_class"]
     assert shared.served == 2 + NODES  # the stop's plan and apply, and each node
 
 
@@ -166,10 +166,14 @@ def test_a_write_clears_the_shared_reads_so_the_next_read_sees_it(outage):
         obj["metadata"].setdefault("labels", {})["efficiency"] = "written"
         return obj
 
+    kube.list_pvs()
     kube.update(kind="Node", name=node, mutate=label)
+    # the object written is served as the write answered it; every other read was cleared
     assert kube.get_node(node)["metadata"]["labels"]["efficiency"] == "written"
-    assert _ops(ctx.calls) == ["read_node", "read_node", "replace_node", "read_node"]
-    assert shared.served == 0
+    kube.list_pvs()
+    assert _ops(ctx.calls) == ["read_node", "list_persistent_volume", "read_node", "replace_node",
+                               "list_persistent_volume"]
+    assert shared.served == 1
 
 
 def test_tainting_one_dead_node_detaches_its_volumes_while_the_wait_lists_once_per_poll(outage):

@@ -182,11 +182,10 @@ CASES: dict[str, Case] = {
         lambda w, p, r: (r.data["state"], r.data["state_code"]) == ("running", 16)),
     "aws.ec2.instance.stop": Case(
         _fenceable,
-        ["DescribeInstances", "DescribeInstanceStatus", "list_node"],
-        ["DescribeInstances", "DescribeInstanceStatus", "list_node", "StopInstances",
-         "DescribeInstances"],
+        ["DescribeInstanceStatus", "list_node"],
+        ["DescribeInstanceStatus", "list_node", "StopInstances", "DescribeInstances"],
         lambda w, p, r: w.instance_state(p["instance_id"]) == "stopped",
-        again_ops=["DescribeInstances"]),
+        again_ops=["DescribeInstanceStatus"]),
     "aws.ec2.instance.terminate": Case(
         _fenceable,
         ["DescribeInstances", "DescribeInstanceStatus", "list_node"],

@@ -25,7 +25,7 @@ def test_an_ec2_error_quoting_credentials_is_redacted_in_the_error_and_the_recor
     for secret in (TOKEN, SECRET, "AKIAIOSFODNN7EXAMPLE"):
         assert secret not in text and all(secret not in str(c) for c in ctx.calls)
     assert [(c.operation, c.outcome) for c in ctx.calls] == [
-        ("DescribeInstances", "SignatureDoesNotMatch")]
+        ("DescribeInstanceStatus", "SignatureDoesNotMatch")]
     assert ctx.calls[0].request_id.startswith("failed-")  # the AWS request id, for support cases
 
 
