@@ -25,8 +25,9 @@ each, reusing what is on the screen until they have waited (as the bot shares re
 
 ``minimal`` only does what the fix needs (no status checks, no check for force-deleted pods or
 tolerating pods, no re-read before the taint); it is printed for comparison. The bot also reads
-what no person types: the live re-plan of every approved step and the cluster-wide count of
-out-of-service nodes.
+what no person types: the live re-plan of every approved step (the node list, for the node's
+Ready condition and the cluster-wide count of out-of-service nodes, and the instance's state),
+printed apart, and, while the instance runs, its stop protection.
 
 Both sides are counted on the wire by the same proxies (``bench/wire.py``); kubectl's discovery
 requests (cached on disk in daily use) are left out. Time is the sandbox's: the people's waits
@@ -95,15 +96,30 @@ def aws_cli() -> str:
     return found
 
 
-def bot_run(scenario: str, workdir: Path) -> tuple[list[Request], int, str]:
-    """The bot's requests on the wire, the API calls its audit records, and how the run ended."""
+def bot_run(scenario: str, workdir: Path) -> tuple[list[Request], int, int, str]:
+    """The bot's requests on the wire, the API calls its audit records, the requests of the live
+    re-plans that follow approvals, and how the run ended."""
     with WiredRehearsal(scenario, workdir=workdir) as r:
+        catalog = r.runner.catalog
+        plan = catalog.plan
+        plans: dict[str, int] = {}
+        replanned: list[int] = []
+
+        def planned(name: str, params: Any, ctx: Any) -> Any:
+            try:
+                return plan(name, params, ctx)
+            finally:  # a step planned again was approved in between: its reads are live
+                plans[ctx.step_id] = plans.get(ctx.step_id, 0) + 1
+                if plans[ctx.step_id] > 1:
+                    replanned.append(sum(1 for c in ctx.calls if c.outcome != "cached"))
+
+        catalog.plan = planned  # type: ignore[method-assign]
         r.wire.reset()
         st = r.run("node-dead-ngns", node=r.facts["node"])
         seen = r.wire.api_calls()
         audited = sum(1 for e in r.events(st.run_id) for c in e.payload.get("calls") or ()
                       if c.get("outcome") != "cached")
-        return seen, audited, st.status
+        return seen, audited, sum(replanned), st.status
 
 
 class Person:
@@ -222,10 +238,11 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-node-dead-") as tmp:
         for scenario in scenarios:
             work = Path(tmp) / scenario
-            bot, audited, status = bot_run(scenario, work / "bot")
+            bot, audited, after_approval, status = bot_run(scenario, work / "bot")
             hand, typed = person_run(scenario, work / "person", aws, runbook=True)
             least, fewest = person_run(scenario, work / "minimal", aws, runbook=False)
-            for side, seen, extra, outcome in (("bot", bot, str(audited), status),
+            bot_outcome = f"{status}; {after_approval} of its calls re-read live after approvals"
+            for side, seen, extra, outcome in (("bot", bot, str(audited), bot_outcome),
                                                ("person", hand, "-", f"{len(typed)} commands"),
                                                ("minimal", least, "-", f"{len(fewest)} commands")):
                 writes = sum(1 for r in seen if r.write)
