@@ -477,9 +477,11 @@ class KubeClient:
                     raise
                 last = e  # someone wrote in between: re-read and re-apply the mutation
                 continue
-            if self.reads is not None and written:
+            if self.reads is not None and written and not (
+                    written.get("metadata") or {}).get("deletionTimestamp"):
                 # the object as the write left it is as fresh as a read: a step that reads it
-                # again in this pass is answered with it (any other read was cleared)
+                # again in this pass is answered with it (any other read was cleared); not one
+                # being deleted, which the API server removes once its last finalizer goes
                 self.reads.put(self._key(read_op, args),
                                (json.dumps(written), self._audit_id(headers)))
             return written, True

@@ -200,3 +200,34 @@ def test_tainting_one_dead_node_detaches_its_volumes_while_the_wait_lists_once_p
     dead = set(outage.facts["dead_nodes"]) - {outage.node}
     others = [v for v in outage.sb.list("VolumeAttachment") if v["spec"]["nodeName"] in dead]
     assert len(others) == (NODES - 1) * PER_NODE  # only the tainted node's volumes moved
+
+
+def test_an_object_deleted_by_the_write_that_removed_its_last_finalizer_is_read_on_the_wire(world):
+    # The API server answers the PUT with the object, then removes it (deletionTimestamp set,
+    # no finalizer left): a read after it in the same pass must see it gone, not the answer.
+    world.kube.put("persistentvolumes", {
+        "apiVersion": "v1", "kind": "PersistentVolume",
+        "metadata": {"name": "pv-going", "finalizers": ["kubernetes.io/pv-protection"],
+                     "deletionTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"capacity": {"storage": "1Gi"}}})
+    world.node("n-written")
+    shared = SharedReads()
+    ctx = StepContext(run_id="rb-eff02", step_id="s", requester="alice", clock=world.clock,
+                      reads=shared)
+    kube = world.catalog._env(world.catalog.validate("k8s.node.get", {"node": "n-written"}),
+                              ctx).kube
+    assert kube.get_pv("pv-going")["metadata"]["deletionTimestamp"]
+
+    def unfinalize(obj: dict[str, Any]) -> dict[str, Any]:
+        obj["metadata"]["finalizers"] = []
+        return obj
+
+    kube.update(kind="PersistentVolume", name="pv-going", mutate=unfinalize)
+    assert kube.find(lambda: kube.get_pv("pv-going")) is None
+    kube.update(kind="Node", name="n-written", mutate=lambda o: {
+        **o, "metadata": {**o["metadata"], "labels": {"written": "yes"}}})
+    assert kube.get_node("n-written")["metadata"]["labels"] == {"written": "yes"}
+    assert [(c.operation, c.outcome) for c in ctx.calls] == [
+        ("read_persistent_volume", "ok"), ("read_persistent_volume", "ok"),  # update reads live
+        ("replace_persistent_volume", "ok"), ("read_persistent_volume", "NotFound"),
+        ("read_node", "ok"), ("replace_node", "ok"), ("read_node", "cached")]
