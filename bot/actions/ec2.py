@@ -140,8 +140,8 @@ def _fence_read(env: Env, iid: str) -> Obj:
         if (inst := (env.ec2.already_described("DescribeInstances", [iid]) or {}).get(iid)):
             return inst  # read in this pass already (a stopped instance has no status to read)
         st = env.ec2.describe_instance_status([iid]).get(iid)
-    if st is None:
-        raise _not_found("instance", iid, "DescribeInstanceStatus")
+    if st is None:  # not listed there: DescribeInstances is the authority on whether it exists
+        return _read_instance(env, iid)
     return {"InstanceId": iid, "State": st.get("InstanceState") or {}}
 
 
