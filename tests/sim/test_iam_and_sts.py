@@ -148,7 +148,10 @@ def test_the_shipped_policy_loads_and_names_the_cluster():
 def test_sts_is_answered_locally_and_records_source_identity_and_session_tags(plain, monkeypatch):
     for key, value in plain.env.items():
         monkeypatch.setenv(key, value)
-    sts = boto3.client("sts", region_name=plain.region)  # the endpoint comes from the environment
+    # the endpoint comes from the environment, read by a session of this test's own (boto3's
+    # process-wide default session keeps what it read for earlier tests)
+    session = boto3.session.Session()
+    sts = session.client("sts", region_name=plain.region)
     assert sts.get_caller_identity()["Account"] == "123456789012"
     creds = sts.assume_role(RoleArn="arn:aws:iam::123456789012:role/runbook-bot",
                             RoleSessionName="run-42", SourceIdentity="alice",
@@ -160,7 +163,7 @@ def test_sts_is_answered_locally_and_records_source_identity_and_session_tags(pl
     assert call.tags == {"run": "42", "approver": "bob"} and call.transitive_tag_keys == ("run",)
     assert call.access_key == "testing"
     # the assumed role's credentials are held to the policy too
-    ec2 = boto3.client("ec2", region_name=plain.region, aws_access_key_id=creds["AccessKeyId"],
+    ec2 = session.client("ec2", region_name=plain.region, aws_access_key_id=creds["AccessKeyId"],
                        aws_secret_access_key=creds["SecretAccessKey"],
                        aws_session_token=creds["SessionToken"])
     assert "Reservations" in ec2.describe_instances()
