@@ -11,6 +11,7 @@ botocore parses them, before or instead of forwarding to moto (DOMAIN.md §4):
 - Stop, start and terminate take simulated time, and refuse as EC2 does (``ec2_instances``).
 - DescribeInstances and DescribeVolumes lag a change by ``describe_lag`` seconds (``consistency``).
 - DescribeInstanceStatus reports the instance check ``impaired`` for hung or stopping instances.
+- A snapshot is ``pending``, its progress climbing, for ``snapshot_seconds`` (``ec2_snapshots``).
 - Every caller but the sandbox itself is held to deploy/iam-policy.json (``iam``).
 - STS requests (``AWS_ENDPOINT_URL_STS`` may point here too) are recorded, then answered by moto
   (``sts``); every EC2 request is recorded with the access key that signed it (``wire``), so a
@@ -51,6 +52,7 @@ from werkzeug.serving import BaseWSGIServer, make_server
 
 from bot.sim.consistency import StaleReads
 from bot.sim.ec2_instances import Ec2Refusal, InstanceLifecycle, Timing, refuse_dry_run
+from bot.sim.ec2_snapshots import PendingSnapshots
 from bot.sim.iam import ADMIN_KEY, Policy, access_key, implicit_checks, resources_of
 from bot.sim.net import POLL, no_delay
 from bot.sim.sts import StsLog, assume_role_actions, is_sts
@@ -134,6 +136,7 @@ class Ec2Sim(InstanceLifecycle):
         self.seeding = False  # a scenario is arranging through SeedClient: no stale views kept
         self.stale = StaleReads(lag=lambda: self.timing.describe_lag, now=self.now,
                                 fetch=lambda action, params: MotoQuery(self).raw(action, params))
+        self.snapshots = PendingSnapshots(seconds=lambda: self.timing.snapshot_seconds, now=self.now)
         self.seed = seed
         self.throttle_rate = throttle_rate
         self.enforce_volume_in_use = enforce_volume_in_use
@@ -379,6 +382,8 @@ class Ec2Sim(InstanceLifecycle):
         A hung guest fails the *instance* reachability check; the system check (AWS's side) stays
         ok, as on EC2 when a kernel panics.
         """
+        if action in ("CreateSnapshot", "DescribeSnapshots"):
+            return self.snapshots.rewrite(action, body)
         if action != "DescribeInstanceStatus" or not (self.hung or self._stopping()):
             return self.stale.rewrite(action, body)
         text = body.decode()

@@ -101,6 +101,11 @@ def test_stuck_terminating_snapshots_the_volume_before_the_approved_delete(rehea
     assert snap.volume.id == live["volume_id"]
     order = [(e.type, e.payload.get("step")) for e in r.events(st.run_id)]
     assert order.index(("step.succeeded", "snapshot")) < order.index(("step.applying", "delete_volume"))
+    # the snapshot was pending for a while, as on EC2: the step waited for it, showing its progress
+    polls = [e.payload for e in r.events(st.run_id)
+             if e.type == "step.polled" and e.payload.get("step") == "snapshot"]
+    assert polls and any("pending (" in (p.get("progress") or "") for p in polls)
+    assert st.steps["snapshot"].result["state"] == "completed"
     assert st.steps["pv"].result["verdict"] == "csi-delete-failing"
     assert "EBS CSI controller running" in st.steps["pv"].result["why"]
     assert_clean(r, st.run_id)
