@@ -47,25 +47,32 @@ GROUP_TAGS = {"asg": "aws:autoscaling:groupName", "nodepool": "karpenter.sh/node
               "nodegroup": "eks:nodegroup-name"}
 
 
-def fence_by(inst: Obj, *, stop_protected: bool) -> str:
+def fence_by(inst: Obj, *, stop_protected: bool, terminate_protected: bool = False) -> str:
     """How EC2 lets this instance be powered off: ``stop``; ``terminate`` for a Spot instance
     (one-time request: StopInstances answers UnsupportedOperation) or an instance-store root (no
     stop at all); ``none`` under stop protection (``disableApiStop``: StopInstances and
-    TerminateInstances both answer OperationNotPermitted)."""
+    TerminateInstances both answer OperationNotPermitted), or when only a terminate could fence
+    it and termination protection (``disableApiTermination``) refuses that."""
     if stop_protected:
         return "none"
-    if inst.get("InstanceLifecycle") == "spot" or inst.get("RootDeviceType", "ebs") != "ebs":
-        return "terminate"
-    return "stop"
+    if not must_terminate(inst):
+        return "stop"
+    return "none" if terminate_protected else "terminate"
+
+
+def must_terminate(inst: Obj) -> bool:
+    """EC2 cannot stop it: a Spot instance (one-time request) or an instance-store root."""
+    return bool(inst.get("InstanceLifecycle") == "spot" or inst.get("RootDeviceType", "ebs") != "ebs")
 
 
 def instance_view(iid: str, inst: Obj | None, status: Obj | None, *,
-                  stop_protected: bool = False) -> Obj:
+                  stop_protected: bool = False, terminate_protected: bool = False) -> Obj:
     if inst is None:
         return {"instance_id": iid, "exists": False, "state": None, "state_code": None,
                 "state_reason": None, "zone": None, "system_status": None, "instance_status": None,
                 "volume_ids": [], "lifecycle": None, "root_device_type": None,
-                "stop_protected": False, "fence_by": None, "group": {}}
+                "stop_protected": False, "terminate_protected": False, "fence_by": None,
+                "group": {}}
     state = inst.get("State") or {}
     reason = inst.get("StateReason") or {}
     tags = ec2_tags(inst)
@@ -73,7 +80,9 @@ def instance_view(iid: str, inst: Obj | None, status: Obj | None, *,
         "lifecycle": inst.get("InstanceLifecycle") or "on-demand",
         "root_device_type": inst.get("RootDeviceType") or "ebs",
         "stop_protected": stop_protected,
-        "fence_by": fence_by(inst, stop_protected=stop_protected),
+        "terminate_protected": terminate_protected,
+        "fence_by": fence_by(inst, stop_protected=stop_protected,
+                             terminate_protected=terminate_protected),
         "group": {k: tags[t] for k, t in GROUP_TAGS.items() if t in tags},
         "instance_id": iid, "exists": True, "state": state.get("Name"),
         "state_code": int(state.get("Code", 0)) & 0xFF,
@@ -118,7 +127,11 @@ def apply_instance(plan: Plan, p: InstanceParams, env: Env) -> Result:
     # a stopped or terminating instance costs no DescribeInstanceAttribute
     fenceable = inst is not None and instance_state(inst) in ("pending", "running", "stopping")
     protected = env.ec2.stop_protected(p.instance_id) if fenceable else False
-    return Result(data=instance_view(p.instance_id, inst, status, stop_protected=protected))
+    # only an instance that can be fenced by nothing but a terminate: its termination protection
+    no_terminate = (fenceable and not protected and inst is not None and must_terminate(inst)
+                    and env.ec2.termination_protected(p.instance_id))
+    return Result(data=instance_view(p.instance_id, inst, status, stop_protected=protected,
+                                     terminate_protected=bool(no_terminate)))
 
 
 def _read_instance(env: Env, iid: str) -> Obj:

@@ -467,8 +467,16 @@ class Ec2Client:
     def stop_protected(self, instance_id: str) -> bool:
         """The instance's ``disableApiStop`` attribute: with it EC2 refuses StopInstances and
         TerminateInstances (``OperationNotPermitted``)."""
-        key = (SERVICE, id(self.client), "DescribeInstanceAttribute", (instance_id,),
-               "disableApiStop")
+        return self._protected(instance_id, "disableApiStop")
+
+    def termination_protected(self, instance_id: str) -> bool:
+        """The instance's ``disableApiTermination`` attribute: with it EC2 refuses
+        TerminateInstances (``OperationNotPermitted``)."""
+        return self._protected(instance_id, "disableApiTermination")
+
+    def _protected(self, instance_id: str, attribute: str) -> bool:
+        """One boolean attribute (DescribeInstanceAttribute), shared within the pass."""
+        key = (SERVICE, id(self.client), "DescribeInstanceAttribute", (instance_id,), attribute)
         hit = self.reads.get(key) if self.reads is not None else None
         if self.reads is not None and hit is not None:
             self.reads.served += 1
@@ -476,8 +484,9 @@ class Ec2Client:
             return bool(hit[0])
         resp = self._call("DescribeInstanceAttribute", [instance_id],
                           lambda: self.client.describe_instance_attribute(
-                              InstanceId=instance_id, Attribute="disableApiStop"))
-        protected = bool((resp.get("DisableApiStop") or {}).get("Value"))
+                              InstanceId=instance_id, Attribute=attribute))
+        field = attribute[0].upper() + attribute[1:]  # disableApiStop -> DisableApiStop
+        protected = bool((resp.get(field) or {}).get("Value"))
         if self.reads is not None:
             self.reads.put(key, (protected, _request_id(resp)))
         return protected

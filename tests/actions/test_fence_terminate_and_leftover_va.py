@@ -33,6 +33,20 @@ def test_instance_get_reads_stop_protection_and_offers_no_fence(world):
     assert data["stop_protected"] is True and data["fence_by"] == "none"
 
 
+def test_instance_get_reads_termination_protection_only_where_a_terminate_is_the_fence(world):
+    iid = _spot(world)
+    world.ec2.modify_instance_attribute(InstanceId=iid, DisableApiTermination={"Value": True})
+    result, calls = world.apply(world.plan("aws.ec2.instance.get", instance_id=iid)[0])
+    assert (result.data["terminate_protected"], result.data["fence_by"]) == (True, "none")
+    assert [c.operation for c in calls].count("DescribeInstanceAttribute") == 2
+    # a machine a stop can fence: its termination protection is never read, and does not matter
+    plain = world.instance()
+    world.ec2.modify_instance_attribute(InstanceId=plain, DisableApiTermination={"Value": True})
+    result, calls = world.apply(world.plan("aws.ec2.instance.get", instance_id=plain)[0])
+    assert (result.data["terminate_protected"], result.data["fence_by"]) == (False, "stop")
+    assert [c.operation for c in calls].count("DescribeInstanceAttribute") == 1
+
+
 def test_terminate_fences_a_dead_spot_node_once(world):
     iid = _spot(world)
     world.dead_node(iid)

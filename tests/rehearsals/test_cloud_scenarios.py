@@ -76,6 +76,26 @@ def test_a_spot_node_is_fenced_by_terminate_under_its_own_approval(rehearse):
     assert r.sandbox.ec2.instance_state(f["instance_id"]) == "terminated"
 
 
+def test_a_node_only_a_terminate_could_fence_under_termination_protection_is_left_alone(rehearse):
+    r = rehearse("spot-node-dead")
+    f = r.facts
+    r.sandbox.ec2_client().modify_instance_attribute(InstanceId=f["instance_id"],
+                                                     DisableApiTermination={"Value": True})
+    asked: list[str] = []
+
+    def approver(state, s):
+        asked.append(s.key)
+        return r.approve_all(state, s)
+
+    st = r.run("node-dead-ngns", node=f["node"], decide=approver)
+    assert st.status == "failed" and st.steps["fence_terminate"].status == "skipped"
+    assert st.steps["instance"].result["fence_by"] == "none"
+    assert "disableApiTermination" in st.outcome and "cannot fence it" in st.outcome
+    assert asked == []  # nobody was asked to approve a fence EC2 would refuse
+    assert r.sandbox.ec2.instance_state(f["instance_id"]) == "running"
+    assert "node.kubernetes.io/out-of-service" not in taint_keys(r.sandbox.get("Node", None, f["node"]))
+
+
 def test_a_spot_node_ready_again_is_not_terminated(rehearse):
     r = rehearse("spot-node-dead")
     f = r.facts

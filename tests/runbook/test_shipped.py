@@ -28,7 +28,7 @@ def ngns(catalog: Registry) -> Runbook:
 
 def context(*, state: str = "stopped", ready: bool = False, still_attached: bool = False,
             deleting: bool = False, running_elsewhere: bool = True,
-            fence_by: str = "stop") -> dict[str, Any]:
+            fence_by: str = "stop", protection: str = "disableApiStop") -> dict[str, Any]:
     va = [{"name": "csi-1", "node": NODE, "pv": "pv-1", "attached": True, "attach_error": None,
            "detach_error": "rpc error: timed out" if deleting else None, "deleting": deleting,
            "volume_id": "vol-0aaaaaaaaaaaaaaaa"}]
@@ -56,6 +56,9 @@ def context(*, state: str = "stopped", ready: bool = False, still_attached: bool
     steps = {
         "node": {"result": node, "outputs": {"instance_id": INSTANCE}, "status": "succeeded"},
         "instance": {"result": {"instance_id": INSTANCE, "state": state, "fence_by": fence_by,
+                                "stop_protected": fence_by == "none" and protection == "disableApiStop",
+                                "terminate_protected": (fence_by == "none"
+                                                        and protection == "disableApiTermination"),
                                 "lifecycle": "spot" if fence_by == "terminate" else "on-demand",
                                 "root_device_type": "ebs", "group": {"nodepool": "default"}},
                      "outputs": {}},
@@ -132,12 +135,14 @@ def test_ngns_fences_only_an_instance_that_may_still_run(ngns: Runbook, state: s
 
 @pytest.mark.parametrize(("fence_by", "state", "passes"), [
     ("none", "running", False), ("none", "stopped", True), ("stop", "running", True)])
-def test_ngns_refuses_clearly_to_fence_a_stop_protected_instance(
-        ngns: Runbook, fence_by: str, state: str, passes: bool) -> None:
-    ctx = context(state=state, fence_by=fence_by)
+@pytest.mark.parametrize("protection", ["disableApiStop", "disableApiTermination"])
+def test_ngns_refuses_clearly_to_fence_a_protected_instance(
+        ngns: Runbook, fence_by: str, state: str, passes: bool, protection: str) -> None:
+    ctx = context(state=state, fence_by=fence_by, protection=protection)
     (guard,) = ngns.step("fenced").guards
     assert evaluate(guard.expr, ctx) is passes
-    assert "disableApiStop" in render(guard.message, ctx)
+    if fence_by == "none":
+        assert protection in render(guard.message, ctx)
 
 
 @pytest.mark.parametrize(("state", "ready", "passes"), [("stopped", False, True),
