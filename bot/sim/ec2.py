@@ -12,7 +12,8 @@ botocore parses them, before or instead of forwarding to moto (DOMAIN.md §4):
 - DescribeInstances and DescribeVolumes lag a change by ``describe_lag`` seconds (``consistency``).
 - DescribeInstanceStatus reports the instance check ``impaired`` for hung or stopping instances.
 - A snapshot is ``pending``, its progress climbing, for ``snapshot_seconds`` (``ec2_snapshots``).
-- Every caller but the sandbox itself is held to deploy/iam-policy.json (``iam``).
+- Every caller but the sandbox itself is held to deploy/iam-policy.json (``iam``), and an
+  AssumeRole also to the role's trust policy, deploy/role-trust-policy.json (``trust``).
 - STS requests (``AWS_ENDPOINT_URL_STS`` may point here too) are recorded, then answered by moto
   (``sts``); every EC2 request is recorded with the access key that signed it (``wire``), so a
   test sees which credentials (which assumed-role session) made each call.
@@ -57,6 +58,7 @@ from bot.sim.iam import ADMIN_KEY, Policy, access_key, implicit_checks, resource
 from bot.sim.net import POLL, no_delay
 from bot.sim.sts import StsLog, assume_role_actions, is_sts
 from bot.sim.sts import error_xml as sts_error_xml
+from bot.sim.trust import TrustPolicy
 
 log = logging.getLogger(__name__)
 NS = "http://ec2.amazonaws.com/doc/2016-11-15/"
@@ -121,13 +123,14 @@ class Ec2Sim(InstanceLifecycle):
                  enforce_volume_in_use: bool = True,
                  on_change: Callable[[], None] | None = None,
                  now: Callable[[], datetime] | None = None, timing: Timing | None = None,
-                 policy: Policy | None = None) -> None:
+                 policy: Policy | None = None, trust: TrustPolicy | None = None) -> None:
         self.region = region
         # without a sandbox clock there is no simulated time to spend: moto's instant transitions,
         # except that a hung guest still never finishes its OS shutdown
         self.now = now or (lambda: datetime.now(UTC))
         self.timing = timing or (Timing() if now else Timing.instant())
         self.policy = policy  # None: every caller may do everything (moto's way)
+        self.trust = trust  # the trust policy of any role assumed here; None: trusted by all
         self.transitions = {}
         self.boots = {}
         self.sts = StsLog()
@@ -293,16 +296,20 @@ class Ec2Sim(InstanceLifecycle):
 
     def authorize_sts(self, params: dict[str, str], key: str) -> str:
         """Why IAM refuses this STS request ("" when it does not): AssumeRole and its tags and
-        SourceIdentity are held to the policy file, like the bot's EC2 calls."""
-        if self.policy is None or key == ADMIN_KEY or params.get("Action") != "AssumeRole":
+        SourceIdentity are held to the policy file, like the bot's EC2 calls, and to the role's
+        trust policy (``trust``)."""
+        if key == ADMIN_KEY or params.get("Action") != "AssumeRole":
             return ""
         principal = f"arn:aws:sts::123456789012:assumed-role/runbook-bot/{key}"
         role = params.get("RoleArn", "")
         for action in assume_role_actions(params):
-            denied = self.policy.evaluate(action, [(role, {})], principal=principal)
-            if denied is not None:
-                self.refused.append((key, action, denied.message))
-                return denied.message
+            denied = self.policy.evaluate(action, [(role, {})], principal=principal) \
+                if self.policy is not None else None
+            why = denied.message if denied is not None else (
+                self.trust.refuses(action, principal, role) if self.trust is not None else "")
+            if why:
+                self.refused.append((key, action, why))
+                return why
         return ""
 
     def _flag(self, params: dict[str, str], name: str) -> bool:
@@ -591,8 +598,8 @@ class _ProxyHandler(BaseHTTPRequestHandler):
                 self.ec2.sts.record(params, access_key=key)
                 self._reply(403, sts_error_xml("AccessDenied", denied))
                 return
-            data = self._forward(method, raw, action)
-            self.ec2.sts.record(params, access_key=key, answer=data)
+            self._forward(method, raw, action, before_reply=lambda data: self.ec2.sts.record(
+                params, access_key=key, answer=data))
             return
         self.ec2.wire.append(WireCall(action=action, access_key=key,
                                       dry_run=params.get("DryRun", "").lower() == "true"))
@@ -608,7 +615,10 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             raw = (raw.decode() + "&InstanceId=" + params["InstanceId"]).encode()
         self._forward(method, raw, action)
 
-    def _forward(self, method: str, raw: bytes, action: str) -> bytes:
+    def _forward(self, method: str, raw: bytes, action: str,
+                 before_reply: Callable[[bytes], object] | None = None) -> bytes:
+        """Moto's answer, rewritten; ``before_reply`` sees it before the caller does, so what it
+        records is there once the caller has its answer."""
         headers = {k: v for k, v in self.headers.items() if k.lower() not in ("content-length", "host")}
         headers["Host"] = f"{self.ec2._moto_addr[0]}:{self.ec2._moto_addr[1]}"
         status, resp_headers, data = self.ec2.forward(method, self.path, headers, raw)
@@ -617,6 +627,8 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         # write returns, the cluster has followed and any invariant it broke is on record
         if action in WRITES and status < 300:
             self.ec2.on_change()
+        if before_reply is not None:
+            before_reply(data)
         self._reply(status, data, resp_headers.get("Content-Type", "text/xml"))
         return data
 

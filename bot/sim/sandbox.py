@@ -37,6 +37,7 @@ from bot.sim.resources import BY_KIND, Resource
 from bot.sim.scenarios import REGION, SCENARIOS
 from bot.sim.store import Store, ts
 from bot.sim.tls import client_context, make_certificates, server_context
+from bot.sim.trust import sandbox_trust
 
 CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}  # the bot's
 ADMIN_CREDENTIALS = {"aws_access_key_id": ADMIN_KEY, "aws_secret_access_key": "testing"}
@@ -80,7 +81,7 @@ class Sandbox:
                           enforce_volume_in_use=not self.options.get("allow_multi_attach"),
                           on_change=self._on_ec2_change, now=self.clock.now,
                           timing=Timing.from_options(self.options),
-                          policy=sandbox_policy(self.options))
+                          policy=sandbox_policy(self.options), trust=sandbox_trust(self.options))
         self.api = ApiServer(self.store, on_write=self._on_api_write, authorizer=Authorizer(
             load_grants(Path(self.options.get("rbac") or RBAC_FILE))),
             throttle_rate=float(self.options.get("api_throttle_rate", 0.0)), seed=self.seed)

@@ -15,6 +15,7 @@ from botocore.exceptions import ClientError
 from bot.clients.ec2 import Ec2Client
 from bot.config import ClusterConfig
 from bot.sim.iam import Policy, PolicyFileError
+from bot.sim.trust import DEFAULT_TRUST, TrustPolicy
 
 ZONE = "ap-southeast-1a"
 OLD_POLICY = {  # the shipped policy before CSI-created volumes were matched by their own tag
@@ -148,10 +149,8 @@ def test_the_shipped_policy_loads_and_names_the_cluster():
 def test_sts_is_answered_locally_and_records_source_identity_and_session_tags(plain, monkeypatch):
     for key, value in plain.env.items():
         monkeypatch.setenv(key, value)
-    # the endpoint comes from the environment, read by a session of this test's own (boto3's
-    # process-wide default session keeps what it read for earlier tests)
     session = boto3.session.Session()
-    sts = session.client("sts", region_name=plain.region)
+    sts = session.client("sts", region_name=plain.region)  # the endpoint comes from the environment
     assert sts.get_caller_identity()["Account"] == "123456789012"
     creds = sts.assume_role(RoleArn="arn:aws:iam::123456789012:role/runbook-bot",
                             RoleSessionName="run-42", SourceIdentity="alice",
@@ -181,3 +180,56 @@ def test_the_product_s_assumed_role_client_asks_sts_on_the_wire(plain, monkeypat
     assert isinstance(client.describe_instances(), dict)
     [call] = [c for c in plain.ec2.sts.calls if c.session_name == "runbook-bot-prod"]
     assert call.action == "AssumeRole" and call.role_arn == cfg.role_arn
+
+
+TAGGED = {"RoleArn": "arn:aws:iam::123456789012:role/runbook-bot",
+          "RoleSessionName": "runbook-bot-rb-1", "SourceIdentity": "rb-1",
+          "Tags": [{"Key": "runbook-bot-run", "Value": "rb-1"}]}
+
+
+@pytest.mark.parametrize(("actions", "refused"), [
+    (["sts:AssumeRole", "sts:TagSession", "sts:SetSourceIdentity"], None),
+    (["sts:AssumeRole", "sts:SetSourceIdentity"], "sts:TagSession"),
+    (["sts:AssumeRole", "sts:TagSession"], "sts:SetSourceIdentity"),
+])
+def test_assume_role_is_held_to_the_role_s_trust_policy(pool, tmp_path, actions, refused):
+    trust = tmp_path / "trust.json"
+    trust.write_text(json.dumps({"Statement": [{
+        "Effect": "Allow", "Principal": {"AWS": "arn:aws:iam::ACCOUNT_ID:role/runbook-bot"},
+        "Action": actions}]}))
+    sb = pool.fresh("stuck-terminating", trust_policy=str(trust))
+    sts = boto3.session.Session().client("sts", region_name=sb.region, endpoint_url=sb.ec2.endpoint,
+                                         aws_access_key_id="testing", aws_secret_access_key="testing")
+    if refused is None:
+        assert sts.assume_role(**TAGGED)["Credentials"]["AccessKeyId"]
+        return
+    with pytest.raises(ClientError) as e:
+        sts.assume_role(**TAGGED)
+    assert code(e) == "AccessDenied"
+    assert refused in str(e.value) and "trust policy does not allow it" in str(e.value)
+
+
+def test_a_role_that_trusts_another_principal_is_not_assumed(pool, tmp_path):
+    trust = tmp_path / "trust.json"
+    trust.write_text(json.dumps({"Statement": [{
+        "Effect": "Allow", "Principal": {"AWS": "arn:aws:iam::ACCOUNT_ID:role/someone-else"},
+        "Action": "sts:*"}]}))
+    sb = pool.fresh("stuck-terminating", trust_policy=str(trust))
+    sts = boto3.session.Session().client("sts", region_name=sb.region, endpoint_url=sb.ec2.endpoint,
+                                         aws_access_key_id="testing", aws_secret_access_key="testing")
+    with pytest.raises(ClientError) as e:
+        sts.assume_role(**TAGGED)
+    assert code(e) == "AccessDenied" and "sts:AssumeRole" in str(e.value)
+
+
+def test_the_shipped_trust_policy_loads_and_a_condition_is_refused_naming_the_statement(tmp_path):
+    shipped = TrustPolicy.load(DEFAULT_TRUST)
+    caller = "arn:aws:sts::123456789012:assumed-role/runbook-bot/key"
+    for action in ("sts:AssumeRole", "sts:TagSession", "sts:SetSourceIdentity"):
+        assert shipped.refuses(action, caller, "arn:aws:iam::123456789012:role/x") == ""
+    bad = tmp_path / "trust.json"
+    bad.write_text(json.dumps({"Statement": [{"Sid": "Bot", "Effect": "Allow", "Principal": "*",
+                                              "Action": "sts:AssumeRole",
+                                              "Condition": {"StringEquals": {"sts:ExternalId": "x"}}}]}))
+    with pytest.raises(PolicyFileError, match="Statement Bot: Condition is not evaluated"):
+        TrustPolicy.load(bad)
