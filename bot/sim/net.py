@@ -26,29 +26,35 @@ class Server(ThreadingHTTPServer):
     Clients keep connections alive between requests (botocore's and the kubernetes client's pools
     do), and each open connection holds a request thread, and through it the server and everything
     its handler reaches, for as long as the client lives. ``close_connections`` after ``shutdown``
-    hangs those connections up, so a stopped sandbox leaves no thread behind and is freed.
+    hangs those connections up and waits for their threads, so a stopped sandbox leaves no thread
+    behind and is freed.
     """
 
     daemon_threads = True
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._open: set[Any] = set()
+        self._open: dict[Any, threading.Thread] = {}  # connection -> the thread serving it
         self._open_lock = threading.Lock()
 
     def process_request(self, request: Any, client_address: Any) -> None:
+        thread = threading.Thread(target=self.process_request_thread, args=(request, client_address),
+                                  daemon=True)
         with self._open_lock:
-            self._open.add(request)
-        super().process_request(request, client_address)
+            self._open[request] = thread
+        thread.start()
 
     def shutdown_request(self, request: Any) -> None:
         with self._open_lock:
-            self._open.discard(request)
+            self._open.pop(request, None)
         super().shutdown_request(request)
 
-    def close_connections(self) -> None:
+    def close_connections(self, timeout: float = 5.0) -> None:
         with self._open_lock:
-            still = list(self._open)
-        for sock in still:
+            still = list(self._open.items())
+        for sock, _ in still:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
+        for _, thread in still:
+            if thread.is_alive() and thread is not threading.current_thread():
+                thread.join(timeout)
