@@ -144,6 +144,9 @@ class ApiServer:
             self._httpd.server_close()
             self._httpd.close_connections()
             self._httpd = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
 
     # -- request handling, independent of HTTP ------------------------------------------------
 

@@ -150,6 +150,7 @@ class Ec2Sim(InstanceLifecycle):
         self._moto: MotoServer | None = None
         self._moto_addr: tuple[str, int] = ("127.0.0.1", 0)
         self._httpd: Server | None = None
+        self._serving: threading.Thread | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -180,8 +181,9 @@ class Ec2Sim(InstanceLifecycle):
             ec2 = sim
 
         self._httpd = Server(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self._httpd.serve_forever, args=(POLL,), name="sim-ec2",
-                         daemon=True).start()
+        self._serving = threading.Thread(target=self._httpd.serve_forever, args=(POLL,), name="sim-ec2",
+                                         daemon=True)
+        self._serving.start()
 
     def stop(self) -> None:
         if self._httpd is not None:
@@ -189,6 +191,9 @@ class Ec2Sim(InstanceLifecycle):
             self._httpd.server_close()
             self._httpd.close_connections()
             self._httpd = None
+        if self._serving is not None:
+            self._serving.join(timeout=5)
+            self._serving = None
         if self._moto is not None:
             self._moto.stop()
             self._moto = None
