@@ -33,8 +33,11 @@ demo: $(VENV)/.stamp-demo
 	$(VENV)/bin/runbook-bot demo
 
 # The whole suite: what CI runs (.ci/run). The container image check is `make image-check`.
+# One pytest-xdist worker per core, at most TEST_WORKERS (each runs its own sandboxes and holds
+# a few GB at its peak); a test file stays on one worker, so its module fixtures are built once.
+TEST_WORKERS ?= 4
 test: $(VENV)/.stamp-dev $(VENV)/.stamp-browser
-	$(PY) -m pytest -m "not image"
+	$(PY) -m pytest -m "not image" -n auto --maxprocesses $(TEST_WORKERS) --dist loadfile $(ARGS)
 
 # Everything but the tests marked slow, for the edit-test loop.
 test-fast: $(VENV)/.stamp-dev

@@ -2,11 +2,17 @@
 
 ``db_url`` runs a test on a SQLite file and on a private schema of the PostgreSQL server at
 127.0.0.1:5432 (database ``test``), the store for shared and highly available installations.
+
+moto keeps EC2 state process-wide, so a process runs one sandbox at a time. The sandbox tests'
+pool (tests/sim/kit.py) keeps its sandbox running between the tests of tests/sim; before a test
+of another directory it is stopped, so a test that starts its own sandbox finds none running,
+whatever ran before it in this process (a pytest-xdist worker runs any mix of files).
 """
 
 from __future__ import annotations
 
 import secrets
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,6 +32,12 @@ def _postgres_or_skip() -> None:
         pytest.skip(f"no PostgreSQL at 127.0.0.1:5432 database test ({type(e).__name__})")
     finally:
         probe.dispose()
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    kit = sys.modules.get("tests.sim.kit")  # imported only where the sandbox tests were collected
+    if kit is not None and Path(kit.__file__).parent not in item.path.parents:
+        kit.Pool.close_all()
 
 
 @pytest.fixture

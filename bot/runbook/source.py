@@ -55,15 +55,17 @@ class DirectorySource:
     """Runbooks by name from the shipped runbooks and the given directories (``bot.runbook.dirs``).
 
     A runbook that a later directory replaces is reported once per source through ``on_override``
-    (a log warning unless given), naming both files.
+    (a log warning unless given), naming both files. ``parsed`` is a cache to share with other
+    sources whose catalog holds the same actions (a new one, for ``catalog``, unless given).
     """
 
     def __init__(self, directories: str | Path | Sequence[str | Path], *, catalog: Catalog | None,
-                 shipped: bool = True, on_override: Callable[[str], None] | None = None) -> None:
+                 shipped: bool = True, on_override: Callable[[str], None] | None = None,
+                 parsed: ParseCache | None = None) -> None:
         listed = [directories] if isinstance(directories, str | Path) else list(directories)
         self.directories = search_path(listed, shipped=shipped)
         self.catalog = catalog
-        self.parsed = ParseCache(catalog)
+        self.parsed = parsed if parsed is not None else ParseCache(catalog)
         self._on_override = on_override or log.warning
         self._reported: set[str] = set()
 

@@ -18,7 +18,7 @@ import random
 import ssl
 import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -26,7 +26,7 @@ from bot.sim import discovery, eventsview, openapi, watch
 from bot.sim.admission import validate
 from bot.sim.authz import ADMIN, Authorizer, Identity, verb_of
 from bot.sim.errors import ApiError, conflict, not_found
-from bot.sim.net import POLL, no_delay
+from bot.sim.net import POLL, Server, no_delay
 from bot.sim.patch import apply_patch
 from bot.sim.resources import BY_PATH, Resource
 from bot.sim.selectors import field_selector, label_selector
@@ -111,7 +111,7 @@ class ApiServer:
         self.requests = 0
         self.stopping = threading.Event()
         self._lock = threading.Lock()
-        self._httpd: ThreadingHTTPServer | None = None
+        self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None
 
     @property
@@ -127,7 +127,6 @@ class ApiServer:
             server_api = api
 
         self._httpd = _Server(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
         if self.tls is not None:
             # the handshake runs in the request's thread (setup), not in the accepting loop
             self._httpd.socket = self.tls.wrap_socket(self._httpd.socket, server_side=True,
@@ -143,7 +142,11 @@ class ApiServer:
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
+            self._httpd.close_connections()
             self._httpd = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
 
     # -- request handling, independent of HTTP ------------------------------------------------
 
@@ -349,7 +352,7 @@ class ApiServer:
                            f"the kind {kind!r} does not match the resource {r.res.plural!r}")
 
 
-class _Server(ThreadingHTTPServer):
+class _Server(Server):
     def handle_error(self, request: Any, client_address: Any) -> None:
         # a client that hung up mid-handshake or mid-stream is not the sandbox's error
         log.debug("apiserver: connection from %s ended abruptly", client_address, exc_info=True)

@@ -36,7 +36,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs
 from xml.sax.saxutils import escape
@@ -55,7 +55,7 @@ from bot.sim.consistency import StaleReads
 from bot.sim.ec2_instances import Ec2Refusal, InstanceLifecycle, Timing, refuse_dry_run
 from bot.sim.ec2_snapshots import PendingSnapshots
 from bot.sim.iam import ADMIN_KEY, Policy, access_key, implicit_checks, resources_of
-from bot.sim.net import POLL, no_delay
+from bot.sim.net import POLL, Server, no_delay
 from bot.sim.sts import StsLog, assume_role_actions, is_sts
 from bot.sim.sts import error_xml as sts_error_xml
 from bot.sim.trust import TrustPolicy
@@ -155,7 +155,8 @@ class Ec2Sim(InstanceLifecycle):
         self._dirty = False  # a change noted under the lock, not yet told to on_change
         self._moto: MotoServer | None = None
         self._moto_addr: tuple[str, int] = ("127.0.0.1", 0)
-        self._httpd: ThreadingHTTPServer | None = None
+        self._httpd: Server | None = None
+        self._serving: threading.Thread | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -185,16 +186,20 @@ class Ec2Sim(InstanceLifecycle):
         class Handler(_ProxyHandler):
             ec2 = sim
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        threading.Thread(target=self._httpd.serve_forever, args=(POLL,), name="sim-ec2",
-                         daemon=True).start()
+        self._httpd = Server(("127.0.0.1", 0), Handler)
+        self._serving = threading.Thread(target=self._httpd.serve_forever, args=(POLL,), name="sim-ec2",
+                                         daemon=True)
+        self._serving.start()
 
     def stop(self) -> None:
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
+            self._httpd.close_connections()
             self._httpd = None
+        if self._serving is not None:
+            self._serving.join(timeout=5)
+            self._serving = None
         if self._moto is not None:
             self._moto.stop()
             self._moto = None

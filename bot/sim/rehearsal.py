@@ -7,6 +7,9 @@ catalog, the runner, a state store); only time is simulated: when a run waits,
 the rehearsal moves the sandbox clock to the run's next check and lets the controllers act, so a
 six-minute detach wait takes milliseconds.
 
+Rehearsals on the shipped actions share one cache of parsed runbooks (``shipped_parse_cache``):
+a process that rehearses one scenario after another parses each runbook text once.
+
 Approvals come from a script: by default a second identity approves each step (two for a
 two-person step), and a test can pass ``decide`` to reject, break glass, or change the world
 between approval and apply.
@@ -15,6 +18,7 @@ between approval and apply.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -22,6 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bot.actions.builtin import builtin_actions
 from bot.actions.catalog import ClusterClients, build_catalog
 from bot.actions.registry import Registry
 from bot.clients.ec2 import Ec2Client, boto3_client
@@ -31,7 +36,7 @@ from bot.engine.commands import Approve, Command, Confirm, Outcome, StartRun
 from bot.engine.ports import ManualClock
 from bot.engine.runstate import RunState, StepState
 from bot.engine.state import RUN_TERMINAL
-from bot.runbook.source import DirectorySource
+from bot.runbook.source import DirectorySource, ParseCache
 from bot.runtime.runner import Runner
 from bot.sim.sandbox import BOT_CONTEXT, CREDENTIALS, Sandbox
 from bot.store.db import Database
@@ -56,6 +61,13 @@ def default_settings(sb: Sandbox, *, database_url: str, audit_key: str | None,
                                          context=BOT_CONTEXT, region=sb.region,
                                          role_arn=role_arn)},
         policy=PolicyConfig(groups={GROUP: people}, allow_impersonation=True))
+
+
+@functools.cache
+def shipped_parse_cache() -> ParseCache:
+    """Parsed runbooks checked against the shipped actions, kept by file and text, for every
+    rehearsal of this process that runs on those actions."""
+    return ParseCache(builtin_actions())
 
 
 @dataclass
@@ -107,8 +119,10 @@ class Rehearsal:
         self.store = Database(url, audit_key=self.audit_key)
         catalog = build_catalog(self.settings, clients_factory=lambda _cfg: clients,
                                 actions=self.actions)
+        parsed = shipped_parse_cache() if self.actions is None else None
         self.runner = Runner(store=self.store, catalog=catalog,
-                             runbooks=DirectorySource(self.settings.runbooks_dir, catalog=catalog.actions),
+                             runbooks=DirectorySource(self.settings.runbooks_dir, catalog=catalog.actions,
+                                                      parsed=parsed),
                              policy=self.settings.policy, clock=self.clock,
                              notifiers=list(self.notifiers), lease_wait=0.0)
 

@@ -2,8 +2,10 @@
 
 ``Pool`` keeps one running sandbox at a time (moto's state is process-wide): it hands out the
 running one when a test asks for the same scenario again, so tests that only read share it, and
-``fresh`` always starts a new one for tests that change the world. The clients are the real ones:
-the kubernetes Python client, kubectl, plain HTTP, and boto3.
+``fresh`` always starts a new one for tests that change the world. A test outside the pool that
+needs the process's one sandbox gets the pool's stopped first (``Pool.close_all``, called from
+tests/conftest.py), so the order files run in does not matter. The clients are the real ones: the
+kubernetes Python client, kubectl, plain HTTP, and boto3.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import shutil
 import subprocess
 from http.client import HTTPSConnection
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 import pytest
@@ -27,11 +29,20 @@ needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not insta
 
 
 class Pool:
+    opened: ClassVar[list[Pool]] = []  # every pool of this process, for close_all
+
     def __init__(self, root: Path) -> None:
         self.root = root
         self.current: Any = None
         self._key: tuple[Any, ...] | None = None
         self._n = 0
+        Pool.opened.append(self)
+
+    @classmethod
+    def close_all(cls) -> None:
+        """Stop every pool's running sandbox: the next test that asks a pool gets a new one."""
+        for pool in cls.opened:
+            pool.close()
 
     def get(self, scenario: str, *, seed: int | None = None, **options: Any) -> Any:
         """The running sandbox for this scenario if a reading test left it; else a new one."""

@@ -3,14 +3,18 @@ simulated time, the moment a change breaks them."""
 
 from __future__ import annotations
 
+import gc
+import threading
+import weakref
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from kubernetes import client as k8s
 
 from bot.sim.controllers.context import va_name
 from bot.sim.sandbox import Sandbox
-from tests.sim.kit import api_for
+from tests.sim.kit import api_for, kube_for
 
 OOS = {"key": "node.kubernetes.io/out-of-service", "value": "nodeshutdown", "effect": "NoExecute"}
 
@@ -127,6 +131,26 @@ def test_a_second_sandbox_in_the_same_process_is_refused_while_one_runs(pool, tm
     with pytest.raises(RuntimeError, match="another sandbox is running"):
         Sandbox("node-dead", workdir=tmp_path).start()
     assert running.list("Node")  # the running one is untouched
+
+
+def test_a_stopped_sandbox_keeps_no_thread_and_is_freed_while_its_clients_live(pool):
+    pool.close()
+    others = set(threading.enumerate())
+    sb = pool.fresh("node-dead")
+    kube, ec2 = kube_for(sb), sb.ec2_client(as_bot=True)
+    # both clients keep their connection open after a request, as the bot's do
+    assert k8s.CoreV1Api(kube).list_node().items
+    assert ec2.describe_instances()["Reservations"]
+    started = set(threading.enumerate()) - others
+    assert any("process_request_thread" in t.name for t in started)  # a connection's thread
+    pool.close()
+    assert [t for t in started if t.is_alive()] == []
+    stopped = weakref.ref(sb)
+    del sb
+    gc.collect()
+    assert stopped() is None  # nothing the clients still hold reaches the stopped sandbox
+    kube.close()
+    ec2.close()
 
 
 def test_rebasing_moves_every_timestamp_and_keeps_the_pending_timers(pool):
