@@ -38,12 +38,12 @@ import threading
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from bot.sim.net import no_delay
+from bot.sim.net import Handler, serve_tls
 from bot.sim.tls import server_context
 
 HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer",
@@ -131,8 +131,7 @@ class CountingProxy:
         self.server = _Server(("127.0.0.1", 0), Handler)
         self.https = server_tls is not None
         if server_tls is not None:
-            self.server.socket = server_tls.wrap_socket(self.server.socket, server_side=True,
-                                                        do_handshake_on_connect=False)
+            serve_tls(self.server, server_tls)
         self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,),
                                        name=f"wire-{service}", daemon=True)
         self.thread.start()
@@ -157,17 +156,11 @@ class CountingProxy:
         self.server.server_close()
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(Handler):
     owner: CountingProxy
 
     def setup(self) -> None:
-        if isinstance(self.request, ssl.SSLSocket):
-            self.request.settimeout(10)
-            self.request.do_handshake()
-            self.request.settimeout(None)
         super().setup()
-        no_delay(self.connection)
         self._upstream: http.client.HTTPConnection | None = None
 
     def log_message(self, format: str, *args: Any) -> None:

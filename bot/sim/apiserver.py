@@ -18,7 +18,6 @@ import random
 import ssl
 import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -26,7 +25,7 @@ from bot.sim import discovery, eventsview, openapi, watch
 from bot.sim.admission import validate
 from bot.sim.authz import ADMIN, Authorizer, Identity, verb_of
 from bot.sim.errors import ApiError, conflict, not_found
-from bot.sim.net import POLL, Server, no_delay
+from bot.sim.net import POLL, Handler, Server, serve_tls
 from bot.sim.patch import apply_patch
 from bot.sim.resources import BY_PATH, Resource
 from bot.sim.selectors import field_selector, label_selector
@@ -128,9 +127,7 @@ class ApiServer:
 
         self._httpd = _Server(("127.0.0.1", 0), Handler)
         if self.tls is not None:
-            # the handshake runs in the request's thread (setup), not in the accepting loop
-            self._httpd.socket = self.tls.wrap_socket(self._httpd.socket, server_side=True,
-                                                      do_handshake_on_connect=False)
+            serve_tls(self._httpd, self.tls)
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(POLL,), name="sim-apiserver",
                                         daemon=True)
         self._thread.start()
@@ -358,17 +355,8 @@ class _Server(Server):
         log.debug("apiserver: connection from %s ended abruptly", client_address, exc_info=True)
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(Handler):
     server_api: ApiServer
-
-    def setup(self) -> None:
-        if isinstance(self.request, ssl.SSLSocket):
-            self.request.settimeout(10)
-            self.request.do_handshake()
-            self.request.settimeout(None)
-        super().setup()
-        no_delay(self.connection)
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("apiserver: " + format, *args)

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import ssl
 import threading
-from http.server import ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 # How often a server loop checks for shutdown: stopping a sandbox waits for it, three times over.
@@ -18,6 +19,27 @@ def no_delay(sock: Any) -> None:
     waits for the peer's delayed ACK (40 ms on Linux), capping a connection at ~25 requests/s."""
     with contextlib.suppress(OSError):
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+def serve_tls(server: ThreadingHTTPServer, context: ssl.SSLContext) -> None:
+    """Serve HTTPS; each handshake runs in its request's thread (``Handler.setup``), never in the
+    accepting loop, so one slow client does not hold up the others."""
+    server.socket = context.wrap_socket(server.socket, server_side=True,
+                                        do_handshake_on_connect=False)
+
+
+class Handler(BaseHTTPRequestHandler):
+    """A keep-alive HTTP/1.1 handler that finishes a deferred TLS handshake and sends at once."""
+
+    protocol_version = "HTTP/1.1"
+
+    def setup(self) -> None:
+        if isinstance(self.request, ssl.SSLSocket):
+            self.request.settimeout(10)
+            self.request.do_handshake()
+            self.request.settimeout(None)
+        super().setup()
+        no_delay(self.connection)
 
 
 class Server(ThreadingHTTPServer):
