@@ -211,15 +211,24 @@ def _condition(op: str, key: str, values: list[str], tags: dict[str, str]) -> bo
 DEFAULT_POLICY = Path(__file__).resolve().parents[2] / "deploy" / "iam-policy.json"
 
 
+def policy_file(options: dict[str, Any], option: str, default: Path) -> Path | None:
+    """The policy file a sandbox option names (``default`` without it); None when IAM is not
+    enforced (``enforce_iam=false``) or the default file is not there (an installed package)."""
+    if str(options.get("enforce_iam", "true")).lower() in ("0", "false", "no", "off"):
+        return None
+    path = Path(str(options.get(option) or default))
+    if not path.is_file():
+        if options.get(option):
+            raise PolicyFileError(f"option {option}: {path} is not a file")
+        return None
+    return path
+
+
 def sandbox_policy(options: dict[str, Any]) -> Policy | None:
     """The policy the endpoint enforces: option ``iam_policy`` (a path), deploy/iam-policy.json by
     default; None (nothing enforced) with ``enforce_iam=false`` or when the file is not there."""
-    if str(options.get("enforce_iam", "true")).lower() in ("0", "false", "no", "off"):
-        return None
-    path = Path(str(options.get("iam_policy") or DEFAULT_POLICY))
-    if not path.is_file():
-        if options.get("iam_policy"):
-            raise PolicyFileError(f"option iam_policy: {path} is not a file")
+    path = policy_file(options, "iam_policy", DEFAULT_POLICY)
+    if path is None:
         return None
     from bot.sim.nodegroups import cluster_name
 

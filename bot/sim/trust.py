@@ -24,7 +24,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-from bot.sim.iam import ACCOUNT, PolicyFileError
+from bot.sim.iam import ACCOUNT, PolicyFileError, policy_file
 
 DEFAULT_TRUST = Path(__file__).resolve().parents[2] / "deploy" / "role-trust-policy.json"
 KNOWN = {"Sid", "Effect", "Principal", "Action"}
@@ -103,11 +103,5 @@ class TrustPolicy:
 def sandbox_trust(options: dict[str, Any]) -> TrustPolicy | None:
     """The trust policy STS enforces: option ``trust_policy`` (a path), deploy/role-trust-policy.json
     by default; None with ``enforce_iam=false`` or when the file is not there."""
-    if str(options.get("enforce_iam", "true")).lower() in ("0", "false", "no", "off"):
-        return None
-    path = Path(str(options.get("trust_policy") or DEFAULT_TRUST))
-    if not path.is_file():
-        if options.get("trust_policy"):
-            raise PolicyFileError(f"option trust_policy: {path} is not a file")
-        return None
-    return TrustPolicy.load(path)
+    path = policy_file(options, "trust_policy", DEFAULT_TRUST)
+    return None if path is None else TrustPolicy.load(path)
