@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from bot.cli import logs
+from bot.cli.ops import add_serve_arguments
 
 
 def register(sub: Any) -> None:
@@ -23,11 +24,7 @@ def register(sub: Any) -> None:
     serve = s.add_parser("serve", help="serve POST /alertmanager and carry runs on",
                          description="Serve Alertmanager's webhook on /alertmanager (with "
                          "/healthz, /readyz and /metrics) and drive runs, until interrupted.")
-    serve.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
-    serve.add_argument("--port", type=int, default=9095, help="port to listen on (default 9095)")
-    serve.add_argument("--threads", type=int, default=4, help="HTTP request threads (default 4)")
-    serve.add_argument("--interval", type=float, default=1.0,
-                       help="seconds between checks for due runs (default 1)")
+    add_serve_arguments(serve, port=9095, threads=4)
     logs.add_arguments(serve, here=True)
     serve.set_defaults(handler=cmd_serve, default_log_level="info")
     p.set_defaults(handler=lambda args: p.print_help() or 2)

@@ -13,6 +13,16 @@ from typing import Any
 METRICS_PORT = 9464
 
 
+def add_serve_arguments(parser: Any, *, port: int, threads: int) -> None:
+    """Where a serving command listens, its request threads, and how often it drives runs."""
+    parser.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
+    parser.add_argument("--port", type=int, default=port, help=f"port to listen on (default {port})")
+    parser.add_argument("--threads", type=int, default=threads,
+                        help=f"HTTP request threads (default {threads})")
+    parser.add_argument("--interval", type=float, default=1.0,
+                        help="seconds between checks for due runs (default 1)")
+
+
 def add_side_port_arguments(parser: Any, *, what: str) -> None:
     parser.add_argument("--metrics-host", default="0.0.0.0",
                         help=what + "address of /metrics, /readyz and /healthz (default 0.0.0.0)")

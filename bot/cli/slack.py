@@ -17,7 +17,7 @@ import threading
 from typing import Any
 
 from bot.cli import logs
-from bot.cli.ops import add_side_port_arguments, start_side_server
+from bot.cli.ops import add_serve_arguments, add_side_port_arguments, start_side_server
 
 
 def register(sub: Any) -> None:
@@ -28,14 +28,10 @@ def register(sub: Any) -> None:
                          description="Serve Slack's requests (HTTP mode by default, on "
                          "/slack/events with /healthz for load balancers) and drive runs as "
                          "their waits end, until interrupted.")
-    serve.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
-    serve.add_argument("--port", type=int, default=3000, help="port to listen on (default 3000)")
+    add_serve_arguments(serve, port=3000, threads=8)
     serve.add_argument("--socket-mode", action="store_true",
                        help="connect to Slack over Socket Mode (needs SLACK_APP_TOKEN) "
                        "instead of serving HTTP")
-    serve.add_argument("--threads", type=int, default=8, help="HTTP request threads (default 8)")
-    serve.add_argument("--interval", type=float, default=1.0,
-                       help="seconds between checks for due runs (default 1)")
     add_side_port_arguments(serve, what="in Socket Mode, ")
     logs.add_arguments(serve, here=True)
     serve.set_defaults(handler=cmd_serve, default_log_level="info")
