@@ -16,9 +16,12 @@ from bot.sim.rehearsal import Rehearsal
 def rehearse(tmp_path):
     opened: list[Rehearsal] = []
 
-    def start(scenario: str, policy: dict[str, Any] | None = None, **options: Any) -> Rehearsal:
+    def start(scenario: str, policy: dict[str, Any] | None = None, *, role_arn: str | None = None,
+              **options: Any) -> Rehearsal:
+        """``options``: the sandbox's; ``role_arn``: the cluster's, so EC2 writes go through
+        the run's assumed-role sessions."""
         r = Rehearsal(scenario, options=options, workdir=tmp_path / f"r{len(opened)}",
-                      policy=policy or {})
+                      policy=policy or {}, role_arn=role_arn)
         r.start()
         opened.append(r)
         return r

@@ -18,19 +18,11 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def with_role(tmp_path):
-    opened: list[Rehearsal] = []
-
+def with_role(rehearse):
     def start(scenario: str, role_arn: str | None = ROLE, **options: str) -> Rehearsal:
-        r = Rehearsal(scenario, workdir=tmp_path / f"r{len(opened)}", role_arn=role_arn,
-                      options=options)
-        r.start()
-        opened.append(r)
-        return r
+        return rehearse(scenario, role_arn=role_arn, **options)
 
-    yield start
-    for r in opened:
-        r.stop()
+    return start
 
 
 def _run_sessions(r: Rehearsal, run_id: str):

@@ -19,21 +19,6 @@ ROLE = "arn:aws:iam::123456789012:role/runbook-bot"
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def rehearsal(tmp_path):
-    opened: list[Rehearsal] = []
-
-    def start(scenario: str, **kw) -> Rehearsal:
-        r = Rehearsal(scenario, workdir=tmp_path / f"r{len(opened)}", **kw)
-        r.start()
-        opened.append(r)
-        return r
-
-    yield start
-    for r in opened:
-        r.stop()
-
-
 def _start_without_cluster(r: Rehearsal, *, dry_run: bool) -> str:
     """A run that names no cluster: the only configured one is used."""
     state = r.runner.start(StartRun(runbook="node-dead-ngns", params={"node": r.facts["node"]},
@@ -47,8 +32,8 @@ def _contexts(r: Rehearsal, run_id: str):
 
 
 @pytest.mark.parametrize("dry_run", [True, False])
-def test_the_context_is_recorded_once_before_the_cluster_is_touched(rehearsal, dry_run):
-    r = rehearsal("node-hung")
+def test_the_context_is_recorded_once_before_the_cluster_is_touched(rehearse, dry_run):
+    r = rehearse("node-hung")
     run_id = _start_without_cluster(r, dry_run=dry_run)
     st = r.play(run_id)
     assert st.status == "succeeded", st.outcome
@@ -73,8 +58,8 @@ def test_the_context_is_recorded_once_before_the_cluster_is_touched(rehearsal, d
     assert r.verified(run_id)
 
 
-def test_the_transcript_shows_the_context_and_no_file_of_the_bot_s_host(rehearsal):
-    r = rehearsal("node-hung")
+def test_the_transcript_shows_the_context_and_no_file_of_the_bot_s_host(rehearse):
+    r = rehearse("node-hung")
     run_id = _start_without_cluster(r, dry_run=False)
     st = r.play(run_id)
     assert st.status == "succeeded", st.outcome
@@ -93,8 +78,8 @@ def test_the_transcript_shows_the_context_and_no_file_of_the_bot_s_host(rehearsa
         assert found == [], (fmt, found)
 
 
-def test_with_a_role_arn_the_context_names_the_session_writes_are_made_with(rehearsal):
-    r = rehearsal("node-hung", role_arn=ROLE)
+def test_with_a_role_arn_the_context_names_the_session_writes_are_made_with(rehearse):
+    r = rehearse("node-hung", role_arn=ROLE)
     st = r.run("node-dead-ngns", node=r.facts["node"])
     assert st.status == "succeeded", st.outcome
     [ctx] = _contexts(r, st.run_id)
