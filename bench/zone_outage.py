@@ -8,7 +8,9 @@ plan-time and safety reads included.
 - The bot runs ``zone-outage-ngns`` with its defaults (batches of 10); approvals are given at
   once, and the blast-radius cap is passed by break-glass naming the number of nodes.
 - The engineer's procedure: one ``kubectl get nodes`` for the zone, one ``aws ec2
-  describe-instances`` for all, one ``aws ec2 stop-instances --force`` for the running ones,
+  describe-instances`` for all, for the running ones the checks a fence needs (``kubectl get
+  leases -n kube-node-lease``: no kubelet renews its Lease; ``aws ec2 describe-instance-status``:
+  EC2 confirms the machine is impaired), one ``aws ec2 stop-instances --force`` for them,
   ``describe-instances`` until they are stopped, ``kubectl taint`` per node, one ``kubectl get
   volumeattachments`` per poll until the nodes hold none, one ``aws ec2 describe-volumes`` for
   what EC2 still attaches. Sandbox time moves between polls as it does for the bot.
@@ -156,6 +158,10 @@ def script_side(n: int, workdir: Path, aws: str) -> dict[str, Any]:
         ids = sorted(dead.values())
         running = [i for i, s in states(sh, ids).items() if s == "running"]
         if running:
+            # a running machine is stopped only once its kubelet is known silent (its Lease not
+            # renewed) and EC2's status checks say it is impaired: a live kubelet is not fenced
+            sh.kubectl("get", "leases", "-n", "kube-node-lease", "-o", "json")
+            sh.ec2("describe-instance-status", "--include-all-instances", "--instance-ids", *running)
             sh.ec2("stop-instances", "--force", "--instance-ids", *running)
             while any(s != "stopped" for s in states(sh, running).values()):
                 sb.advance(POLL)

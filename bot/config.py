@@ -23,8 +23,12 @@ and built-in defaults when there is none. A file named by 1 or 2 must exist. Its
     policy: groups (group -> identities), aliases (identity -> identity),
         allow_self_approval, allow_impersonation (true|false, unquoted),
         default_expires_after (seconds > 0), max_out_of_service_nodes (>= 1),
-        fence_min_not_ready (seconds >= 60: how long a node must have been NotReady before its
-        instance may be fenced), approvals_from (a non-empty list of terminal, slack; default both)
+        node_monitor_grace_period (seconds, 10-600; default 50: the cluster's, after which a node
+        whose Lease is not renewed counts as silent), fence_min_not_ready (seconds, 30-86400;
+        default 60: how long a dead node's Lease must have been stale before its instance may be
+        fenced), fence_ambiguous_after (seconds, 60-86400; default 300: how long a silent node
+        whose EC2 status checks still pass must wait before break-glass may fence it),
+        approvals_from (a non-empty list of terminal, slack; default both)
     slack: bot_token, signing_secret, app_token, api_url, allowed_channels, usergroup_ttl
     alerts: bearer_tokens, basic_auth (username -> password; secrets of 16 characters or more),
         cluster_label (default cluster), channel (the Slack channel of suggestion cards)
@@ -115,8 +119,12 @@ class PolicyConfig:
     allow_impersonation: bool = False  # honour --as USER (demo and tests only)
     default_expires_after: float = 1800.0
     max_out_of_service_nodes: int = 3
-    # a node must have been NotReady this long (seconds) before its instance may be fenced
-    fence_min_not_ready: float = 300.0
+    # the cluster's node-monitor-grace-period: a Lease older than this is a silent kubelet
+    node_monitor_grace_period: float = 50.0
+    # a dead node's Lease must have been stale this long (seconds) before its instance is fenced
+    fence_min_not_ready: float = 60.0
+    # a silent node EC2 still passes (a partition?) waits this long before break-glass may fence
+    fence_ambiguous_after: float = 300.0
     # identity aliases: a terminal user and a Slack user can be the same person
     aliases: Mapping[str, str] = field(default_factory=dict)
     # where approvals and break-glass are accepted from: "terminal" (OS users), "slack" (slack:U…)
@@ -186,8 +194,12 @@ class _Policy(_Strict):
     allow_impersonation: bool = False
     default_expires_after: Seconds = 1800.0
     max_out_of_service_nodes: Annotated[int, Field(ge=1)] = 3
-    # below a minute a node that only missed heartbeats (40 s grace) could be fenced
-    fence_min_not_ready: Annotated[float, Field(ge=60, le=86400, allow_inf_nan=False)] = 300.0
+    # Kubernetes 1.32 made node-monitor-grace-period 50 s (it was 40 s)
+    node_monitor_grace_period: Annotated[float, Field(ge=10, le=600, allow_inf_nan=False)] = 50.0
+    # counted from the Lease's last renewal: below 30 s a kubelet that missed three renewals
+    # (every 10 s) could be fenced
+    fence_min_not_ready: Annotated[float, Field(ge=30, le=86400, allow_inf_nan=False)] = 60.0
+    fence_ambiguous_after: Annotated[float, Field(ge=60, le=86400, allow_inf_nan=False)] = 300.0
     aliases: dict[Text, Text] = {}
     approvals_from: Annotated[list[Frontend], Field(min_length=1)] = list(FRONTENDS)
 
@@ -392,7 +404,9 @@ def settings_from_mapping(data: Mapping[str, Any], env: Mapping[str, str], *,
         allow_self_approval=p.allow_self_approval, allow_impersonation=p.allow_impersonation,
         default_expires_after=p.default_expires_after,
         max_out_of_service_nodes=p.max_out_of_service_nodes,
-        fence_min_not_ready=p.fence_min_not_ready, aliases=dict(p.aliases),
+        node_monitor_grace_period=p.node_monitor_grace_period,
+        fence_min_not_ready=p.fence_min_not_ready, fence_ambiguous_after=p.fence_ambiguous_after,
+        aliases=dict(p.aliases),
         approvals_from=tuple(dict.fromkeys(p.approvals_from)))
     s = f.slack
     slack = SlackConfig(bot_token=s.bot_token, signing_secret=s.signing_secret,

@@ -10,11 +10,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.actions import ec2, ec2_snapshots, flow, kube, kube_storage, pv_blockers, reports, zone
+from bot.actions import (
+    ec2,
+    ec2_snapshots,
+    flow,
+    kube,
+    kube_storage,
+    node_health,
+    pv_blockers,
+    reports,
+    zone,
+)
 from bot.actions.registry import ActionSpec, Registry
 
 BUILTIN: tuple[ActionSpec[Any], ...] = (
     *kube.ACTIONS,
+    *node_health.ACTIONS,
     *kube_storage.ACTIONS,
     *pv_blockers.ACTIONS,
     *reports.ACTIONS,

@@ -14,8 +14,10 @@ sees can never disagree. This module holds the rules only: each reads the world 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from bot.actions.env import Env
+from bot.actions.liveness import AMBIGUOUS, DEAD, READY, SICK, classify
 from bot.actions.objects import (
     CSI_NODE_ID,
     FENCED_STATES,
@@ -58,6 +60,7 @@ RULE_BLAST_RADIUS = "blast-radius"  # 5
 RULE_FINALIZER_BLOCKER = "finalizer-blocker"  # 6
 RULE_VOLUME_DELETE = "volume-delete"  # 7
 RULE_FENCE = "fence-live"  # 8
+RULE_FENCE_WAIT = "fence-wait"  # 8, for a machine that may be alive: break-glass cannot lift it yet
 RULE_ZONE = "zone-scope"  # 9: refuses outright, break-glass cannot lift it (not in RULES)
 RULE_VA_DELETE = "va-delete"  # 10
 RULES = (RULE_OOS_TAINT, RULE_FORCE_DETACH, RULE_OOS_UNTAINT, RULE_FINALIZERS, RULE_BLAST_RADIUS,
@@ -407,68 +410,117 @@ class Rechecked:
 
 
 def check_fence(env: Env, *, instance_id: str, instance: Obj | None, facts: list[Fact]) -> None:
-    """8: the Node behind the instance is NotReady now, and has been for at least
-    ``policy.fence_min_not_ready``; an instance being started (``pending``) is never fenced.
+    """8: the machine behind the instance is dead, not sick and not maybe-partitioned.
 
-    The Node is found by its providerID (or EBS CSI registration) in a live list, not taken from
-    the run's first read: a node that came back while the stop waited for approval changes the
-    plan's facts (its Ready condition and heartbeat), which voids the approval, and is refused here.
+    Read live, at plan and again at apply: the Nodes naming the instance (a live list, not the
+    run's first read), each one's Lease, and the instance's status checks. A node whose kubelet is
+    alive (its Lease fresh, or ``Ready=False`` with a fresh heartbeat) is refused, and only
+    break-glass lifts that; a silent node EC2 does not confirm is down is refused outright until
+    it has been silent for ``policy.fence_ambiguous_after``, and then only break-glass lifts it.
     """
     iid = instance_id
     checks = env.ec2.describe_instance_status([iid]).get(iid) if instance is not None else None
-    problems = fence_problems(env, instance_id=iid, instance=instance, checks=checks or {},
-                              nodes=nodes_of_instance(env.kube.list_nodes(), iid), facts=facts)
+    nodes = nodes_of_instance(env.kube.list_nodes(), iid)
+    leases = {meta(n)["name"]: env.kube.get_node_lease(meta(n)["name"]) for n in nodes}
+    refusal = fence_problems(env, instance_id=iid, instance=instance, checks=checks or {},
+                             nodes=nodes, leases=leases, facts=facts)
+    enforce_fence(env, instance_id=iid, refusal=refusal)
+
+
+@dataclass(frozen=True)
+class FenceRefusal:
+    """Why rule 8 refuses one instance: ``problems`` break-glass may lift, ``hold`` it may not."""
+
+    problems: tuple[str, ...] = ()
+    hold: str | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.problems) or self.hold is not None
+
+    def text(self) -> str:
+        return "; ".join([*([self.hold] if self.hold else []), *self.problems])
+
+
+def enforce_fence(env: Env, *, instance_id: str, refusal: FenceRefusal) -> None:
+    if refusal.hold is not None:
+        raise InterlockBlocked(RULE_FENCE_WAIT, (
+            f"refusing to fence (stop or terminate) instance {instance_id}: {refusal.text()}"))
     env.ctx.interlock(
-        rule=RULE_FENCE, ok=not problems,
-        message=f"refusing to fence (stop or terminate) instance {iid}: {'; '.join(problems)}. "
-                "A fence is only for a machine whose node has been NotReady for a while; a node "
-                "that recovered must not be stopped or terminated")
+        rule=RULE_FENCE, ok=not refusal,
+        message=f"refusing to fence (stop or terminate) instance {instance_id}: {refusal.text()}. "
+                "A fence is only for a dead machine: its kubelet silent past the grace period "
+                "and EC2 confirming it is down")
 
 
 def fence_problems(env: Env, *, instance_id: str, instance: Obj | None, checks: Obj | None,
-                   nodes: list[Obj], facts: list[Fact]) -> list[str]:
-    """Why rule 8 refuses to stop one instance, from reads already made (an empty list: it may).
+                   nodes: list[Obj], leases: Mapping[str, Obj | None],
+                   facts: list[Fact]) -> FenceRefusal:
+    """Why rule 8 refuses to stop one instance, from reads already made (empty: it may).
 
-    A batch reads every node in one list and every instance in one DescribeInstances, then asks
-    this for each instance, so a fence of many instances applies the same rule as a fence of one.
+    A batch reads every node, every Lease and every instance in one list each, then asks this
+    for each instance, so a fence of many instances applies the same rule as a fence of one.
+    Facts are what was read, never an age: a plan read twice of an unchanged world hashes the same.
     """
     iid = instance_id
-    state = instance_state(instance)
-    facts.append(env.fact(f"instance {iid}", "state", state))
-    if checks is not None:  # evidence for approvers; the rule itself does not read them
-        facts.append(env.fact(f"instance {iid}", "status_checks", {
-            "system": (checks.get("SystemStatus") or {}).get("Status"),
-            "instance": (checks.get("InstanceStatus") or {}).get("Status")}))
-    facts.append(env.fact(f"instance {iid}", "nodes", sorted(meta(n)["name"] for n in nodes)))
-    minimum = env.settings.policy.fence_min_not_ready
+    policy = env.settings.policy
     now = env.ctx.clock.now()
+    state = instance_state(instance)
+    st = checks or {}
+    facts.append(env.fact(f"instance {iid}", "state", state))
+    facts.append(env.fact(f"instance {iid}", "status_checks", {
+        "system": (st.get("SystemStatus") or {}).get("Status"),
+        "instance": (st.get("InstanceStatus") or {}).get("Status"),
+        "events": sorted(str(e.get("Code")) for e in st.get("Events") or ())}))
+    facts.append(env.fact(f"instance {iid}", "nodes", sorted(meta(n)["name"] for n in nodes)))
     problems: list[str] = []
+    hold: str | None = None
     if state == "pending":
         problems.append(f"instance {iid} is pending: someone is starting it (a restart?); ask "
                         "who before fencing it, and wait for its node to come back instead")
     if not nodes:
-        problems.append(f"no Node names instance {iid}, so the bot cannot confirm from Kubernetes "
-                        "that its machine is dead")
+        lv = classify(node=None, lease=None, instance=instance, status=checks, now=now,
+                      grace=policy.node_monitor_grace_period)
+        facts.append(env.fact(f"instance {iid}", "liveness", lv.verdict))
+        if lv.verdict != DEAD:
+            problems.append(f"no Node names instance {iid}, and EC2 does not confirm it is down "
+                            f"({lv.words().split(': ', 1)[-1]}), so nothing shows its machine is "
+                            "dead; it may still write to its volumes")
     for node in nodes:
         name = meta(node)["name"]
-        status, since = ready_condition(node)
-        beat = heartbeat_of(node)
-        facts.append(env.fact(f"node {name}", "ready", status))
-        facts.append(env.fact(f"node {name}", "ready_since", since))
-        facts.append(env.fact(f"node {name}", "last_heartbeat", beat))
-        if status == "True":
-            problems.append(f"node {name} is Ready again (last heartbeat {beat})")
-            continue
-        start = parse_time(since) or parse_time(beat)
-        if start is None:
-            problems.append(f"node {name} is Ready={status} but its Ready condition has no time, "
-                            "so how long it has been down is unknown")
-            continue
-        down = (now - start).total_seconds()
-        if down < minimum:
-            problems.append(f"node {name} has been NotReady for {down:.0f}s only, less than "
-                            f"policy.fence_min_not_ready ({minimum:.0f}s)")
-    return problems
+        lv = classify(node=node, lease=leases.get(name), instance=instance, status=checks,
+                      now=now, grace=policy.node_monitor_grace_period)
+        e = lv.evidence
+        _, since = ready_condition(node)
+        renewed = ((leases.get(name) or {}).get("spec") or {}).get("renewTime")
+        facts.append(env.fact(f"node {name}", "liveness", {
+            "verdict": lv.verdict, "cause": lv.cause, "ready": e.ready, "reason": e.reason,
+            "message": e.message, "ready_since": since,
+            # a live kubelet renews every 10 s: its times are not facts, or no plan would hold
+            "lease_renewed": "within the grace period" if lv.kubelet_alive else renewed,
+            "last_heartbeat": None if lv.kubelet_alive else heartbeat_of(node),
+            "conditions": dict(e.conditions)}))
+        if lv.verdict == READY:
+            problems.append(f"node {name} is Ready again ({lv.words()})")
+        elif lv.verdict == SICK:
+            problems.append(f"node {name}: {lv.words()}. Fix the cause instead: {lv.advice()}. "
+                            "Only break-glass fences a machine whose kubelet is alive")
+        elif e.silent_for is None:
+            problems.append(f"node {name} is Ready={e.ready} but neither its Lease nor its Ready "
+                            "condition has a time, so how long it has been silent is unknown")
+        elif lv.verdict == AMBIGUOUS:
+            wait = policy.fence_ambiguous_after
+            if e.silent_for < wait:
+                hold = (f"node {name}: {lv.words()}. A machine that may be alive is fenced only "
+                        f"by break-glass, and only once it has been silent for "
+                        f"policy.fence_ambiguous_after ({wait:.0f} s): {e.silent_for:.0f} s so far, "
+                        f"retry the step in {wait - e.silent_for:.0f} s")
+            else:
+                problems.append(f"node {name}: {lv.words()}; silent for {e.silent_for:.0f} s. "
+                                "THE MACHINE MAY BE ALIVE: only break-glass fences it")
+        elif e.silent_for < max(policy.fence_min_not_ready, policy.node_monitor_grace_period):
+            problems.append(f"node {name} has been silent for {e.silent_for:.0f} s only, less "
+                            f"than policy.fence_min_not_ready ({policy.fence_min_not_ready:.0f} s)")
+    return FenceRefusal(tuple(problems), hold)
 
 
 def check_zone(env: Env, *, zone: str, named: Iterable[str], nodes: Iterable[Obj],

@@ -5,7 +5,8 @@ world once for all of them (one node list, one DescribeInstances, one VolumeAtta
 poll), so the reads do not grow with the number of nodes, and one approval covers a whole batch.
 
 - ``k8s.zone.survey`` finds the NotReady nodes of the zone (or checks the ones named) and what each
-  one holds; nodes already out of service are reported done, so a re-run picks up what is left.
+  one holds; nodes already out of service are reported done, so a re-run picks up what is left,
+  and a node whose kubelet is alive (its Lease renewed: rule 8's "sick") is left alone.
 - ``k8s.zone.fence_taint`` fences a batch (one ``StopInstances`` for the instances still running)
   and taints it out-of-service. Its plan lists every node, instance and change; each node has its
   own hash in ``data["batch"]``, so a node whose facts change before apply (it came back Ready,
@@ -18,7 +19,8 @@ poll), so the reads do not grow with the number of nodes, and one approval cover
   volume lives in one zone, so its pod needs a node in that zone.
 
 The interlocks are the shipped ones, fed by the batch's reads: zone-scope (9) for every node,
-fence-live (8) for every instance stopped, oos-taint (1) for every node tainted, and blast-radius
+fence-live (8) for every instance stopped (one list of the node Leases and one
+DescribeInstanceStatus for the batch), oos-taint (1) for every node tainted, and blast-radius
 (5) for the whole batch, whose break-glass names how many nodes it allows.
 """
 
@@ -38,6 +40,7 @@ from bot.actions.declarations import (
     ZoneWaitParams,
 )
 from bot.actions.env import Env
+from bot.actions.liveness import SICK, classify
 from bot.actions.objects import (
     FENCED_STATES,
     OUT_OF_SERVICE_TAINT,
@@ -115,6 +118,9 @@ def apply_survey(plan: Plan, p: ZoneSurveyParams, env: Env) -> Result:
     ids = [i for i in (instance_id_of(n) for n in dead) if i]
     instances = env.ec2.describe_instances(ids) if ids else {}
     vas = env.kube.list_volume_attachments() if dead else []
+    # a NotReady node whose kubelet is alive (rule 8's "sick") is no part of a zone outage
+    leases = {_name(x): x for x in env.kube.list_node_leases()} if dead else {}
+    now, grace = env.ctx.clock.now(), env.settings.policy.node_monitor_grace_period
     items: list[Obj] = []
     todo, done, skipped, pvs, todo_ids = [], [], [], [], []
     for n in sorted(in_zone, key=_name):
@@ -131,6 +137,10 @@ def apply_survey(plan: Plan, p: ZoneSurveyParams, env: Env) -> Result:
             skipped.append(name)
         elif iid is None:
             item["outcome"], item["reason"] = "skipped", "no EC2 instance in its providerID (Fargate?)"
+            skipped.append(name)
+        elif (lv := classify(node=n, lease=leases.get(name), instance=inst, status=None,
+                             now=now, grace=grace)).verdict == SICK:
+            item["outcome"], item["reason"] = "skipped", f"not dead: {lv.words()}"
             skipped.append(name)
         elif item["out_of_service"] and item["state"] in FENCED_STATES:
             item["outcome"], item["reason"] = "done", "already out of service, instance " + str(item["state"])
@@ -170,6 +180,11 @@ class _Batch:
         self.batch = [by_name[n] for n in p.nodes]
         ids = [i for i in (instance_id_of(n) for n in self.batch) if i]
         self.instances = env.ec2.describe_instances(ids) if ids else {}
+        # rule 8's evidence for the machines a fence would stop: one read of each for the batch
+        live = [i for i in ids if instance_state(self.instances.get(i)) not in FENCED_STATES
+                and i in self.instances]
+        self.statuses = env.ec2.describe_instance_status(live) if live else {}
+        self.leases = {_name(lease): lease for lease in env.kube.list_node_leases()} if live else {}
 
 
 def _assess(env: Env, b: _Batch, node: Obj, facts: list[Fact]) -> tuple[list[Change], str | None]:
@@ -194,10 +209,13 @@ def _assess(env: Env, b: _Batch, node: Obj, facts: list[Fact]) -> tuple[list[Cha
         if state == "absent":
             return [], f"instance {iid} is unknown to EC2"
     else:
-        problems = il.fence_problems(env, instance_id=iid, instance=inst, checks=None,
-                                     nodes=nodes_of_instance(b.nodes, iid), facts=facts)
-        if problems:
-            return [], "; ".join(problems)
+        mine = nodes_of_instance(b.nodes, iid)
+        refusal = il.fence_problems(env, instance_id=iid, instance=inst,
+                                    checks=b.statuses.get(iid) or {}, nodes=mine,
+                                    leases={_name(n): b.leases.get(_name(n)) for n in mine},
+                                    facts=facts)
+        if refusal:
+            return [], refusal.text()
         if state == "shutting-down":
             return [], f"instance {iid} is shutting down: re-run once it is terminated"
         if is_spot(node, inst):

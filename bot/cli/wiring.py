@@ -86,7 +86,7 @@ def scanner(settings: Settings, *, clients_factory: ClientsFactory | None = None
         with lock:
             clients = kept.get(cfg.name) or kept.setdefault(cfg.name, make(cfg))
         return diagnose(cfg, clients, replace(scope, cluster=cfg.name), now=now(),
-                        runbooks=runbooks)
+                        runbooks=runbooks, grace=settings.policy.node_monitor_grace_period)
 
     return scan
 

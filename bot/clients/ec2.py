@@ -548,7 +548,8 @@ class Ec2Client:
                             dry_run: bool = False) -> dict[str, Any]:
         ids = list(instance_ids)
         self._write("TerminateInstances", ids, dry_run=dry_run)
-        fn = lambda: self.client.terminate_instances(InstanceIds=ids, DryRun=dry_run)  # noqa: E731
+        writer = self._writer(dry_run=dry_run)  # the run's session, as every other write
+        fn = lambda: writer.terminate_instances(InstanceIds=ids, DryRun=dry_run)  # noqa: E731
         if dry_run:
             return {"DryRun": self._dry_run("TerminateInstances", ids, fn)}
         return dict(self._call("TerminateInstances", ids, fn))

@@ -47,6 +47,7 @@ from bot.engine.ports import SharedReads
 from bot.errors import ConfigError, PermanentError, PolicyError, RetryableError
 
 SERVICE = "kubernetes"
+NODE_LEASES = "kube-node-lease"  # the namespace of the kubelets' heartbeat Leases
 Obj = dict[str, Any]
 Mutation = Callable[[Obj], Obj | None]  # returns the new object, or None when nothing to change
 
@@ -176,7 +177,8 @@ class KubeClient:
 
     def _group(self, name: str) -> Any:
         if name not in self._apis:
-            self._apis[name] = {"core": k8s.CoreV1Api, "storage": k8s.StorageV1Api}[name](self.api)
+            self._apis[name] = {"core": k8s.CoreV1Api, "storage": k8s.StorageV1Api,
+                                "coordination": k8s.CoordinationV1Api}[name](self.api)
         return self._apis[name]
 
     def _record(self, operation: str, targets: tuple[str, ...], outcome: str,
@@ -213,7 +215,8 @@ class KubeClient:
             self.reads.clear()
 
     def _get(self, group: str, operation: str, targets: tuple[str, ...], *args: Any,
-             within: tuple[str, Callable[[Obj], bool]] | None = None) -> Obj:
+             within: tuple[str, Callable[[Obj], bool]] | None = None,
+             within_args: tuple[Any, ...] = ()) -> Obj:
         """A read of one object, shared in the pass; ``within`` names a list operation whose
         cached result holds the object too (and the test that finds it there)."""
         if self.reads is not None:
@@ -222,7 +225,7 @@ class KubeClient:
             if hit is not None:
                 self._served(operation, targets, hit[1])
                 return dict(json.loads(hit[0]))
-            listed = self._listed(within[0]) if within else None
+            listed = self._listed(within[0], *within_args) if within else None
             if within is not None and listed is not None:
                 items, request_id = listed
                 self._served(operation, targets, request_id)
@@ -343,6 +346,17 @@ class KubeClient:
     def list_nodes(self, *, label_selector: str | None = None) -> list[Obj]:
         kw: dict[str, Any] = {"label_selector": label_selector} if label_selector else {}
         return self._list("core", "list_node", **kw)
+
+    def get_node_lease(self, node: str) -> Obj | None:
+        """The kubelet's Lease in ``kube-node-lease`` (renewed every 10 s while it runs), or None."""
+        return self.find(lambda: self._get(
+            "coordination", "read_namespaced_lease", (f"{NODE_LEASES}/{node}",), node, NODE_LEASES,
+            within=("list_namespaced_lease", lambda o: _named(o, node)),
+            within_args=(NODE_LEASES,)))
+
+    def list_node_leases(self) -> list[Obj]:
+        """Every kubelet's Lease: one list, for a scan or a batch of nodes."""
+        return self._list("coordination", "list_namespaced_lease", NODE_LEASES)
 
     def list_pods(self, *, node: str | None = None, namespace: str | None = None,
                   label_selector: str | None = None) -> list[Obj]:

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from bot.actions.kube import AFFINITY_CONFLICT, MULTI_ATTACH, detach_risk
 from bot.actions.kube_storage import storage_class_audit
+from bot.actions.liveness import AMBIGUOUS, DEAD, READY, SICK
 from bot.actions.objects import (
     LIVE_STATES,
     Obj,
@@ -35,11 +36,14 @@ from bot.actions.objects import (
 )
 from bot.actions.pv_blockers import blockers, claim_of, latest_failed_delete
 from bot.actions.reports import classify
+from bot.diagnose.draft import Draft
 from bot.diagnose.model import Evidence, Severity
+from bot.diagnose.node_health import ip_exhaustion, sick_nodes
 from bot.diagnose.world import (
     SRC_CLASSES,
     SRC_EVENTS,
     SRC_INSTANCES,
+    SRC_LEASES,
     SRC_NODES,
     SRC_PODS,
     SRC_PVCS,
@@ -57,19 +61,6 @@ GROUP_LABELS = ("eks.amazonaws.com/nodegroup", "karpenter.sh/nodepool",
                 "alpha.eksctl.io/nodegroup-name")
 SPOT_LABELS = {"eks.amazonaws.com/capacityType": "SPOT", "karpenter.sh/capacity-type": "spot"}
 ATTACH_REASONS = ("FailedAttachVolume", "FailedMount")
-
-
-@dataclass
-class Draft:
-    kind: str
-    severity: Severity
-    summary: str
-    subject: dict[str, str]
-    evidence: list[Evidence]
-    runbook: str | None
-    params: dict[str, str]  # candidates; the scan keeps those the runbook declares
-    command: str | None = None  # for findings without a runbook: what to look at
-    related: set[str] = field(default_factory=set)  # node:N, pod:NS/P, namespace:NS
 
 
 def _name(obj: Obj) -> str:
@@ -187,8 +178,8 @@ def dead_nodes(world: World) -> list[Draft]:
     out = []
     for node in world.nodes:
         status, since = ready_condition(node)
-        if status == "True":
-            continue
+        if status == "True" or world.liveness(node).verdict in (SICK, READY):
+            continue  # a live kubelet: node_health.sick_nodes says what it is, never a fence
         name = _name(node)
         held = [va for va in world.vas_on.get(name, []) if (va.get("status") or {}).get("attached")]
         on_node = world.pods_on.get(name, [])
@@ -203,7 +194,9 @@ def _dead_node(world: World, node: Obj, status: str, since: str | None, held: li
                on_node: list[Obj], stuck_sts: list[Obj]) -> Draft:
     name, now = _name(node), world.now
     m = machine(world, node)
-    ev = [Evidence(f"node {name} is Ready={status} since {since or '?'}", SRC_NODES, now)]
+    lv = world.liveness(node)
+    ev = [Evidence(f"node {name} is Ready={status} since {since or '?'}", SRC_NODES, now),
+          Evidence(f"{lv.verdict}: {lv.words()}", SRC_LEASES, now)]
     if m.instance_id:
         ev.append(Evidence(m.words(), SRC_STATUS if m.hung else SRC_INSTANCES, now))
     related = {f"node:{name}"}
@@ -255,6 +248,12 @@ def _dead_node(world: World, node: Obj, status: str, since: str | None, held: li
                    f"still attached; {m.words()}. The timeout detach"
                    + (f" in about {_minutes(left)}" if left is not None else "")
                    + " would free the volume while the machine may still write to it: fence now.")
+    elif held and lv.verdict == AMBIGUOUS:
+        kind = "node-silent-holding-volumes"
+        severity = Severity.HIGH
+        summary = (f"Node {name} is silent and holds {volumes}, but EC2 does not confirm its "
+                   f"machine is down ({m.words()}): it may be alive behind a partition. "
+                   f"{lv.advice()}.")
     elif held:
         kind = "node-dead-holding-volumes"
         severity = Severity.HIGH if (waiting or stuck_sts or using or risk["count"]) else Severity.MEDIUM
@@ -279,9 +278,12 @@ def zone_outages(world: World, nodes: list[Draft]) -> tuple[list[Draft], list[Dr
     """Many dead nodes in one zone become one finding for the zone: (zone findings, the rest)."""
     by_zone: dict[str, list[Draft]] = {}
     for d in nodes:
-        if d.runbook and d.subject.get("zone"):
+        # only machines EC2 confirms are down are fenced together; a maybe-alive one is not
+        if d.runbook and d.subject.get("zone") and d.kind != "node-silent-holding-volumes" \
+                and world.liveness(world.node[d.subject["node"]]).verdict == DEAD:
             by_zone.setdefault(d.subject["zone"], []).append(d)
-    zones, rest = [], [d for d in nodes if not (d.runbook and d.subject.get("zone"))]
+    grouped = {id(d) for members in by_zone.values() for d in members}
+    zones, rest = [], [d for d in nodes if id(d) not in grouped]
     for zone, members in sorted(by_zone.items()):
         if len(members) < ZONE_OUTAGE_NODES:
             rest += members
@@ -552,7 +554,7 @@ def leaked_volumes(world: World) -> list[Draft]:
 
 
 RULES = (waiting_for_volumes, affinity_conflicts, immediate_classes, stuck_terminating, zombies,
-         leaked_volumes)
+         leaked_volumes, sick_nodes, ip_exhaustion)
 
 
 def findings(world: World) -> Iterator[Draft]:

@@ -18,8 +18,9 @@ from datetime import datetime
 
 from bot.actions.env import ClusterClients
 from bot.config import ClusterConfig
+from bot.diagnose.draft import Draft
 from bot.diagnose.model import Finding, Report, Scope
-from bot.diagnose.rules import Draft, findings
+from bot.diagnose.rules import findings
 from bot.diagnose.world import read_world
 from bot.engine.plan import ApiCall
 from bot.runbook.source import DirectorySource
@@ -65,12 +66,12 @@ def _finish(d: Draft, cluster: str, runbooks: Catalogue) -> Finding:
 
 
 def diagnose(cfg: ClusterConfig, clients: ClusterClients, scope: Scope, *, now: datetime,
-             runbooks: Catalogue) -> Report:
+             runbooks: Catalogue, grace: float = 50.0) -> Report:
     """Read the cluster once and report what is wrong, each finding with its runbook and command."""
     calls: list[ApiCall] = []
     kube = clients.kube.bound(calls, read_only=True)
     ec2 = clients.ec2.bound(calls, read_only=True)
-    world = read_world(kube, ec2, now=now)
+    world = read_world(kube, ec2, now=now, grace=grace)
     found = [_finish(d, cfg.name, runbooks) for d in findings(world) if _in_scope(d, scope)]
     found.sort(key=lambda f: (f.severity.rank, f.kind, sorted(f.subject.items())))
     return Report(cluster=cfg.name, scanned_at=now, findings=tuple(found), calls=len(calls),

@@ -1,8 +1,9 @@
 """One read of a cluster and its EC2 side, joined in memory: what every diagnosis rule looks at.
 
-A scan lists each kind once (nodes, pods, PVs, claims, VolumeAttachments, StorageClasses, events)
-and asks EC2 three batched questions (the instances behind the nodes, the status checks of the
-NotReady ones still running, the volumes no instance holds), so its cost does not grow with the
+A scan lists each kind once (nodes, pods, PVs, claims, VolumeAttachments, StorageClasses, events,
+and the kubelets' Leases when a node is not Ready) and asks EC2 three batched questions (the
+instances behind the nodes, the status checks of the NotReady ones still running, the volumes no
+instance holds), so its cost does not grow with the
 number of problems it finds: one request per page of 500 objects, one per 200 instance ids.
 Everything is read through the cluster's clients, bound read-only to one list of call records.
 """
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from bot.actions.liveness import Liveness, classify
 from bot.actions.objects import (
     Obj,
     ebs_volume_id_of_pv,
@@ -43,6 +45,7 @@ SRC_EVENTS = "GET /api/v1/events"
 SRC_INSTANCES = "ec2:DescribeInstances"
 SRC_STATUS = "ec2:DescribeInstanceStatus"
 SRC_VOLUMES = "ec2:DescribeVolumes"
+SRC_LEASES = "GET /apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
 
 
 def _chunks(ids: Iterable[str], size: int = FILTER_VALUES) -> Iterator[list[str]]:
@@ -70,6 +73,8 @@ class World:
     instances: dict[str, Obj] = field(default_factory=dict)  # by instance id
     statuses: dict[str, Obj] = field(default_factory=dict)  # by instance id
     available: dict[str, Obj] = field(default_factory=dict)  # EBS volumes no instance holds
+    leases: dict[str, Obj] = field(default_factory=dict)  # kubelet Leases by node name
+    grace: float = 50.0  # the cluster's node-monitor-grace-period (policy)
 
     def __post_init__(self) -> None:
         self.node = {str(meta(n).get("name")): n for n in self.nodes}
@@ -108,6 +113,14 @@ class World:
     def ready(self, node: Obj) -> bool:
         return ready_condition(node)[0] == "True"
 
+    def liveness(self, node: Obj) -> Liveness:
+        """Rule 8's verdict on the node, from this scan's reads."""
+        iid = instance_id_of(node)
+        return classify(node=node, lease=self.leases.get(str(meta(node).get("name"))),
+                        instance=self.instances.get(iid) if iid else None,
+                        status=self.statuses.get(iid) if iid else None, now=self.now,
+                        grace=self.grace)
+
     def pod_events(self, pod: Obj) -> list[Obj]:
         m = meta(pod)
         return self.events_of.get(("Pod", str(m.get("namespace") or ""), str(m.get("name"))), [])
@@ -127,11 +140,13 @@ class World:
         return names
 
 
-def read_world(kube: KubeClient, ec2: Ec2Client, *, now: datetime) -> World:
+def read_world(kube: KubeClient, ec2: Ec2Client, *, now: datetime, grace: float = 50.0) -> World:
     """List every kind once, then the EC2 side of what was listed."""
     world = World(now=now, nodes=kube.list_nodes(), pods=kube.list_pods(), pvs=kube.list_pvs(),
                   pvcs=kube.list_pvcs(), vas=kube.list_volume_attachments(),
-                  classes=kube.list_storage_classes(), events=kube.list_events())
+                  classes=kube.list_storage_classes(), events=kube.list_events(), grace=grace)
+    if any(not world.ready(n) for n in world.nodes):  # whose kubelet is alive: the Leases say
+        world.leases = {str(meta(x).get("name")): x for x in kube.list_node_leases()}
     ids = {i for n in world.nodes if (i := instance_id_of(n))}
     for chunk in _chunks(ids):
         world.instances.update(ec2.describe_instances(chunk))

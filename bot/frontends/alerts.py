@@ -12,7 +12,10 @@ cluster's. Runbooks whose ``spec.triggers`` match it (``bot.runbook.triggers``) 
 suggested, with the params its labels fill. An alert no runbook answers, or of an unknown cluster,
 is ignored and counted (``runbook_bot_alerts``). The rest are recorded by fingerprint in the
 shared store (``bot.store.alerts``), where a repeat, or a delivery another replica already
-handled, changes nothing. What did change is handed on, off the request thread: the group's card
+handled, changes nothing. What did change is handed on, off the request thread: a scan of the
+alert's subject (``diagnose``), whose findings then decide what the card offers (``vetted``: the
+runbooks the scan names, so a node whose kubelet is alive is offered its triage, never a fence),
+and the group's card
 (``Cards``: a Slack card with Dry run / Run buttons, or a log line without Slack) is posted or
 updated, and a runbook that opted into ``auto_run`` (never one with a destructive step) is started
 with the bot's system actor as its requester, which can never approve anything. Nothing else is
@@ -191,6 +194,20 @@ def finding_lines(report: Report, *, limit: int = 3) -> list[str]:
     return lines
 
 
+def vetted(suggested: Sequence[Mapping[str, Any]], report: Report) -> list[dict[str, Any]]:
+    """An alert's suggestions once a scan of its subject is in. Where the scan names runbooks,
+    the card offers those, with the scan's params, in its order of severity: a ``KubeNodeNotReady``
+    for a node whose kubelet is alive offers the triage and never ``node-dead-ngns``, whatever the
+    triggers say. Where it names none, the triggers' suggestions stand."""
+    out: list[dict[str, Any]] = []
+    for f in report.findings:
+        if f.runbook and all(x["runbook"] != f.runbook for x in out):
+            was = next((x for x in suggested if x.get("runbook") == f.runbook), {})
+            out.append({"runbook": f.runbook, "params": dict(f.params),
+                        "auto_run": bool(was.get("auto_run")), "problem": was.get("problem")})
+    return out or [dict(x) for x in suggested]
+
+
 def provenance(key: str) -> str:
     """The reference a suggestion and the run it starts carry: ``alert:<cluster>/<fingerprint>``."""
     return PROVENANCE + key
@@ -330,8 +347,9 @@ class AlertIntake:
 
 
     def diagnose(self, group_key: str) -> None:
-        """What a scan finds for each firing alert not diagnosed yet, kept with the alert."""
-        done: dict[Scope, list[str]] = {}
+        """What a scan finds for each firing alert not diagnosed yet, kept with the alert, and
+        the alert's suggestions as the scan vets them (``vetted``)."""
+        done: dict[Scope, tuple[list[str], Report | None]] = {}
         for a in self.log.group(group_key):
             if a.status != "firing" or "findings" in a.data or self.diagnoser is None:
                 continue
@@ -339,11 +357,15 @@ class AlertIntake:
             scope = scope_of(a.data.get("cluster", ""), firsts[0].get("params", {}))
             if scope not in done:
                 try:
-                    done[scope] = finding_lines(self.diagnoser(scope))
+                    scanned = self.diagnoser(scope)
+                    done[scope] = (finding_lines(scanned), scanned)
                 except Exception as e:  # a broken scan is said, never "nothing"; the card still goes
                     log.warning("could not diagnose %s for an alert: %s", scope, e)
-                    done[scope] = [f"the diagnosis could not be made: {str(e)[:200]}"]
-            self.log.annotate(a.key, findings=done[scope])
+                    done[scope] = ([f"the diagnosis could not be made: {str(e)[:200]}"], None)
+            lines, found = done[scope]
+            extra = {} if found is None else {
+                "suggestions": vetted(a.data.get("suggestions") or [], found)}
+            self.log.annotate(a.key, findings=lines, **extra)
 
 
 class LogCards:

@@ -10,7 +10,9 @@ botocore parses them, before or instead of forwarding to moto (DOMAIN.md §4):
 - AttachVolume on an attached volume -> ``VolumeInUse`` (moto silently overwrites).
 - Stop, start and terminate take simulated time, and refuse as EC2 does (``ec2_instances``).
 - DescribeInstances and DescribeVolumes lag a change by ``describe_lag`` seconds (``consistency``).
-- DescribeInstanceStatus reports the instance check ``impaired`` for hung or stopping instances.
+- DescribeInstanceStatus reports the instance check ``impaired`` for stopping instances, and for
+  hung ones once ``status_check_delay`` has passed; the system check of a failed host; and
+  scheduled events (``ec2_status``).
 - A snapshot is ``pending``, its progress climbing, for ``snapshot_seconds`` (``ec2_snapshots``).
 - Every caller but the sandbox itself is held to deploy/iam-policy.json (``iam``), and an
   AssumeRole also to the role's trust policy, deploy/role-trust-policy.json (``trust``).
@@ -35,7 +37,7 @@ import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs
@@ -54,6 +56,7 @@ from werkzeug.serving import BaseWSGIServer, make_server
 from bot.sim.consistency import StaleReads
 from bot.sim.ec2_instances import Ec2Refusal, InstanceLifecycle, Timing, refuse_dry_run
 from bot.sim.ec2_snapshots import PendingSnapshots
+from bot.sim.ec2_status import StatusChecks
 from bot.sim.iam import ADMIN_KEY, Policy, access_key, implicit_checks, resources_of
 from bot.sim.net import POLL, Server, no_delay
 from bot.sim.sts import StsLog, assume_role_actions, is_sts
@@ -140,6 +143,7 @@ class Ec2Sim(InstanceLifecycle):
         self.stale = StaleReads(lag=lambda: self.timing.describe_lag, now=self.now,
                                 fetch=lambda action, params: MotoQuery(self).raw(action, params))
         self.snapshots = PendingSnapshots(seconds=lambda: self.timing.snapshot_seconds, now=self.now)
+        self.status = StatusChecks(delay=lambda: self.timing.status_check_delay, now=self.now)
         self.seed = seed
         self.throttle_rate = throttle_rate
         self.enforce_volume_in_use = enforce_volume_in_use
@@ -232,7 +236,30 @@ class Ec2Sim(InstanceLifecycle):
         return out
 
     def set_hung(self, instance_id: str, hung: bool = True) -> None:
+        """The guest hangs (or comes back): it answers nothing, and its status check fails
+        ``status_check_delay`` seconds after the hang."""
+        if hung and instance_id not in self.hung:
+            self.status.hung_at[instance_id] = self.now()
+        self.status.host_failed.discard(instance_id)
         (self.hung.add if hung else self.hung.discard)(instance_id)
+
+    def set_host_failed(self, instance_id: str) -> None:
+        """The physical host fails (power, network): the instance stays ``running``, its guest is
+        unreachable (hung), and after ``status_check_delay`` both status checks fail."""
+        self.set_hung(instance_id)
+        self.status.host_failed.add(instance_id)
+
+    def schedule_event(self, instance_id: str, code: str, *, in_seconds: float = 7 * 86400,
+                       duration: float | None = None, description: str | None = None,
+                       completed: bool = False) -> str:
+        """Give an instance a scheduled event (DescribeInstanceStatus ``eventsSet``); its id."""
+        assert self.instance(instance_id) is not None, instance_id
+        return self.status.schedule(instance_id, code, in_seconds=in_seconds, duration=duration,
+                                    description=description, completed=completed)
+
+    def rebase(self, delta: timedelta) -> None:
+        super().rebase(delta)
+        self.status.rebase(delta)
 
     def tags(self, resource_id: str) -> dict[str, str]:
         return {t["key"]: t["value"] for t in self.backend.describe_tags(
@@ -389,26 +416,16 @@ class Ec2Sim(InstanceLifecycle):
                 f"</{tag}>").encode()
 
     def rewrite(self, action: str, body: bytes) -> bytes:
-        """Adjust moto's answer where its model is too simple (instance status checks).
+        """Adjust moto's answer where its model is too simple (snapshots, instance status).
 
-        A hung guest fails the *instance* reachability check; the system check (AWS's side) stays
-        ok, as on EC2 when a kernel panics.
+        A hung guest fails the *instance* reachability check, once the checks have caught it; the
+        system check (AWS's side) stays ok, as on EC2 when a kernel panics, unless the host failed.
         """
         if action in ("CreateSnapshot", "DescribeSnapshots"):
             return self.snapshots.rewrite(action, body)
-        if action != "DescribeInstanceStatus" or not (self.hung or self._stopping()):
+        if action != "DescribeInstanceStatus":
             return self.stale.rewrite(action, body)
-        text = body.decode()
-        for iid in sorted(self.hung | self._stopping()):
-            at = text.find(f"<instanceId>{iid}</instanceId>")
-            start = text.find("<instanceStatus>", at) if at >= 0 else -1
-            end = text.find("</instanceStatus>", start) if start >= 0 else -1
-            if end < 0:
-                continue
-            fixed = text[start:end].replace("<status>ok</status>", "<status>impaired</status>").replace(
-                "<status>passed</status>", "<status>failed</status>")
-            text = text[:start] + fixed + text[end:]
-        return text.encode()
+        return self.status.rewrite(body, hung=set(self.hung), stopping=self._stopping())
 
     def _stopping(self) -> set[str]:
         return {i.id for r in self.backend.reservations.values() for i in r.instances

@@ -49,11 +49,12 @@ class Timing:
     terminate_seconds: float = 60.0  # shutting-down -> terminated
     describe_lag: float = 2.0  # Describe calls show the state before a change for this long
     snapshot_seconds: float = 120.0  # an EBS snapshot is pending, its progress climbing, this long
+    status_check_delay: float = 180.0  # a hung guest's status check is reported failed this late
 
     @classmethod
     def instant(cls) -> Timing:
         return cls(stop_seconds=0, os_shutdown_timeout=0, power_off_seconds=0, start_seconds=0,
-                   terminate_seconds=0, describe_lag=0, snapshot_seconds=0)
+                   terminate_seconds=0, describe_lag=0, snapshot_seconds=0, status_check_delay=0)
 
     @classmethod
     def from_options(cls, options: dict[str, Any]) -> Timing:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from bot.sim.controllers.attachdetach import MAX_WAIT_FOR_UNMOUNT
 from bot.sim.controllers.context import AUTO_DRIVER
 from bot.sim.controllers.events import EVENT_TTL
-from bot.sim.scenarios import NAMESPACE, Scenario, _lose_node, es_cluster
+from bot.sim.scenarios import NAMESPACE, Scenario, _lose_node, es_cluster, lose_contact
 
 if TYPE_CHECKING:
     from bot.sim.sandbox import Sandbox
@@ -44,20 +44,19 @@ def build_tolerating_pod(sb: Sandbox) -> dict[str, Any]:
         tolerations=[{"operator": "Exists"}]))
     sb.ec2.set_state(facts["instance_id"], "stopped", reason_code="Server.InternalError",
                      reason_message="Server.InternalError: Internal error on the host")
-    sb.advance(45)
+    lose_contact(sb)
     sb.advance(300)  # no eviction: the pod tolerates the unreachable taint for good
     return {**facts, "dead_node": facts["node"]}
 
 
 def build_pod_force_deleted(sb: Sandbox) -> dict[str, Any]:
     facts = es_cluster(sb)
-    assert sb.ctx is not None
-    sb.ctx.state.setdefault("partitioned", set()).add(facts["instance_id"])
+    sb.partition(facts["node"])
     return _lose_node_partitioned(sb, facts)
 
 
 def _lose_node_partitioned(sb: Sandbox, facts: dict[str, Any]) -> dict[str, Any]:
-    sb.advance(45)  # heartbeats stop reaching the API server: NotReady, unreachable taints
+    lose_contact(sb)  # Lease renewals stop reaching the API server: NotReady, unreachable taints
     sb.advance(300)  # the pod is evicted and stays Terminating: its kubelet cannot confirm
     sb.store.remove(sb.res("Pod"), facts["namespace"], facts["pod"])  # the force delete
     sb.advance(60)  # a minute later the bot is called; five minutes of the clock are left

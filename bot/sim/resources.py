@@ -51,11 +51,15 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("persistentvolumeclaims", "PersistentVolumeClaim", "", "v1", True, ("pvc",),
              "persistentvolumeclaim"),
     Resource("statefulsets", "StatefulSet", "apps", "v1", True, ("sts",), "statefulset"),
+    # only the node agents' (aws-node, kube-proxy: bot.sim.controllers.daemonsets)
+    Resource("daemonsets", "DaemonSet", "apps", "v1", True, ("ds",), "daemonset"),
     Resource("storageclasses", "StorageClass", "storage.k8s.io", "v1", False, ("sc",),
              "storageclass", status=False),
     Resource("volumeattachments", "VolumeAttachment", "storage.k8s.io", "v1", False, (),
              "volumeattachment"),
     Resource("csinodes", "CSINode", "storage.k8s.io", "v1", False, (), "csinode", status=False),
+    # The kubelets' heartbeats in kube-node-lease (bot.sim.controllers.leases).
+    Resource("leases", "Lease", "coordination.k8s.io", "v1", True, (), "lease", status=False),
     # The same Event objects in their events.k8s.io shape (bot.sim.eventsview), read-only.
     Resource("events", "Event", "events.k8s.io", "v1", True, ("ev",), "event", status=False,
              fields=("regarding.kind", "regarding.namespace", "regarding.name", "regarding.uid",

@@ -44,6 +44,8 @@ ADMIN_CREDENTIALS = {"aws_access_key_id": ADMIN_KEY, "aws_secret_access_key": "t
 BOT_CONTEXT = "runbook-bot"  # the kubeconfig context with the bot's ServiceAccount token
 MAX_PASSES = 60
 STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{6})?Z")
+# the namespaces every cluster has from the start; kube-node-lease holds the kubelets' Leases
+SYSTEM_NAMESPACES = ("default", "kube-node-lease", "kube-public", "kube-system")
 
 
 class _Lazy:
@@ -134,6 +136,8 @@ class Sandbox:
         self.ctx = Context(store=self.store, ec2=self.ec2, ec2_client=SeedClient(self.ec2),
                            options=self.options)
         with self._lock:
+            for ns in SYSTEM_NAMESPACES:
+                self.create("Namespace", {"metadata": {"name": ns}, "status": {"phase": "Active"}})
             self.facts = self.scenario.build(self)
             self.ctx.ec2_client = client  # from here on the controllers' EC2 calls cross the endpoint
         self._write_files()
@@ -339,6 +343,25 @@ class Sandbox:
     def recover_guest(self, node: str | None = None) -> None:
         """A hung guest comes back by itself (same boot): its kubelet reports Ready again."""
         self.ec2.set_hung(self._instance(node or self.facts["node"]), False)
+        self.settle()
+
+    def sicken_kubelet(self, node: str, cause: str | None) -> None:
+        """Make a node's kubelet alive but sick of ``cause`` (``controllers/node_status.py``), or
+        well again with None (a repair: it posts Ready=True)."""
+        assert self.ctx is not None, "start() first"
+        sick: dict[str, str] = self.ctx.state.setdefault("kubelet_sick", {})
+        if cause is None:
+            sick.pop(node, None)
+        else:
+            sick[node] = cause
+        self.settle()
+
+    def partition(self, node: str, cut: bool = True) -> None:
+        """Cut (or restore) the network between a node's machine and the API server; the machine
+        runs on and writes."""
+        assert self.ctx is not None, "start() first"
+        cuts: set[str] = self.ctx.state.setdefault("partitioned", set())
+        (cuts.add if cut else cuts.discard)(self._instance(node))
         self.settle()
 
     def at(self, seconds: float, action: Callable[[], None]) -> None:

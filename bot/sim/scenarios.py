@@ -25,6 +25,7 @@ from bot.sim.controllers.context import (
     instance_id,
     va_name,
 )
+from bot.sim.controllers.nodes import grace_period
 from bot.sim.nodegroups import adopt
 from bot.sim.store import ts
 
@@ -163,6 +164,14 @@ def es_cluster(sb: Sandbox, *, per_zone: int = 2) -> dict[str, Any]:
     return pod_facts(sb, NAMESPACE, victim)
 
 
+def lose_contact(sb: Sandbox) -> None:
+    """Advance until a node whose kubelet just went silent is marked: its last Lease renewal and
+    status post are no later than now, so after node-monitor-grace-period (50 s) the lifecycle
+    controller sets it Unknown (NotReady) with the unreachable taints."""
+    assert sb.ctx is not None
+    sb.advance(grace_period(sb.ctx))
+
+
 def _lose_node(sb: Sandbox, facts: dict[str, Any], *, hung: bool) -> dict[str, Any]:
     iid = facts["instance_id"]
     if hung:
@@ -170,7 +179,7 @@ def _lose_node(sb: Sandbox, facts: dict[str, Any], *, hung: bool) -> dict[str, A
     else:
         sb.ec2.set_state(iid, "stopped", reason_code="Server.InternalError",
                          reason_message="Server.InternalError: Internal error on the host")
-    sb.advance(45)  # heartbeats stop; node-monitor-grace-period passes: NotReady + unreachable taints
+    lose_contact(sb)
     sb.advance(300)  # tolerationSeconds of the unreachable taint: the pod is evicted, Terminating
     # The usual first reaction, and a wrong fix: force-delete the stuck pod.
     sb.store.remove(sb.res("Pod"), facts["namespace"], facts["pod"])
@@ -326,7 +335,7 @@ def build_az_outage(sb: Sandbox) -> dict[str, Any]:
             inst.lifecycle = "spot"
             sb.store.mutate("Node", None, dead[i], lambda o: o["metadata"]["labels"].update(
                 {"karpenter.sh/capacity-type": "spot"}))
-    sb.advance(45)
+    lose_contact(sb)
     return {"zone": ZONES[0], "dead_nodes": dead, "instance_ids": instances, "namespace": NAMESPACE,
             "spare_nodes": spare, "volumes": n * per, "hung": dead[:hung], "spot": dead[:spot],
             "other_zone_nodes": [x["metadata"]["name"] for x in sb.list("Node")
@@ -386,8 +395,9 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
 
 def _register_more() -> None:
     from bot.sim.incidents import MORE
+    from bot.sim.node_incidents import NODE_SCENARIOS
 
-    SCENARIOS.update({s.name: s for s in MORE})
+    SCENARIOS.update({s.name: s for s in (*MORE, *NODE_SCENARIOS)})
 
 
 _register_more()

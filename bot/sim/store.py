@@ -49,6 +49,11 @@ def ts(when: datetime) -> str:
     return when.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def micro_ts(when: datetime) -> str:
+    """A ``MicroTime`` (a Lease's ``renewTime``, an events.k8s.io ``eventTime``): microseconds."""
+    return when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 def clone(obj: Any) -> Any:
     """A deep copy of JSON-shaped data (dicts, lists, scalars), several times faster than deepcopy."""
     t = type(obj)

@@ -1,7 +1,8 @@
 """Server-side printing: the ``meta.k8s.io/v1 Table`` that ``kubectl get`` asks for.
 
 kubectl prints whatever columns the server sends, so these mirror the real columns for the resources
-an on-call engineer looks at (nodes, pods, volumeattachments, PVs, PVCs); others get NAME and AGE.
+an on-call engineer looks at (nodes, pods, volumeattachments, PVs, PVCs, leases); others get NAME
+and AGE.
 """
 
 from __future__ import annotations
@@ -79,6 +80,10 @@ COLUMNS: dict[str, list[tuple[str, str, int]]] = {
     "storageclasses": [("Name", "string", 0), ("Provisioner", "string", 0),
                        ("ReclaimPolicy", "string", 0), ("VolumeBindingMode", "string", 0),
                        ("Age", "string", 0)],
+    "daemonsets": [("Name", "string", 0), ("Desired", "integer", 0), ("Current", "integer", 0),
+                   ("Ready", "integer", 0), ("Up-to-date", "integer", 0), ("Available", "integer", 0),
+                   ("Node Selector", "string", 0), ("Age", "string", 0)],
+    "leases": [("Name", "string", 0), ("Holder", "string", 0), ("Age", "string", 0)],
     "events": [("Last Seen", "string", 0), ("Type", "string", 0), ("Reason", "string", 0),
                ("Object", "string", 0), ("Message", "string", 0)],
 }
@@ -96,7 +101,8 @@ def _row(res: Resource, o: dict[str, Any], now: datetime) -> list[Any]:
                 st.get("nodeInfo", {}).get("kubeletVersion", ""), addrs.get("InternalIP", "<none>"),
                 addrs.get("ExternalIP", "<none>"), st.get("nodeInfo", {}).get("osImage", "")]
     if res.plural == "pods":
-        return [name, pod_ready(o), pod_status(o), "0", age(o, now), st.get("podIP") or "<none>",
+        restarts = sum(int(cs.get("restartCount") or 0) for cs in st.get("containerStatuses") or [])
+        return [name, pod_ready(o), pod_status(o), str(restarts), age(o, now), st.get("podIP") or "<none>",
                 spec.get("nodeName") or "<none>", "<none>", "<none>"]
     if res.plural == "volumeattachments":
         return [name, spec.get("attacher", ""), spec.get("source", {}).get("persistentVolumeName", ""),
@@ -117,6 +123,14 @@ def _row(res: Resource, o: dict[str, Any], now: datetime) -> list[Any]:
     if res.plural == "storageclasses":
         return [name, o.get("provisioner", ""), o.get("reclaimPolicy", "Delete"),
                 o.get("volumeBindingMode", "Immediate"), age(o, now)]
+    if res.plural == "daemonsets":
+        sel = spec.get("template", {}).get("spec", {}).get("nodeSelector") or {}
+        return [name, st.get("desiredNumberScheduled", 0), st.get("currentNumberScheduled", 0),
+                st.get("numberReady", 0), st.get("updatedNumberScheduled", 0),
+                st.get("numberAvailable", 0),
+                ",".join(f"{k}={v}" for k, v in sel.items()) or "<none>", age(o, now)]
+    if res.plural == "leases":
+        return [name, spec.get("holderIdentity") or "", age(o, now)]
     if res.plural == "events":
         inv = o.get("involvedObject") or o.get("regarding") or {}  # core/v1 or events.k8s.io
         return [age(o, now), o.get("type", ""), o.get("reason", ""),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,7 @@ class Ec2Backend:
         self.proxy.fail_actions.clear()
         self.proxy.requests.clear()
         self.proxy.ignore_dry_run = False
+        self.proxy.impaired.clear()
 
 
 @pytest.fixture(scope="session")
@@ -186,15 +187,26 @@ class World:
 
     def dead_node(self, instance_id: str, *, name: str | None = None,
                   down_for: float = 600.0) -> str:
-        """A node on the instance, NotReady for ``down_for`` seconds: what a fence needs."""
+        """A node on the instance, silent for ``down_for`` seconds, its instance status check
+        impaired: the dead machine a fence needs."""
         name = name or f"ip-{instance_id[2:14]}.ec2.internal"
+        self.proxy.impaired.add(instance_id)
         since = self.clock.now() - timedelta(seconds=down_for)
         self.node(name, ready="Unknown", instance_id=instance_id)
         obj = self.kube.get("nodes", name)
         stamp = since.strftime("%Y-%m-%dT%H:%M:%SZ")
         obj["status"]["conditions"][0].update(lastTransitionTime=stamp, lastHeartbeatTime=stamp)
         self.kube.put("nodes", obj)
+        self.lease(name, renewed=since)
         return name
+
+    def lease(self, node: str, *, renewed: datetime) -> None:
+        """The kubelet's Lease, last renewed at ``renewed``."""
+        self.kube.put("leases", {
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": node, "namespace": "kube-node-lease"},
+            "spec": {"holderIdentity": node, "leaseDurationSeconds": 40,
+                     "renewTime": renewed.strftime("%Y-%m-%dT%H:%M:%S.%fZ")}})
 
     def pv(self, name: str, *, volume_id: str, zone: str = ZONE, legacy: bool = False,
            claim: tuple[str, str] | None = None, finalizers: list[str] | None = None,

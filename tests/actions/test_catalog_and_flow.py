@@ -191,14 +191,16 @@ def test_a_dry_run_gets_clients_that_refuse_every_write_before_it_is_sent(world)
 
 def test_every_api_call_is_in_the_result_with_service_targets_and_outcome(world):
     iid = world.instance()
-    world.dead_node(iid)
+    node = world.dead_node(iid)
     plan, _ = world.plan("aws.ec2.instance.stop", instance_id=iid)
     result, calls = world.apply(plan)
     assert list(result.calls) == calls
     assert [(c.service, c.operation, c.targets, c.outcome) for c in result.calls] == [
         # the fence's live read is one DescribeInstanceStatus: the state and the status checks
         ("ec2", "DescribeInstanceStatus", (iid,), "ok"), ("ec2", "DescribeInstanceStatus", (iid,), "cached"),
-        ("kubernetes", "list_node", (), "ok"), ("ec2", "StopInstances", (iid,), "ok")]
+        ("kubernetes", "list_node", (), "ok"),
+        ("kubernetes", "read_namespaced_lease", (f"kube-node-lease/{node}",), "ok"),
+        ("ec2", "StopInstances", (iid,), "ok")]
 
 
 def test_clients_are_built_once_per_cluster(world):

@@ -117,6 +117,17 @@ CASES: dict[str, Case] = {
         lambda w: _unschedulable(w, True), ["read_node"], ["read_node", "replace_node"],
         lambda w, p, r: w.kube.get("nodes", "n1")["spec"]["unschedulable"] is False,
         again_ops=["read_node"]),
+    "k8s.node.liveness": Case(
+        lambda w: {"node": w.dead_node(w.instance())}, [],
+        ["list_node", "read_namespaced_lease", "DescribeInstances", "DescribeInstanceStatus"],
+        lambda w, p, r: (r.data["verdict"], r.data["next"]) == (
+            "dead", {"runbook": "node-dead-ngns", "params": {"node": p["node"]}})),
+    "k8s.node.triage": Case(
+        lambda w: {"node": w.dead_node(w.instance())}, [],
+        ["list_node", "read_namespaced_lease", "DescribeInstances", "DescribeInstanceStatus",
+         "list_pod_for_all_namespaces"],
+        lambda w, p, r: (r.data["verdict"], r.data["system_pods"], r.data["ip_exhaustion"]) == (
+            "dead", [], None)),
     "k8s.pods.list": Case(
         lambda w: (w.pod("es-0", node="n1"), w.pod("es-1", node="n2"), {"node": "n1"})[-1],
         [], ["list_pod_for_all_namespaces"],
@@ -182,15 +193,16 @@ CASES: dict[str, Case] = {
         lambda w, p, r: (r.data["state"], r.data["state_code"]) == ("running", 16)),
     "aws.ec2.instance.stop": Case(
         _fenceable,
-        ["DescribeInstanceStatus", "list_node"],
-        ["DescribeInstanceStatus", "list_node", "StopInstances", "DescribeInstances"],
+        ["DescribeInstanceStatus", "list_node", "read_namespaced_lease"],
+        ["DescribeInstanceStatus", "list_node", "read_namespaced_lease", "StopInstances",
+         "DescribeInstances"],
         lambda w, p, r: w.instance_state(p["instance_id"]) == "stopped",
         again_ops=["DescribeInstanceStatus"]),
     "aws.ec2.instance.terminate": Case(
         _fenceable,
-        ["DescribeInstances", "DescribeInstanceStatus", "list_node"],
-        ["DescribeInstances", "DescribeInstanceStatus", "list_node", "TerminateInstances",
-         "DescribeInstances"],
+        ["DescribeInstances", "DescribeInstanceStatus", "list_node", "read_namespaced_lease"],
+        ["DescribeInstances", "DescribeInstanceStatus", "list_node", "read_namespaced_lease",
+         "TerminateInstances", "DescribeInstances"],
         lambda w, p, r: w.instance_state(p["instance_id"]) == "terminated",
         again_ops=["DescribeInstances"]),
     "k8s.volumeattachment.delete": Case(
@@ -254,15 +266,16 @@ CASES: dict[str, Case] = {
     "wait": Case(lambda w: {"duration": "1m"}, [], [], _is({"waited": 60.0})),
     "k8s.zone.survey": Case(
         lambda w: (_dead(w), w.node("n2"), {"zone": ZONE})[-1], [],
-        ["list_node", "DescribeInstances", "list_volume_attachment"],
+        ["list_node", "DescribeInstances", "list_volume_attachment", "list_namespaced_lease"],
         lambda w, p, r: r.data["todo"] == ["n1"] and r.data["skipped"] == ["n2"]),
     "k8s.zone.fence_taint": Case(
         lambda w: (w.dead_node(w.instance(), name="n1"), {"zone": ZONE, "nodes": ["n1"]})[-1],
-        ["list_node", "DescribeInstances"],
+        # rule 8's evidence for the batch: one status read and one list of the nodes' Leases
+        ["list_node", "DescribeInstances", "DescribeInstanceStatus", "list_namespaced_lease"],
         # the fence's second DescribeInstances is served from the pass; after the stop (a write)
         # the taint's checks read the instance and the nodes again, live
-        ["DescribeInstances", "list_node", "StopInstances", "DescribeInstances", "list_node",
-         "replace_node"],
+        ["DescribeInstances", "list_node", "DescribeInstanceStatus", "list_namespaced_lease",
+         "StopInstances", "DescribeInstances", "list_node", "replace_node"],
         lambda w, p, r: (OOS in w.kube.get("nodes", "n1")["spec"]["taints"]
                          and r.data["out_of_service"] == ["n1"]),
         again_ops=["DescribeInstances", "list_node"]),
@@ -297,7 +310,7 @@ def test_every_action_plans_applies_and_a_second_apply_changes_nothing(world, ac
     case = CASES[action]
     params = case.arrange(world)
     plan, plan_calls = world.plan(action, **params)
-    assert _ops(plan_calls) == case.plan_ops
+    assert _ops(plan_calls) == case.plan_ops, _ops(plan_calls)
     assert plan.is_noop is (case.again_ops is None)
     results, calls = world.until_done(
         plan, between=case.between and (lambda: case.between(world)))

@@ -34,6 +34,8 @@ METHODS = {
     "list_volume_attachments": ("storage.k8s.io", "volumeattachments", "list"),
     "get_volume_attachment": ("storage.k8s.io", "volumeattachments", "get"),
     "delete_volume_attachment": ("storage.k8s.io", "volumeattachments", "delete"),
+    "get_node_lease": ("coordination.k8s.io", "leases", "get"),
+    "list_node_leases": ("coordination.k8s.io", "leases", "list"),
 }
 KINDS = {"Node": ("", "nodes"), "PersistentVolume": ("", "persistentvolumes"),
          "PersistentVolumeClaim": ("", "persistentvolumeclaims"),
@@ -66,8 +68,11 @@ def used() -> set[tuple[str, str, str]]:
 def granted() -> set[tuple[str, str, str]]:
     docs = [d for d in YAML(typ="safe").load_all((ROOT / "deploy" / "rbac.yaml").read_text()) if d]
     (role,) = [d for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "runbook-bot"]
-    return {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"]
-            for r in rule["resources"] for v in rule["verbs"]}
+    # the node Leases are read in kube-node-lease only, through a Role there
+    roles = [d for d in docs if d["kind"] == "Role"]
+    assert {d["metadata"]["namespace"] for d in roles} <= {"kube-node-lease"}
+    return {(g, r, v) for rule in [*role["rules"], *(x for d in roles for x in d["rules"])]
+            for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
 
 
 def test_the_cluster_role_grants_exactly_the_calls_the_code_makes() -> None:

@@ -27,6 +27,8 @@ class ThrottlingProxy:
         self.fail_actions: dict[str, list[tuple[int, str, str]]] = {}  # the same, per action
         self.requests: list[str] = []
         self.ignore_dry_run = False  # behave as an endpoint that performs DryRun calls for real
+        # instances whose instance status check EC2 reports impaired (moto reports every one ok)
+        self.impaired: set[str] = set()
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -70,6 +72,8 @@ class ThrottlingProxy:
                         code, data, rh = resp.status, resp.read(), resp.headers
                 except urllib.error.HTTPError as e:
                     code, data, rh = e.code, e.read(), e.headers
+                if action == "DescribeInstanceStatus" and outer.impaired:
+                    data = outer.impair(data)
                 self.send_response(code)
                 for k, v in rh.items():
                     if k.lower() not in {"content-length", "transfer-encoding", "connection",
@@ -82,6 +86,19 @@ class ThrottlingProxy:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
         self.thread.start()
+
+    def impair(self, body: bytes) -> bytes:
+        """The instance status check of each impaired instance, failed as EC2 reports it."""
+        text = body.decode()
+        for iid in self.impaired:
+            at = text.find(f"<instanceId>{iid}</instanceId>")
+            start = text.find("<instanceStatus>", at) if at >= 0 else -1
+            end = text.find("</instanceStatus>", start) if start >= 0 else -1
+            if end > 0:
+                part = text[start:end].replace("<status>ok</status>", "<status>impaired</status>")
+                text = text[:start] + part.replace("<status>passed</status>",
+                                                   "<status>failed</status>") + text[end:]
+        return text.encode()
 
     @property
     def url(self) -> str:

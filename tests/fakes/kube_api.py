@@ -32,6 +32,7 @@ ROUTES = {  # (api prefix, plural) -> (kind, namespaced)
     ("/apis/storage.k8s.io/v1", "volumeattachments"): ("VolumeAttachment", False),
     ("/apis/storage.k8s.io/v1", "storageclasses"): ("StorageClass", False),
     ("/apis/storage.k8s.io/v1", "csinodes"): ("CSINode", False),
+    ("/apis/coordination.k8s.io/v1", "leases"): ("Lease", True),
 }
 
 

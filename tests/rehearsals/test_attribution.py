@@ -65,6 +65,18 @@ def test_a_run_assumes_one_session_named_for_it_and_its_writes_use_it(with_role)
     assert_clean(r, st.run_id)
 
 
+def test_a_terminate_fence_is_signed_with_the_runs_session_not_the_shared_client(with_role):
+    r = with_role("spot-node-dead")
+    f = r.facts
+    st = r.run("node-dead-ngns", node=f["node"])
+    assert st.status == "succeeded", st.outcome
+    [session] = _run_sessions(r, st.run_id)
+    terminates = [w for w in _writes(r) if w.action == "TerminateInstances"]
+    assert terminates, [w.action for w in _writes(r)]
+    assert {w.access_key for w in terminates} == {session.issued_key}
+    assert_clean(r, st.run_id)
+
+
 def test_other_approvers_get_a_new_session_of_the_same_run(with_role):
     r = with_role("stuck-detach")
     f = r.facts

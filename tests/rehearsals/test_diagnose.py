@@ -42,6 +42,10 @@ EXPECTED = {
     "auto-mode-leak": lambda f: _pvs(f["pv"]),
     "zombie-attachments": lambda f: {("zombie-volumeattachments", ())},
     "az-outage": lambda f: {("zone-outage-ngns", (("zone", f["zone"]),))},
+    # a live kubelet: the triage, never the fence
+    "node-not-ready": lambda f: {("node-not-ready-triage", (("node", f["node"]),))},
+    # silent, EC2 passes it: node-dead-ngns, whose fence is break-glass only
+    "node-partitioned": lambda f: {("node-dead-ngns", (("node", f["node"]),))},
 }
 
 
@@ -176,4 +180,4 @@ def test_a_scan_costs_the_same_calls_for_a_small_and_a_large_outage(tmp_path) ->
     small, small_pods = _calls(tmp_path, 4)
     large, large_pods = _calls(tmp_path, 40)
     assert large_pods >= 8 * small_pods
-    assert small == large == 9  # 7 lists, DescribeInstances, DescribeVolumes
+    assert small == large == 10  # 7 lists, the node Leases, DescribeInstances, DescribeVolumes

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from bot.engine.commands import Reject
+from bot.engine.commands import BreakGlass, Reject
+from bot.sim.rehearsal import APPROVERS
 from tests.rehearsals.conftest import assert_clean, types
 
 pytestmark = pytest.mark.slow
@@ -72,10 +73,21 @@ def test_node_dead_names_the_pod_that_tolerates_the_out_of_service_taint(rehears
     assert_clean(r, st.run_id)
 
 
-def test_a_partitioned_node_is_fenced_before_the_taint_and_before_the_timeout_detach(rehearse):
+def test_a_partitioned_node_is_fenced_only_by_break_glass_before_the_timeout_detach(rehearse):
+    """EC2 passes the machine (it runs, cut off from the API server): it may be alive, so only
+    two people breaking glass fence it, and then before the taint and the timeout detach."""
     r = rehearse("pod-force-deleted")
     f = r.facts
-    st = r.run("node-dead-ngns", node=f["dead_node"])
+    st = r.run("node-dead-ngns", node=f["dead_node"], decide=lambda state, s: (
+        None if s.blocked else r.approve_all(state, s)))
+    fence = st.steps["fence"]
+    assert st.status == "awaiting_approval" and fence.blocked["rule"] == "fence-live"
+    assert "MAY BE ALIVE" in fence.blocked["message"], fence.blocked
+    assert r.sandbox.ec2.instance_state(f["instance_id"]) == "running"
+    for who in APPROVERS:
+        r.submit(BreakGlass(run_id=st.run_id, actor=who, step="fence",
+                            reason="serial console dead, no SSM, its pod force-deleted"))
+    st = r.play(st.run_id)
     assert st.status == "succeeded", st.outcome
     seq = types(r, st.run_id)
     assert seq.index(("step.succeeded", "fence")) < seq.index(("step.applying", "taint"))

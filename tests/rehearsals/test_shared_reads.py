@@ -79,7 +79,9 @@ def test_a_dead_node_is_recovered_with_each_object_read_once_per_pass(rehearse):
     # is described before the approval and again after it.
     assert rec.sent() == Counter({
         "DescribeInstances": 2, "list_volume_attachment": 2, "list_persistent_volume": 1,
-        "list_pod_for_all_namespaces": 3, "DescribeVolumes": 4, "list_node": 2, "replace_node": 1})
+        "list_pod_for_all_namespaces": 3, "DescribeVolumes": 4, "list_node": 2, "replace_node": 1,
+        # the kubelet's Lease, read once by the liveness step (a stopped machine is not fenced)
+        "read_namespaced_lease": 1})
     # a stopped instance has no status checks to read, and is not fenced: no stop protection read
     assert "DescribeInstanceStatus" not in rec.sent()
     # what was served again is in the audit as cached, with the request id of the read it reuses
@@ -105,7 +107,10 @@ def test_a_hung_node_is_fenced_once_and_described_once_per_check(rehearse):
     # the first read, and the fence's re-plan after approval, which also gives the state
     assert sent["DescribeInstanceStatus"] == 2
     assert sent["DescribeInstanceAttribute"] == 1  # stop protection, while the instance runs
-    assert sum(sent.values()) <= 24 + polls
+    # the kubelet's Lease: the liveness step (the fence's plan takes it from there), and the
+    # fence's re-plan after approval, live
+    assert sent["read_namespaced_lease"] == 2
+    assert sum(sent.values()) <= 26 + polls
     assert_clean(r, st.run_id)
 
 

@@ -102,7 +102,8 @@ def test_show_of_an_unknown_runbook_names_the_known_ones(capsys: pytest.CaptureF
     assert main(["show", "node-dead", "--dir", str(ROOT / "runbooks")]) == 1
     assert capsys.readouterr().err == (
         "runbook-bot: error: no runbook named 'node-dead'; runbooks: multi-attach-triage, "
-        "node-dead-ngns, node-recovered, stuck-terminating-volume, volume-affinity-conflict, "
+        "node-dead-ngns, node-not-ready-triage, node-recovered, stuck-terminating-volume, "
+        "volume-affinity-conflict, "
         "zombie-volumeattachments, zone-outage-ngns\n"
     )
 

@@ -93,13 +93,13 @@ def test_auto_run_needs_every_required_param_filled_from_the_alert(minimal: str,
 
 # what kube-prometheus-stack (kubernetes-mixin) and deploy/prometheus/runbook-bot-symptoms.yaml
 # send: alert name and the labels the rule keeps
+NODE_ALERTS = [
+    {"alertname": "KubeNodeNotReady", "node": "ip-10-0-1-2.ec2.internal", "condition": "Ready",
+     "status": "true", "job": "kube-state-metrics"},
+    {"alertname": "KubeNodeUnreachable", "node": "ip-10-0-1-2.ec2.internal",
+     "key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"},
+]
 MAPPED = [
-    ({"alertname": "KubeNodeNotReady", "node": "ip-10-0-1-2.ec2.internal", "condition": "Ready",
-      "status": "true", "job": "kube-state-metrics"}, "node-dead-ngns",
-     {"node": "ip-10-0-1-2.ec2.internal"}),
-    ({"alertname": "KubeNodeUnreachable", "node": "ip-10-0-1-2.ec2.internal",
-      "key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"}, "node-dead-ngns",
-     {"node": "ip-10-0-1-2.ec2.internal"}),
     ({"alertname": "KubePodNotReady", "namespace": "shop", "pod": "db-0"}, "multi-attach-triage",
      {"pod": "db-0", "namespace": "shop"}),
     ({"alertname": "PodVolumeAttachStuck", "namespace": "shop", "pod": "db-0"},
@@ -121,6 +121,17 @@ def test_the_shipped_runbooks_answer_the_alerts_that_fire_for_their_symptoms(
     books = load_runbooks(SHIPPED, catalog=catalog).values()
     [s] = suggestions(books, labels, {})
     assert (s.runbook, dict(s.params), s.auto_run, s.problem) == (runbook, params, False, None)
+
+
+@pytest.mark.parametrize("labels", NODE_ALERTS)
+def test_a_node_alert_suggests_the_triage_and_node_dead_ngns_which_the_scan_then_vets(
+        catalog: Registry, labels: dict[str, str]) -> None:
+    """The card keeps node-dead-ngns only where the scan of the node finds it dead
+    (tests/frontends/slack/test_alerts_on_sandbox.py); the triage is always offered."""
+    books = load_runbooks(SHIPPED, catalog=catalog).values()
+    found = {s.runbook: dict(s.params) for s in suggestions(books, labels, {})}
+    assert found == {"node-not-ready-triage": {"node": "ip-10-0-1-2.ec2.internal"},
+                     "node-dead-ngns": {"node": "ip-10-0-1-2.ec2.internal"}}
 
 
 def test_a_pending_pv_is_not_sent_to_the_terminating_volume_runbook(catalog: Registry) -> None:

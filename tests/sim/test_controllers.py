@@ -49,9 +49,10 @@ def test_a_stopped_instance_makes_its_node_notready_with_unreachable_taints_afte
     node = node_of(sb, NS, "es-data-1")
     broken_at = sb.clock.now()
     sb.break_node(node)
-    sb.advance(25)  # heartbeats come every 10 s; the grace period is 40 s after the last one
+    # the Lease was renewed at most 10 s ago; the grace period is 50 s after the last renewal
+    sb.advance(35)
     assert ready(sb, node) == "True" and taint_keys(sb, node) == []
-    sb.advance(20)
+    sb.advance(15)
     assert ready(sb, node) == "Unknown"
     # the cloud node lifecycle controller adds the shutdown taint once the node is NotReady
     assert taint_keys(sb, node) == [(UNREACHABLE, "NoSchedule"), (UNREACHABLE, "NoExecute"),
@@ -153,7 +154,7 @@ def test_unreachable_pods_are_evicted_after_their_toleration_and_stay_terminatin
     node = node_of(sb, NS, "es-data-1")
     zone = pv_zone(sb, "es-data-1")
     sb.break_node(node)
-    sb.advance(45)
+    sb.advance(50)
     added = next(t["timeAdded"] for t in sb.get("Node", None, node)["spec"]["taints"]
                  if t["effect"] == "NoExecute")
     sb.advance(290)

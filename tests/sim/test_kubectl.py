@@ -4,11 +4,13 @@ drain --dry-run=client. `get -w` and `wait` are in test_watch.py, taint in test_
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bot.sim.controllers.daemonsets import pod_name
 from tests.sim.kit import api_for, kubectl, needs_kubectl
 
 pytestmark = [needs_kubectl, pytest.mark.kubectl]
@@ -64,7 +66,8 @@ def test_explain_reads_field_documentation_from_the_openapi_v3_documents(sb):
     try:
         code, index = http("GET", "/openapi/v3")
         assert code == 200 and set(index["paths"]) == {"api/v1", "apis/apps/v1", "apis/storage.k8s.io/v1",
-                                                       "apis/events.k8s.io/v1"}
+                                                       "apis/events.k8s.io/v1",
+                                                       "apis/coordination.k8s.io/v1"}
         assert http("GET", "/openapi/v3/apis/batch/v1")[0] == 404
     finally:
         http.close()
@@ -79,6 +82,16 @@ def test_describe_shows_the_dead_node_and_the_stuck_pod(sb):
     assert f"{f['new_node']}" in pod.split("Node:", 1)[1].splitlines()[0] and "Multi-Attach error" in pod
 
 
+def test_get_leases_lists_each_kubelet_s_lease_with_its_holder_and_microsecond_renew_time(sb):
+    out = kubectl(sb, "get", "leases", "-n", "kube-node-lease", "--no-headers").stdout.splitlines()
+    rows = {line.split()[0]: line.split()[1] for line in out}
+    assert rows == {n["metadata"]["name"]: n["metadata"]["name"] for n in sb.list("Node")}
+    node = sb.facts["new_node"]
+    lease = json.loads(kubectl(sb, "get", "lease", "-n", "kube-node-lease", node, "-o", "json").stdout)
+    assert lease["spec"]["renewTime"].endswith("Z") and len(lease["spec"]["renewTime"]) == 27
+    assert lease["metadata"]["ownerReferences"][0]["kind"] == "Node"
+
+
 def test_cordon_marks_a_node_unschedulable_and_uncordon_clears_it(sb):
     node = sb.list("Node")[-1]["metadata"]["name"]
     assert kubectl(sb, "cordon", node).stdout.strip() == f"node/{node} cordoned"
@@ -91,9 +104,14 @@ def test_drain_dry_run_lists_the_pods_it_would_evict_and_changes_nothing(sb):
     f = sb.facts
     node = f["new_node"]
     before = sb.get("Node", None, node)["metadata"]["resourceVersion"]
-    out = kubectl(sb, "drain", node, "--dry-run=client", "--ignore-daemonsets",
-                  "--delete-emptydir-data").stdout
+    done = kubectl(sb, "drain", node, "--dry-run=client", "--ignore-daemonsets",
+                   "--delete-emptydir-data")
+    out = done.stdout
     assert f"node/{node} cordoned (dry run)" in out
     assert f"evicting pod {f['namespace']}/{f['pod']} (dry run)" in out
+    # the node agents' pods are found to be DaemonSet-managed, and left
+    ignored = done.stderr.split("ignoring DaemonSet-managed Pods:", 1)[1].splitlines()[0]
+    assert f"kube-system/{pod_name('aws-node', node)}" in ignored
+    assert f"kube-system/{pod_name('kube-proxy', node)}" in ignored
     assert sb.get("Node", None, node)["metadata"]["resourceVersion"] == before
     assert sb.find("Pod", f["namespace"], f["pod"]) is not None

@@ -10,9 +10,11 @@ from __future__ import annotations
 from bot.sim.controllers.attachdetach import reconcile_attach_detach, reconcile_attacher
 from bot.sim.controllers.cloud import reconcile_cloud_nodes, reconcile_ec2_clock
 from bot.sim.controllers.context import Context
+from bot.sim.controllers.daemonsets import reconcile_daemonsets
 from bot.sim.controllers.events import reconcile_event_ttl
 from bot.sim.controllers.gc import reconcile_pod_gc, reconcile_taint_eviction
-from bot.sim.controllers.nodes import reconcile_kubelets, reconcile_node_lifecycle
+from bot.sim.controllers.kubelet import reconcile_kubelets
+from bot.sim.controllers.nodes import reconcile_node_lifecycle
 from bot.sim.controllers.protection import (
     reconcile_pv_controller,
     reconcile_pv_protection,
@@ -23,6 +25,7 @@ from bot.sim.controllers.workloads import reconcile_provisioner, reconcile_sched
 
 ORDER = (
     reconcile_ec2_clock,
+    reconcile_daemonsets,
     reconcile_kubelets,
     reconcile_node_lifecycle,
     reconcile_cloud_nodes,

@@ -10,7 +10,7 @@
   so the attach/detach controller can still detach what it had attached there.
 
 The guest's boot id (``nodeInfo.bootID``, changed by a stop and start or a repair, with a
-``Rebooted`` event) is the kubelet's to report: ``controllers/nodes.py``.
+``Rebooted`` event) is the kubelet's to report: ``controllers/kubelet.py``.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from bot.sim.ec2 import Ec2Sim
@@ -49,8 +50,8 @@ class Context:
     def seconds_since(self, stamp: str | None) -> float:
         if not stamp:
             return 0.0
-        then = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=self.now.tzinfo)
-        return (self.now - then).total_seconds()
+        now = self.now
+        return (now - _parse(stamp).replace(tzinfo=now.tzinfo)).total_seconds()
 
     def store_res(self, kind: str) -> Any:
         return BY_KIND[kind]
@@ -72,6 +73,14 @@ class Context:
         if record(self, obj, type=type, reason=reason, message=message, source=source,
                   repeat_after=repeat_after):
             self.events.append(SimEvent(ts(self.now), type, reason, _ref(obj), message, source))
+
+
+@lru_cache(maxsize=8192)
+def _parse(stamp: str) -> datetime:
+    """A Time or MicroTime stamp. Every pass compares hundreds of them (heartbeats, Leases, event
+    ages), and the same few recur: parsed once each, not with strptime every time."""
+    fmt = "%Y-%m-%dT%H:%M:%S.%fZ" if "." in stamp else "%Y-%m-%dT%H:%M:%SZ"
+    return datetime.strptime(stamp, fmt)
 
 
 def _ref(obj: dict[str, Any]) -> str:

@@ -36,7 +36,8 @@ def record(ctx: Context, obj: dict[str, Any], *, type: str, reason: str, message
     """Create or update the Event; False when a repeat came too soon to be written."""
     meta = obj["metadata"]
     ns = meta.get("namespace") or "default"
-    key = (obj["kind"], ns, meta["name"], reason, message)
+    # as the event correlator keys them: the same text from two components is two events
+    key = (obj["kind"], ns, meta["name"], reason, message, source)
     seen: dict[Any, tuple[str, str]] = ctx.state.setdefault("events", {})
     now = ts(ctx.now)
     res = BY_KIND["Event"]

@@ -1,34 +1,44 @@
-"""Node lifecycle and the kubelets: how a machine's health becomes Node conditions and taints.
+"""The node lifecycle controller: how kubelets' Leases and posts become Node conditions and taints.
 
-A kubelet runs on every node whose instance is ``running``, not hung and not cut off from the API
-server (``ctx.state["partitioned"]``, a network partition: the machine runs on and writes): it
-posts a heartbeat,
-starts pods whose volumes are attached (``volumesInUse``), and confirms graceful deletions. The
-node lifecycle controller marks a node ``Unknown`` (NotReady) with the ``unreachable`` taints once
-heartbeats stop for ``node-monitor-grace-period`` (40 s), and clears them when heartbeats resume.
-A kubelet posts its status every 10 s, or at once when something it reports changed.
+It judges a node from what reaches the API server, as the real controller does, never from the
+machine: a node is stale once both its Lease's ``renewTime`` and its Ready ``lastHeartbeatTime``
+are older than ``node-monitor-grace-period`` (50 s since Kubernetes 1.32, option
+``node_monitor_grace_period``). A stale node gets Ready and the pressure conditions ``Unknown``
+(``NodeStatusUnknown``, "Kubelet stopped posting node status."). The agent's conditions are not
+touched: they are not the kubelet's.
+
+Taints follow the conditions (``doNoScheduleTaintingPass``/``doNoExecuteTaintingPass``): Ready
+``Unknown`` -> ``unreachable``, Ready ``False`` (a live kubelet said so) -> ``not-ready``, both
+NoSchedule and NoExecute; MemoryPressure/DiskPressure/PIDPressure ``True`` -> the matching
+``*-pressure`` NoSchedule taint. A taint kept keeps its ``timeAdded`` (tolerationSeconds count
+from it); taints go when their condition does. Eviction is the taint eviction controller's
+(``controllers/gc.py``).
+
+``machine_up`` is here because the kubelets (``controllers/kubelet.py``) and the staging code
+need it; the lifecycle controller never reads it.
 """
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
-from bot.sim.controllers.context import (
-    NOT_READY,
-    UNREACHABLE,
-    Context,
-    condition,
-    ebs_source,
-    in_use_name,
-    instance_id,
-    pod_pvcs,
-    va_name,
-)
+from bot.sim.controllers import leases
+from bot.sim.controllers.context import NOT_READY, UNREACHABLE, Context, condition, instance_id
+from bot.sim.controllers.node_status import PRESSURE
 from bot.sim.store import ts
 
-GRACE_PERIOD = 40.0  # node-monitor-grace-period
-STATUS_UPDATE_FREQUENCY = 10.0  # the kubelet's nodeStatusUpdateFrequency
+GRACE_PERIOD = 50.0  # node-monitor-grace-period: 40 s before Kubernetes 1.32, 50 s since
+UNKNOWN = ("NodeStatusUnknown", "Kubelet stopped posting node status.")
+NEVER = ("NodeStatusNeverUpdated", "Kubelet never posted node status.")
+# condition -> (status, taint key, effects) the controller taints for
+TAINTS: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
+    ("Ready", "False", NOT_READY, ("NoSchedule", "NoExecute")),
+    ("Ready", "Unknown", UNREACHABLE, ("NoSchedule", "NoExecute")),
+    ("MemoryPressure", "True", "node.kubernetes.io/memory-pressure", ("NoSchedule",)),
+    ("DiskPressure", "True", "node.kubernetes.io/disk-pressure", ("NoSchedule",)),
+    ("PIDPressure", "True", "node.kubernetes.io/pid-pressure", ("NoSchedule",)),
+)
+MANAGED = {key for _, _, key, _ in TAINTS}
 
 
 def machine_up(ctx: Context, node: dict[str, Any]) -> bool:
@@ -38,155 +48,63 @@ def machine_up(ctx: Context, node: dict[str, Any]) -> bool:
         iid not in ctx.ec2.hung and iid not in ctx.state.get("partitioned", ())
 
 
-def _attached(ctx: Context, pod: dict[str, Any], node: str) -> list[str] | None:
-    """Unique volume names mounted for the pod, or None while any volume is not yet attached."""
-    names = []
-    ns = pod["metadata"]["namespace"]
-    for claim in pod_pvcs(pod):
-        pvc = ctx.find("PersistentVolumeClaim", ns, claim)
-        pv = ctx.find("PersistentVolume", None, pvc["spec"].get("volumeName", "")) if pvc else None
-        src = ebs_source(pv)
-        if src is None:
-            return None
-        driver, handle = src
-        va = ctx.find("VolumeAttachment", None, va_name(handle, node, driver))
-        if va is None or not va.get("status", {}).get("attached"):
-            return None
-        names.append(in_use_name(driver, handle))
-    return names
-
-
-def reconcile_kubelets(ctx: Context) -> None:
-    now = ts(ctx.now)
-    by_node: dict[str, list[dict[str, Any]]] = {}
-    for p in ctx.items("Pod"):
-        by_node.setdefault(p["spec"].get("nodeName") or "", []).append(p)
-    for node in ctx.items("Node"):
-        name = node["metadata"]["name"]
-        if not machine_up(ctx, node):
-            continue
-        in_use: list[str] = []
-        for pod in by_node.get(name, []):
-            pname, ns = pod["metadata"]["name"], pod["metadata"]["namespace"]
-            if pod["metadata"].get("deletionTimestamp"):
-                ctx.store.remove(ctx.store_res("Pod"), ns, pname)
-                continue
-            mounted = _attached(ctx, pod, name)
-            if mounted is None:
-                _set_pod(ctx, pod, running=False)
-                continue
-            in_use += mounted
-            _set_pod(ctx, pod, running=True)
-
-        boot = _boot_id(ctx, node)
-
-        def beat(n: dict[str, Any], in_use: list[str] = in_use, boot: str | None = boot) -> None:
-            ready = condition(n, "Ready")
-            st = n.setdefault("status", {})
-            if boot:
-                st.setdefault("nodeInfo", {})["bootID"] = boot
-            if ready is None:
-                st.setdefault("conditions", []).append({"type": "Ready"})
-                ready = condition(n, "Ready")
-            assert ready is not None
-            if ready.get("status") != "True":
-                ready.update({"status": "True", "reason": "KubeletReady",
-                              "message": "kubelet is posting ready status",
-                              "lastTransitionTime": now})
-            ready["lastHeartbeatTime"] = now
-            st["volumesInUse"] = sorted(set(in_use))
-        before = condition(node, "Ready")
-        was_ready = bool(before and before.get("status") == "True")
-        if was_ready and before is not None and \
-                ctx.seconds_since(before.get("lastHeartbeatTime")) < STATUS_UPDATE_FREQUENCY and \
-                node.get("status", {}).get("volumesInUse") == sorted(set(in_use)) and \
-                (not boot or node.get("status", {}).get("nodeInfo", {}).get("bootID") == boot):
-            continue  # nothing new to report, and the last heartbeat is recent
-        reported = node.get("status", {}).get("nodeInfo", {}).get("bootID")
-        ctx.store.mutate("Node", None, name, beat)
-        if boot and reported and reported != boot:  # the machine booted again: a new kernel
-            ctx.event(node, type="Warning", reason="Rebooted",
-                      message=f"Node {name} has been rebooted, boot id: {boot}", source="kubelet")
-        if not was_ready:
-            ctx.event(node, type="Normal", reason="NodeReady",
-                      message=f"Node {name} status is now: NodeReady", source="kubelet")
-
-
-def _boot_id(ctx: Context, node: dict[str, Any]) -> str | None:
-    """The instance's current boot id, when the EC2 model tracks one (it changes on stop/start):
-    the kubelet reports it in ``status.nodeInfo.bootID``."""
-    lookup = getattr(ctx.ec2, "boot_id", None)
-    iid = instance_id(node)
-    value = lookup(iid) if callable(lookup) and iid else None
-    return str(value) if value else None
-
-
-def _set_pod(ctx: Context, pod: dict[str, Any], *, running: bool) -> None:
-    st = pod.get("status", {})
-    statuses = st.get("containerStatuses") or []
-    if st.get("phase") == ("Running" if running else "Pending") and \
-            len(statuses) == len(pod["spec"].get("containers") or []) and \
-            all(bool(cs.get("ready")) == running for cs in statuses):
-        return  # already reported
-    def apply(p: dict[str, Any]) -> None:
-        st = p.setdefault("status", {})
-        images = {c["name"]: c.get("image", "") for c in p["spec"].get("containers") or []}
-        containers = list(images)
-        if running:
-            started = {cs.get("name"): cs["state"]["running"]["startedAt"]
-                       for cs in st.get("containerStatuses") or []
-                       if cs.get("state", {}).get("running")}
-            st["phase"] = "Running"
-            st["containerStatuses"] = [{"name": c, "ready": True, "restartCount": 0, "image": images[c],
-                                        "imageID": _image_id(images[c]), "started": True,
-                                        "state": {"running": {"startedAt": started.get(c, ts(ctx.now))}}}
-                                       for c in containers]
-            st["podIP"] = "10.1." + str(int(p["metadata"]["uid"][:2], 16)) + "." + str(
-                int(p["metadata"]["uid"][2:4], 16))
-            st["conditions"] = [{"type": "Ready", "status": "True"},
-                                {"type": "PodScheduled", "status": "True"}]
-        else:
-            st["phase"] = "Pending"
-            st["containerStatuses"] = [{"name": c, "ready": False, "restartCount": 0, "image": images[c],
-                                        "imageID": "", "started": False,
-                                        "state": {"waiting": {"reason": "ContainerCreating"}}}
-                                       for c in containers]
-            st["conditions"] = [{"type": "Ready", "status": "False"},
-                                {"type": "PodScheduled", "status": "True"}]
-    ctx.store.mutate("Pod", pod["metadata"]["namespace"], pod["metadata"]["name"], apply)
-
-
-def _image_id(image: str) -> str:
-    return f"{image.split(':')[0]}@sha256:{hashlib.sha256(image.encode()).hexdigest()}"
+def grace_period(ctx: Context) -> float:
+    value = ctx.options.get("node_monitor_grace_period", GRACE_PERIOD)
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"option node_monitor_grace_period={value!r}: expected seconds") from None
 
 
 def reconcile_node_lifecycle(ctx: Context) -> None:
     now = ts(ctx.now)
-    for node in ctx.items("Node"):
+    grace = grace_period(ctx)
+    nodes = ctx.items("Node")
+    leases.collect_orphans(ctx, {n["metadata"]["name"]: n["metadata"]["uid"] for n in nodes})
+    for node in nodes:
         name = node["metadata"]["name"]
         ready = condition(node, "Ready")
         if ready is None:
             continue
-        beat_age = ctx.seconds_since(ready.get("lastHeartbeatTime"))
-        stale = beat_age >= GRACE_PERIOD and not machine_up(ctx, node)
-        if stale and ready.get("status") == "True":
-            def down(n: dict[str, Any]) -> None:
-                c = condition(n, "Ready")
-                assert c is not None
-                c.update({"status": "Unknown", "reason": "NodeStatusUnknown",
-                          "message": "Kubelet stopped posting node status.",
-                          "lastTransitionTime": now})
-                taints = [t for t in n["spec"].get("taints") or []
-                          if t.get("key") not in (UNREACHABLE, NOT_READY)]
-                taints += [{"key": UNREACHABLE, "effect": "NoSchedule", "timeAdded": now},
-                           {"key": UNREACHABLE, "effect": "NoExecute", "timeAdded": now}]
-                n["spec"]["taints"] = taints
-            ctx.store.mutate("Node", None, name, down)
+        lease = leases.lease_of(ctx, name)
+        ages = [ctx.seconds_since(ready.get("lastHeartbeatTime"))]
+        if lease is not None:
+            ages.append(ctx.seconds_since(lease.get("spec", {}).get("renewTime")))
+        if min(ages) >= grace and ready.get("status") != "Unknown":
+            ctx.store.mutate("Node", None, name, lambda n: _unknown(n, now))
             ctx.event(node, type="Normal", reason="NodeNotReady",
                       message=f"Node {name} status is now: NodeNotReady", source="node-controller")
-        elif ready.get("status") == "True" and any(
-                t.get("key") in (UNREACHABLE, NOT_READY) for t in node["spec"].get("taints") or []):
-            def up(n: dict[str, Any]) -> None:
-                n["spec"]["taints"] = [t for t in n["spec"].get("taints") or []
-                                       if t.get("key") not in (UNREACHABLE, NOT_READY)]
-            ctx.store.mutate("Node", None, name, up)
+            node = ctx.find("Node", None, name) or node
+        _taint(ctx, node, now)
+
+
+def _unknown(n: dict[str, Any], now: str) -> None:
+    conds = n["status"].setdefault("conditions", [])
+    for ctype in ("Ready", *PRESSURE):
+        c = condition(n, ctype)
+        if c is None:
+            conds.append({"type": ctype, "status": "Unknown", "reason": NEVER[0], "message": NEVER[1],
+                          "lastHeartbeatTime": now, "lastTransitionTime": now})
+        elif c.get("status") != "Unknown":
+            c.update(status="Unknown", reason=UNKNOWN[0], message=UNKNOWN[1], lastTransitionTime=now)
+
+
+def _taint(ctx: Context, node: dict[str, Any], now: str) -> None:
+    """Make the node's condition taints match its conditions; report a newly not-ready node."""
+    wanted = [(key, effect) for ctype, status, key, effects in TAINTS
+              if (condition(node, ctype) or {}).get("status") == status for effect in effects]
+    have = [t for t in node["spec"].get("taints") or [] if t.get("key") in MANAGED]
+    if sorted((t.get("key", ""), t.get("effect", "")) for t in have) == sorted(wanted):
+        return
+    if (NOT_READY, "NoExecute") in wanted and not any(t.get("key") == NOT_READY for t in have):
+        name = node["metadata"]["name"]
+        ctx.event(node, type="Normal", reason="NodeNotReady",
+                  message=f"Node {name} status is now: NodeNotReady", source="node-controller")
+
+    def apply(n: dict[str, Any]) -> None:
+        kept = {(t.get("key"), t.get("effect")): t for t in n["spec"].get("taints") or []}
+        taints = [t for t in n["spec"].get("taints") or [] if t.get("key") not in MANAGED]
+        for key, effect in wanted:
+            taints.append(kept.get((key, effect)) or {"key": key, "effect": effect, "timeAdded": now})
+        n["spec"]["taints"] = taints
+    ctx.store.mutate("Node", None, node["metadata"]["name"], apply)

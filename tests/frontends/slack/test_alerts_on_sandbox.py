@@ -64,6 +64,10 @@ ALERT_FOR: dict[str, Any] = {
                                 "pod-force-deleted", "old-incident",
                                 "node-recovers-during-approval", "spot-node-dead",
                                 "node-replaced")},
+    # a live kubelet (the CNI not ready): the card offers the triage, never node-dead-ngns
+    "node-not-ready": lambda f: (alert("KubeNodeNotReady", node=f["node"], cluster="sandbox"),
+                                 "node-not-ready-triage", {"node": f["node"]}),
+    "node-partitioned": _node_alert,
     "az-capacity-deadlock": lambda f: (
         alert("PodPendingOnVolume", pod=f["pod"], namespace=f["namespace"], cluster="sandbox"),
         "volume-affinity-conflict", {"pod": f["pod"], "namespace": f["namespace"]}),
