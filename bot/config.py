@@ -19,7 +19,8 @@ and built-in defaults when there is none. A file named by 1 or 2 must exist. Its
     runbooks_dir: a directory or a list of them, each adding to the shipped runbooks (a later
         one's runbook replaces an earlier one of the same name); relative to the config file
     clusters.NAME: kubeconfig, context, region, profile, role_arn, retry_mode
-        (legacy|standard|adaptive), max_attempts (1-20), request_timeout (seconds > 0)
+        (legacy|standard|adaptive), max_attempts (1-20), request_timeout (seconds > 0),
+        eks_cluster (the EKS cluster's name as its instances are tagged; default NAME)
     policy: groups (group -> identities), aliases (identity -> identity),
         allow_self_approval, allow_impersonation (true|false, unquoted),
         default_expires_after (seconds > 0), max_out_of_service_nodes (>= 1),
@@ -83,6 +84,12 @@ class ClusterConfig:
     retry_mode: str = "standard"
     max_attempts: int = 5
     request_timeout: float = 30.0
+    # the EKS cluster's own name, as its instances are tagged; None: the same as ``name``
+    eks_cluster: str | None = None
+
+    @property
+    def eks_name(self) -> str:
+        return self.eks_cluster or self.name
 
 
 @dataclass(frozen=True)
@@ -186,6 +193,7 @@ class _Cluster(_Strict):
     retry_mode: Literal["legacy", "standard", "adaptive"] = "standard"
     max_attempts: Annotated[int, Field(ge=1, le=20)] = 5
     request_timeout: Seconds = 30.0
+    eks_cluster: Text | None = None
 
 
 class _Policy(_Strict):
@@ -396,7 +404,8 @@ def settings_from_mapping(data: Mapping[str, Any], env: Mapping[str, str], *,
     clusters = {name: ClusterConfig(
         name=name, kubeconfig=os.path.expanduser(c.kubeconfig) if c.kubeconfig else None,
         context=c.context, region=c.region, profile=c.profile, role_arn=c.role_arn,
-        retry_mode=c.retry_mode, max_attempts=c.max_attempts, request_timeout=c.request_timeout)
+        retry_mode=c.retry_mode, max_attempts=c.max_attempts, request_timeout=c.request_timeout,
+        eks_cluster=c.eks_cluster)
         for name, c in f.clusters.items()}
     p = f.policy
     policy = PolicyConfig(

@@ -72,7 +72,7 @@ def problems(data: dict[str, Any], env: dict[str, str] | None = None) -> list[st
     ({"clusters": {"prod": "eu-west-1"}}, "bot.yaml: clusters.prod: must be a mapping"),
     ({"clusters": {"prod": {"regoin": "eu-west-1"}}},
      "bot.yaml: clusters.prod.regoin: unknown key; valid keys here: kubeconfig, context, region, "
-     "profile, role_arn, retry_mode, max_attempts, request_timeout"),
+     "profile, role_arn, retry_mode, max_attempts, request_timeout, eks_cluster"),
     ({"slack": {"allowed_channels": "C0OPS00001"}},
      "bot.yaml: slack.allowed_channels: must be a list (got 'C0OPS00001')"),
     ({"polcy": {}}, "bot.yaml: polcy: unknown key; valid keys here: database_url, audit_key, "

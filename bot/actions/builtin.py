@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.actions import (
+    claims,
     ec2,
     ec2_snapshots,
     flow,
@@ -27,6 +28,7 @@ BUILTIN: tuple[ActionSpec[Any], ...] = (
     *kube.ACTIONS,
     *node_health.ACTIONS,
     *kube_storage.ACTIONS,
+    *claims.ACTIONS,
     *pv_blockers.ACTIONS,
     *reports.ACTIONS,
     *ec2.ACTIONS,

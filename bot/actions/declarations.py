@@ -66,6 +66,13 @@ class NodeParams(ClusterParams):
     node: NodeName
 
 
+class LivenessParams(NodeParams):
+    instance_id: str | None = Field(
+        default=None, pattern=r"^i-[0-9a-f]{8,17}$",
+        description="For a Node already deleted: the EC2 instance behind it (EC2 alone then "
+                    "says whether the machine is down).")
+
+
 class NodeGetParams(NodeParams):
     from_list: bool = Field(
         default=False,
@@ -93,6 +100,18 @@ class PodsListParams(ClusterParams):
     selector: str | None = Field(default=None, description="A label selector, e.g. app=es")
     claims: tuple[str, ...] | None = Field(
         default=None, description="Only pods using one of these claims, as namespace/name")
+
+
+ClaimRef = Annotated[
+    str, Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+                       r"(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$", max_length=317,
+               description="A PersistentVolumeClaim as namespace/name, e.g. search/data-es-0")
+]
+
+
+class ClaimsStatusParams(ClusterParams):
+    claims: tuple[ClaimRef, ...] = Field(description="The claims to judge, as namespace/name")
+    away_from: NodeName = Field(description="The node a pod must not be on to count: the dead one")
 
 
 class PodParams(ClusterParams):

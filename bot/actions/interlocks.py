@@ -61,6 +61,8 @@ RULE_FINALIZER_BLOCKER = "finalizer-blocker"  # 6
 RULE_VOLUME_DELETE = "volume-delete"  # 7
 RULE_FENCE = "fence-live"  # 8
 RULE_FENCE_WAIT = "fence-wait"  # 8, for a machine that may be alive: break-glass cannot lift it yet
+RULE_FENCE_CLUSTER = "fence-cluster"  # 8, another cluster's machine: break-glass never lifts it
+CLUSTER_TAG = "kubernetes.io/cluster/"
 RULE_ZONE = "zone-scope"  # 9: refuses outright, break-glass cannot lift it (not in RULES)
 RULE_VA_DELETE = "va-delete"  # 10
 RULES = (RULE_OOS_TAINT, RULE_FORCE_DETACH, RULE_OOS_UNTAINT, RULE_FINALIZERS, RULE_BLAST_RADIUS,
@@ -420,6 +422,9 @@ def check_fence(env: Env, *, instance_id: str, instance: Obj | None, facts: list
     """
     iid = instance_id
     checks = env.ec2.describe_instance_status([iid]).get(iid) if instance is not None else None
+    if instance is not None and "LaunchTime" not in instance:
+        # a state read from DescribeInstanceStatus carries no tags: whose cluster it is, is asked
+        instance = env.ec2.describe_instances([iid]).get(iid) or instance
     nodes = nodes_of_instance(env.kube.list_nodes(), iid)
     leases = {meta(n)["name"]: env.kube.get_node_lease(meta(n)["name"]) for n in nodes}
     refusal = fence_problems(env, instance_id=iid, instance=instance, checks=checks or {},
@@ -433,15 +438,26 @@ class FenceRefusal:
 
     problems: tuple[str, ...] = ()
     hold: str | None = None
+    foreign: str | None = None  # the instance is another cluster's: nothing lifts that
 
     def __bool__(self) -> bool:
-        return bool(self.problems) or self.hold is not None
+        return bool(self.problems) or self.hold is not None or self.foreign is not None
 
     def text(self) -> str:
-        return "; ".join([*([self.hold] if self.hold else []), *self.problems])
+        return "; ".join([*(x for x in (self.foreign, self.hold) if x), *self.problems])
+
+
+def cluster_names(instance: Obj | None) -> set[str]:
+    """The clusters an instance's tags name (node groups, Karpenter, Auto Mode tag them)."""
+    tags = ec2_tags(instance)
+    return {k.removeprefix(CLUSTER_TAG) for k in tags if k.startswith(CLUSTER_TAG)} | {
+        tags[k] for k in ("eks:eks-cluster-name", "eks:cluster-name") if tags.get(k)}
 
 
 def enforce_fence(env: Env, *, instance_id: str, refusal: FenceRefusal) -> None:
+    if refusal.foreign is not None:
+        raise InterlockBlocked(RULE_FENCE_CLUSTER, (
+            f"refusing to fence (stop or terminate) instance {instance_id}: {refusal.foreign}"))
     if refusal.hold is not None:
         raise InterlockBlocked(RULE_FENCE_WAIT, (
             f"refusing to fence (stop or terminate) instance {instance_id}: {refusal.text()}"))
@@ -474,6 +490,19 @@ def fence_problems(env: Env, *, instance_id: str, instance: Obj | None, checks: 
     facts.append(env.fact(f"instance {iid}", "nodes", sorted(meta(n)["name"] for n in nodes)))
     problems: list[str] = []
     hold: str | None = None
+    foreign: str | None = None
+    if instance is not None and "LaunchTime" in instance:  # described: its tags were read
+        names, want = cluster_names(instance), env.cluster.eks_name
+        facts.append(env.fact(f"instance {iid}", "clusters", sorted(names)))
+        if names and want not in names:
+            foreign = (f"its tags say it belongs to cluster {', '.join(sorted(names))}, not "
+                       f"{want}: the node read through this cluster's kubeconfig names a machine "
+                       "of another cluster (node names repeat across clusters). Check the "
+                       "cluster's kubeconfig, context and region, or its eks_cluster setting")
+        elif not names:
+            problems.append(f"instance {iid} carries no cluster tag (kubernetes.io/cluster/{want} "
+                            "or eks:eks-cluster-name), so the bot cannot confirm it is a machine "
+                            f"of cluster {want}")
     if state == "pending":
         problems.append(f"instance {iid} is pending: someone is starting it (a restart?); ask "
                         "who before fencing it, and wait for its node to come back instead")
@@ -520,7 +549,7 @@ def fence_problems(env: Env, *, instance_id: str, instance: Obj | None, checks: 
         elif e.silent_for < max(policy.fence_min_not_ready, policy.node_monitor_grace_period):
             problems.append(f"node {name} has been silent for {e.silent_for:.0f} s only, less "
                             f"than policy.fence_min_not_ready ({policy.fence_min_not_ready:.0f} s)")
-    return FenceRefusal(tuple(problems), hold)
+    return FenceRefusal(tuple(problems), hold, foreign)
 
 
 def check_zone(env: Env, *, zone: str, named: Iterable[str], nodes: Iterable[Obj],

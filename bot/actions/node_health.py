@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from bot.actions.declarations import NodeParams
+from bot.actions.declarations import LivenessParams
 from bot.actions.env import Env
 from bot.actions.liveness import CAUSES, DEAD, Liveness, classify
 from bot.actions.objects import FENCED_STATES, Obj, instance_id_of, instance_state, meta
@@ -29,10 +29,12 @@ IP_EXHAUSTION = re.compile(r"failed to assign an IP address to container|"
 MAX_EVENT_READS = 5  # stuck pods whose events triage reads, at most
 
 
-def read_liveness(env: Env, name: str) -> tuple[Obj | None, Liveness]:
-    """The node (from the node list), its Lease, its instance and status checks: the verdict."""
+def read_liveness(env: Env, name: str, *, instance_id: str | None = None
+                  ) -> tuple[Obj | None, Liveness]:
+    """The node (from the node list), its Lease, its instance and status checks: the verdict.
+    ``instance_id``: the machine of a Node already deleted, judged by EC2 alone."""
     node = next((n for n in env.kube.list_nodes() if meta(n).get("name") == name), None)
-    iid = instance_id_of(node) if node is not None else None
+    iid = instance_id_of(node) if node is not None else instance_id
     lease = env.kube.get_node_lease(name) if node is not None else None
     # the reads aws.ec2.instance.get makes after it, so a runbook's next step gets them served
     instance = env.ec2.describe_instances([iid]).get(iid) if iid else None
@@ -43,7 +45,8 @@ def read_liveness(env: Env, name: str) -> tuple[Obj | None, Liveness]:
     return node, lv
 
 
-def liveness_view(name: str, node: Obj | None, lv: Liveness) -> dict[str, Any]:
+def liveness_view(name: str, node: Obj | None, lv: Liveness, *,
+                  instance_id: str | None = None) -> dict[str, Any]:
     e = lv.evidence
     return {
         "node": name, "exists": node is not None, "verdict": lv.verdict, "cause": lv.cause,
@@ -52,12 +55,13 @@ def liveness_view(name: str, node: Obj | None, lv: Liveness) -> dict[str, Any]:
         "ready_status": e.ready, "ready_reason": e.reason, "ready_message": e.message,
         "lease_age": _round(e.lease_age), "heartbeat_age": _round(e.heartbeat_age),
         "silent_for": _round(e.silent_for),
-        "instance_id": instance_id_of(node) if node is not None else None,
+        "instance_id": instance_id_of(node) if node is not None else instance_id,
         "instance_state": e.instance_state, "system_status": e.system_status,
         "instance_status": e.instance_status, "scheduled_events": list(e.events),
         "conditions": dict(e.conditions),
-        "next": ({"runbook": "node-dead-ngns", "params": {"node": name}}
-                 if lv.verdict == DEAD else None),
+        "next": ({"runbook": "node-dead-ngns", "params": {
+            "node": name, **({"instance_id": instance_id} if node is None and instance_id else {})}}
+            if lv.verdict == DEAD else None),
     }
 
 
@@ -65,16 +69,16 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 1)
 
 
-def plan_liveness(p: NodeParams, env: Env) -> Plan:
+def plan_liveness(p: LivenessParams, env: Env) -> Plan:
     return Plan(action="k8s.node.liveness", params={})
 
 
-def apply_liveness(plan: Plan, p: NodeParams, env: Env) -> Result:
-    node, lv = read_liveness(env, p.node)
-    return Result(data=liveness_view(p.node, node, lv))
+def apply_liveness(plan: Plan, p: LivenessParams, env: Env) -> Result:
+    node, lv = read_liveness(env, p.node, instance_id=p.instance_id)
+    return Result(data=liveness_view(p.node, node, lv, instance_id=p.instance_id))
 
 
-def plan_triage(p: NodeParams, env: Env) -> Plan:
+def plan_triage(p: LivenessParams, env: Env) -> Plan:
     return Plan(action="k8s.node.triage", params={})
 
 
@@ -89,9 +93,9 @@ def _container_view(pod: Obj) -> dict[str, Any]:
             "waiting": waiting}
 
 
-def apply_triage(plan: Plan, p: NodeParams, env: Env) -> Result:
-    node, lv = read_liveness(env, p.node)
-    data = liveness_view(p.node, node, lv)
+def apply_triage(plan: Plan, p: LivenessParams, env: Env) -> Result:
+    node, lv = read_liveness(env, p.node, instance_id=p.instance_id)
+    data = liveness_view(p.node, node, lv, instance_id=p.instance_id)
     pods = env.kube.list_pods(node=p.node) if node is not None else []
     system = [_container_view(x) for x in pods if meta(x).get("namespace") == SYSTEM_NAMESPACE
               and (meta(x).get("labels") or {}).get("k8s-app") in SYSTEM_APPS]
@@ -116,13 +120,13 @@ def apply_triage(plan: Plan, p: NodeParams, env: Env) -> Result:
 
 
 NODE_LIVENESS = action(
-    "k8s.node.liveness", NodeParams, destructive=False,
+    "k8s.node.liveness", LivenessParams, destructive=False,
     summary="Tell whether node {{ node }} is dead, sick or may be alive",
     description="The node's Lease, Ready reason and EC2 status checks, and the verdict rule 8 "
                 "applies: ready, sick (kubelet alive), dead or ambiguous.",
     plan=plan_liveness, apply=apply_liveness)
 NODE_TRIAGE = action(
-    "k8s.node.triage", NodeParams, destructive=False,
+    "k8s.node.triage", LivenessParams, destructive=False,
     summary="Triage NotReady node {{ node }}",
     description="k8s.node.liveness, plus the node's aws-node and kube-proxy pods and pods stuck "
                 "without an IP address.",

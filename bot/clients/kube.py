@@ -178,7 +178,8 @@ class KubeClient:
     def _group(self, name: str) -> Any:
         if name not in self._apis:
             self._apis[name] = {"core": k8s.CoreV1Api, "storage": k8s.StorageV1Api,
-                                "coordination": k8s.CoordinationV1Api}[name](self.api)
+                                "coordination": k8s.CoordinationV1Api, "apps": k8s.AppsV1Api,
+                                "batch": k8s.BatchV1Api}[name](self.api)
         return self._apis[name]
 
     def _record(self, operation: str, targets: tuple[str, ...], outcome: str,
@@ -420,6 +421,21 @@ class KubeClient:
 
     def list_csinodes(self) -> list[Obj]:
         return self._list("storage", "list_csi_node")
+
+    # The workloads that would recreate a claim's consumer (k8s.claims.status): lists of one
+    # namespace, read only when a claim has no live pod left to tell.
+
+    def list_deployments(self, *, namespace: str) -> list[Obj]:
+        return self._list("apps", "list_namespaced_deployment", namespace)
+
+    def list_replica_sets(self, *, namespace: str) -> list[Obj]:
+        return self._list("apps", "list_namespaced_replica_set", namespace)
+
+    def list_stateful_sets(self, *, namespace: str) -> list[Obj]:
+        return self._list("apps", "list_namespaced_stateful_set", namespace)
+
+    def list_jobs(self, *, namespace: str) -> list[Obj]:
+        return self._list("batch", "list_namespaced_job", namespace)
 
     def find(self, read: Callable[[], Obj]) -> Obj | None:
         """``read()``, or None when the object does not exist."""

@@ -5,16 +5,31 @@ gets a finding of its own, with its cause and ``node-not-ready-triage``, and nev
 finding that names ``node-dead-ngns``: a fence of a live machine is the harm this product exists
 to prevent. IP exhaustion (the VPC CNI cannot give a new pod an address) leaves the node Ready
 and its new pods stuck in ContainerCreating, which reads like a storage fault; it is named too.
+
+A Node deleted while its machine still runs (``kubectl delete node`` as a "fix") is the worst of
+the three: pod GC force-deletes its pods and the attach/detach controller detaches its volumes
+within minutes, from a machine that may still write. It is found from the VolumeAttachments that
+name the missing node and the instance EC2 still attaches their volumes to, and is URGENT.
 """
 
 from __future__ import annotations
 
-from bot.actions.liveness import SICK
+from bot.actions.liveness import DEAD, SICK, classify
 from bot.actions.node_health import IP_EXHAUSTION, SYSTEM_APPS, SYSTEM_NAMESPACE
-from bot.actions.objects import Obj, meta, ready_condition
+from bot.actions.objects import LIVE_STATES, Obj, instance_state, meta, ready_condition, va_node
 from bot.diagnose.draft import Draft
 from bot.diagnose.model import Evidence, Severity
-from bot.diagnose.world import SRC_EVENTS, SRC_LEASES, SRC_NODES, SRC_PODS, World
+from bot.diagnose.world import (
+    SRC_EVENTS,
+    SRC_INSTANCES,
+    SRC_LEASES,
+    SRC_NODES,
+    SRC_PODS,
+    SRC_STATUS,
+    SRC_VAS,
+    SRC_VOLUMES,
+    World,
+)
 
 TRIAGE = "node-not-ready-triage"
 
@@ -93,4 +108,50 @@ def ip_exhaustion(world: World) -> list[Draft]:
         out.append(Draft("ip-exhaustion", Severity.HIGH, summary, {"node": node}, ev, TRIAGE,
                          {"node": node},
                          related={f"node:{node}", *(f"pod:{_ref(p)}" for p in pods)}))
+    return out
+
+
+def deleted_nodes(world: World) -> list[Draft]:
+    """Nodes that are gone while EC2 still attaches their volumes to a machine that may run."""
+    by_node: dict[str, dict[str, list[str]]] = {}  # node -> instance -> volumes
+    waiting: dict[str, set[str]] = {}  # node -> the pods of its volumes' claims, waiting
+    for va in world.vas:
+        node = str(va_node(va))
+        if node in world.node or not (va.get("status") or {}).get("attached"):
+            continue
+        vid = world.volume_of_va(va)
+        pv = world.pv.get(str(((va.get("spec") or {}).get("source") or {})
+                              .get("persistentVolumeName") or ""))
+        ref = ((pv or {}).get("spec") or {}).get("claimRef") or {}
+        users = world.users.get(f"{ref.get('namespace') or 'default'}/{ref.get('name')}", [])
+        waiting.setdefault(node, set()).update(
+            f"{p}:{x}" for u in users for p, x in (("pod", _ref(u)),
+                                                   ("namespace", meta(u).get("namespace"))))
+        for a in (world.orphan_volumes.get(vid or "") or {}).get("Attachments") or ():
+            iid = str(a.get("InstanceId") or "")
+            if iid and instance_state(world.instances.get(iid)) in LIVE_STATES:
+                by_node.setdefault(node, {}).setdefault(iid, []).append(str(vid))
+    out = []
+    for node, machines in sorted(by_node.items()):
+        for iid, vids in sorted(machines.items()):
+            inst = world.instances.get(iid)
+            lv = classify(node=None, lease=None, instance=inst, status=world.statuses.get(iid),
+                          now=world.now, grace=world.grace)
+            ev = [Evidence(f"Node {node} no longer exists, but {len(vids)} VolumeAttachment(s) "
+                           "still name it", SRC_VAS, world.now),
+                  Evidence(f"EC2 still attaches {', '.join(sorted(vids))} to {iid}, which is "
+                           f"{instance_state(inst)}", SRC_VOLUMES, world.now),
+                  Evidence(f"instance {iid}: {lv.words().split(': ', 1)[-1]}",
+                           SRC_STATUS if lv.verdict == DEAD else SRC_INSTANCES, world.now)]
+            may = ("EC2 confirms it is down: fence it now" if lv.verdict == DEAD else
+                   "EC2 does not confirm it is down, so the fence is break-glass only")
+            summary = (f"URGENT: node {node} was deleted while its machine {iid} is still "
+                       f"{instance_state(inst)}: pod GC force-deletes its pods and the "
+                       "attach/detach controller detaches its volumes within minutes from a "
+                       f"machine that may still write to them. {may} (node-dead-ngns with "
+                       "instance_id), before anything else.")
+            out.append(Draft("node-deleted-machine-running", Severity.URGENT, summary,
+                             {"node": node}, ev, "node-dead-ngns",
+                             {"node": node, "instance_id": iid},
+                             related={f"node:{node}", *waiting.get(node, set())}))
     return out

@@ -38,7 +38,7 @@ from bot.actions.pv_blockers import blockers, claim_of, latest_failed_delete
 from bot.actions.reports import classify
 from bot.diagnose.draft import Draft
 from bot.diagnose.model import Evidence, Severity
-from bot.diagnose.node_health import ip_exhaustion, sick_nodes
+from bot.diagnose.node_health import deleted_nodes, ip_exhaustion, sick_nodes
 from bot.diagnose.world import (
     SRC_CLASSES,
     SRC_EVENTS,
@@ -508,9 +508,12 @@ def stuck_terminating(world: World) -> list[Draft]:
 def zombies(world: World) -> list[Draft]:
     """Attached VolumeAttachments that no dead node, waiting pod or deleted PV explains."""
     out = []
+    urgent = {d.subject["node"] for d in deleted_nodes(world)}
     for item in classify(world.vas, world.nodes, world.pods, world.pvs):
         if item["next"] in ("node-dead-ngns", "multi-attach-triage", "stuck-terminating-volume"):
             continue  # the dead-node, waiting-pod and stuck-PV findings say it, with their runbook
+        if item["node"] in urgent:
+            continue  # its machine still runs: the deleted-node finding, URGENT, says it
         subject = {"volumeattachment": str(item["name"]), "node": str(item["node"]),
                    **({"pv": str(item["pv"])} if item["pv"] else {})}
         out.append(Draft("zombie-volumeattachment", Severity.MEDIUM,
@@ -554,7 +557,7 @@ def leaked_volumes(world: World) -> list[Draft]:
 
 
 RULES = (waiting_for_volumes, affinity_conflicts, immediate_classes, stuck_terminating, zombies,
-         leaked_volumes, sick_nodes, ip_exhaustion)
+         leaked_volumes, sick_nodes, ip_exhaustion, deleted_nodes)
 
 
 def findings(world: World) -> Iterator[Draft]:

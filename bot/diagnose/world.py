@@ -74,6 +74,8 @@ class World:
     statuses: dict[str, Obj] = field(default_factory=dict)  # by instance id
     available: dict[str, Obj] = field(default_factory=dict)  # EBS volumes no instance holds
     leases: dict[str, Obj] = field(default_factory=dict)  # kubelet Leases by node name
+    # EBS volumes of attached VolumeAttachments whose Node is gone, as EC2 describes them
+    orphan_volumes: dict[str, Obj] = field(default_factory=dict)
     grace: float = 50.0  # the cluster's node-monitor-grace-period (policy)
 
     def __post_init__(self) -> None:
@@ -112,6 +114,15 @@ class World:
 
     def ready(self, node: Obj) -> bool:
         return ready_condition(node)[0] == "True"
+
+    def volume_of_va(self, va: Obj) -> str | None:
+        """The EBS volume id behind a VolumeAttachment (its PV's, or its inline spec's)."""
+        source = (va.get("spec") or {}).get("source") or {}
+        pv = self.pv.get(str(source.get("persistentVolumeName") or ""))
+        if pv is not None:
+            return ebs_volume_id_of_pv(pv)
+        inline = source.get("inlineVolumeSpec")
+        return ebs_volume_id_of_pv({"spec": inline}) if inline else None
 
     def liveness(self, node: Obj) -> Liveness:
         """Rule 8's verdict on the node, from this scan's reads."""
@@ -155,4 +166,26 @@ def read_world(kube: KubeClient, ec2: Ec2Client, *, now: datetime, grace: float 
     for chunk in _chunks(down):
         world.statuses.update(ec2.describe_instance_status(chunk))
     world.available = ec2.describe_volumes(filters=[{"Name": "status", "Values": ["available"]}])
+    _read_orphans(world, ec2)
     return world
+
+
+def _read_orphans(world: World, ec2: Ec2Client) -> None:
+    """For attached VolumeAttachments of Nodes that no longer exist: which machine EC2 still
+    attaches their volumes to, and its state and status checks (a Node deleted while its
+    machine runs). Nothing is read when no such VolumeAttachment exists."""
+    vids = {v for va in world.vas if str(va_node(va)) not in world.node
+            and (va.get("status") or {}).get("attached")
+            and (v := world.volume_of_va(va))}
+    if not vids:
+        return
+    for chunk in _chunks(vids):
+        world.orphan_volumes.update(ec2.describe_volumes(chunk))
+    ids = {str(a["InstanceId"]) for vol in world.orphan_volumes.values()
+           for a in vol.get("Attachments") or () if a.get("InstanceId")} - set(world.instances)
+    for chunk in _chunks(ids):
+        world.instances.update(ec2.describe_instances(chunk))
+    live = {i for i in ids if ((world.instances.get(i) or {}).get("State") or {}).get("Name")
+            == "running"}
+    for chunk in _chunks(live):
+        world.statuses.update(ec2.describe_instance_status(chunk))

@@ -149,6 +149,7 @@ class Ec2Sim(InstanceLifecycle):
         self.enforce_volume_in_use = enforce_volume_in_use
         self.on_change = on_change or (lambda: None)
         self.hung: set[str] = set()  # instance ids that run but answer nothing
+        self.live_fences: list[tuple[datetime, str]] = []  # stops/terminates of live guests
         self.stuck: dict[str, str] = {}  # volume id -> "busy"/"detaching": needs Force
         self.hang_stuck: set[str] = set()  # stuck only because the guest hung: clears once it stops
         self.shadow: dict[str, list[str]] = {}  # volume id -> extra instance ids (multi-attach)
@@ -295,6 +296,8 @@ class Ec2Sim(InstanceLifecycle):
                     self.changed()
                 if self.policy is not None and key != ADMIN_KEY:
                     self._authorize(action, params, key)
+                if key != ADMIN_KEY:
+                    self._note_fence(action, params)
                 fn = getattr(self, f"_do_{action}", None)
                 return fn(params) if fn else None
         finally:
@@ -343,6 +346,16 @@ class Ec2Sim(InstanceLifecycle):
                 self.refused.append((key, action, why))
                 return why
         return ""
+
+    def _note_fence(self, action: str, params: dict[str, str]) -> None:
+        """A stop or terminate of a machine whose guest still runs (not hung, its host alive) is
+        the harm a fence exists to avoid: recorded for the invariants (``live_fence``), whoever
+        allowed it. A break-glass override of rule 8 explains it; nothing else does."""
+        if action not in ("StopInstances", "TerminateInstances") or self._flag(params, "DryRun"):
+            return
+        for iid in self._ids(params, "InstanceId"):
+            if self.instance_state(iid) == "running" and iid not in self.hung:
+                self.live_fences.append((self.now(), f"{action} of {iid}, whose guest still runs"))
 
     def _flag(self, params: dict[str, str], name: str) -> bool:
         return params.get(name, "false").lower() == "true"

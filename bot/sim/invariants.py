@@ -1,8 +1,9 @@
 """The safety invariants, checked after every controller pass and recorded with timestamps.
 
 They are what a runbook must never cause (DOMAIN.md §1): two writers on one block device, the
-out-of-service taint on a machine that may still be writing, or a volume pulled from under a
-machine that still runs with it mounted. A violation is recorded when it
+out-of-service taint on a machine that may still be writing, a volume pulled from under a
+machine that still runs with it mounted, or a fence (stop, terminate) of a machine whose guest
+still runs. A violation is recorded when it
 starts; it is not re-recorded while it persists.
 """
 
@@ -17,7 +18,8 @@ from bot.sim.store import ts
 @dataclass(frozen=True)
 class Violation:
     time: str
-    kind: str  # double-attach | attached-elsewhere | oos-taint-on-running | detach-from-live
+    # double-attach | attached-elsewhere | oos-taint-on-running | detach-from-live | fence-of-live
+    kind: str
     details: str
     cause: str = ""  # the API write the controllers were reacting to, when there was one
 
@@ -58,6 +60,10 @@ def check(ctx: Context) -> list[tuple[str, str]]:
     # or the timeout detach against a live one): whatever it was writing is cut off mid-write.
     for _when, details in ctx.state.get("live_detaches", ()):
         found.append(("detach-from-live", details))
+    # A fence (StopInstances, TerminateInstances) of a machine whose guest still runs: a live
+    # kubelet reporting Ready=False, or a partitioned machine, is stopped mid-write.
+    for _when, details in getattr(ctx.ec2, "live_fences", ()):
+        found.append(("fence-of-live", details))
     return found
 
 

@@ -39,6 +39,7 @@ from bot.engine.state import RUN_TERMINAL
 from bot.runbook.source import DirectorySource, ParseCache
 from bot.runtime.runner import Runner
 from bot.sim.sandbox import BOT_CONTEXT, CREDENTIALS, Sandbox
+from bot.sim.verdict import Verdict, judge
 from bot.store.db import Database
 
 REPO = Path(__file__).resolve().parents[2]
@@ -207,6 +208,10 @@ class Rehearsal:
 
     def events(self, run_id: str) -> list[Any]:
         return self.store.events(run_id)
+
+    def judge(self, run_id: str) -> Verdict:
+        """The sandbox's violations, as the run's recorded break-glass overrides explain them."""
+        return judge(self.sandbox.violations, self.events(run_id))
 
     def verified(self, run_id: str) -> bool:
         from bot.store.integrity import verify_run

@@ -51,6 +51,11 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("persistentvolumeclaims", "PersistentVolumeClaim", "", "v1", True, ("pvc",),
              "persistentvolumeclaim"),
     Resource("statefulsets", "StatefulSet", "apps", "v1", True, ("sts",), "statefulset"),
+    # only as much as a Deployment with one RWO claim needs (bot.sim.controllers.deployments)
+    Resource("deployments", "Deployment", "apps", "v1", True, ("deploy",), "deployment"),
+    Resource("replicasets", "ReplicaSet", "apps", "v1", True, ("rs",), "replicaset"),
+    # no controller: a scenario stages a Job already finished, its pod Succeeded
+    Resource("jobs", "Job", "batch", "v1", True, (), "job"),
     # only the node agents' (aws-node, kube-proxy: bot.sim.controllers.daemonsets)
     Resource("daemonsets", "DaemonSet", "apps", "v1", True, ("ds",), "daemonset"),
     Resource("storageclasses", "StorageClass", "storage.k8s.io", "v1", False, ("sc",),

@@ -394,10 +394,13 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
 
 
 def _register_more() -> None:
+    from bot.sim.deleted_node import DELETED_NODE_SCENARIOS
     from bot.sim.incidents import MORE
     from bot.sim.node_incidents import NODE_SCENARIOS
+    from bot.sim.workload_incidents import WORKLOAD_SCENARIOS
 
-    SCENARIOS.update({s.name: s for s in (*MORE, *NODE_SCENARIOS)})
+    SCENARIOS.update({s.name: s for s in (*MORE, *NODE_SCENARIOS, *WORKLOAD_SCENARIOS,
+                                          *DELETED_NODE_SCENARIOS)})
 
 
 _register_more()

@@ -128,9 +128,14 @@ class World:
 
     # -- arranging EC2 ---------------------------------------------------------------------------
 
-    def instance(self, *, state: str = "running", zone: str = ZONE) -> str:
+    def instance(self, *, state: str = "running", zone: str = ZONE,
+                 cluster: str | None = "test") -> str:
+        """An instance, tagged as the node group of ``cluster`` tags its machines (None: untagged)."""
+        tags = [{"ResourceType": "instance", "Tags": [
+            {"Key": f"kubernetes.io/cluster/{cluster}", "Value": "owned"}]}] if cluster else []
         iid = self.ec2.run_instances(ImageId="ami-12c6146b", MinCount=1, MaxCount=1,
-                                     Placement={"AvailabilityZone": zone})["Instances"][0]["InstanceId"]
+                                     Placement={"AvailabilityZone": zone},
+                                     TagSpecifications=tags)["Instances"][0]["InstanceId"]
         if state in {"stopped", "terminated"}:
             if state == "stopped":
                 self.ec2.stop_instances(InstanceIds=[iid], Force=True)

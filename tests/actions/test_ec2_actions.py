@@ -37,11 +37,12 @@ def test_force_stop_fences_the_instance_and_a_second_apply_is_a_no_op(world):
     assert [c.summary() for c in plan.changes] == [f"force-stop Instance {iid}: running -> stopped"]
     assert plan.summary == f"Stop EC2 instance {iid} (force)"
     # one live read of the instance: DescribeInstanceStatus gives the state and the status checks
-    assert _ops(plan_calls) == ["DescribeInstanceStatus", "list_node", "read_namespaced_lease"]
+    assert _ops(plan_calls) == ["DescribeInstanceStatus", "DescribeInstances", "list_node",
+                                "read_namespaced_lease"]
     assert plan.fact(f"node {node}", "liveness")["verdict"] == "dead"
     result, calls = world.apply(plan)
-    assert _ops(calls) == ["DescribeInstanceStatus", "list_node", "read_namespaced_lease",
-                           "StopInstances"]
+    assert _ops(calls) == ["DescribeInstanceStatus", "DescribeInstances", "list_node",
+                           "read_namespaced_lease", "StopInstances"]
     # moto answers "stopping" and is stopped on the next read: the engine polls apply again
     assert result.done is False and result.retry_after > 0 and "stopping" in result.progress
     final, final_calls = world.apply(plan, poll=True)
@@ -178,8 +179,9 @@ def test_a_stop_ec2_refuses_while_the_instance_boots_is_tried_again_at_the_next_
     first, first_calls = world.apply(plan)
     assert not first.done and world.instance_state(iid) == "running"
     assert [(c.operation, c.outcome) for c in first_calls] == [
-        ("DescribeInstanceStatus", "ok"), ("DescribeInstanceStatus", "cached"), ("list_node", "ok"),
-        ("read_namespaced_lease", "ok"), ("StopInstances", "IncorrectInstanceState")]
+        ("DescribeInstanceStatus", "ok"), ("DescribeInstanceStatus", "cached"),
+        ("DescribeInstances", "ok"), ("list_node", "ok"), ("read_namespaced_lease", "ok"),
+        ("StopInstances", "IncorrectInstanceState")]
     results, _ = world.until_done(plan)
     assert results[-1].data == {"instance_id": iid, "state": "stopped"}
     assert world.instance_state(iid) == "stopped"

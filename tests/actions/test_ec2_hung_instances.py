@@ -33,7 +33,8 @@ class Sim:
     def instance(self) -> str:
         """An instance whose node has been NotReady since long before the clock's start."""
         iid = str(self.raw.run_instances(ImageId="ami-12c6146b", MinCount=1, MaxCount=1, Placement={
-            "AvailabilityZone": "us-east-1a"})["Instances"][0]["InstanceId"])
+            "AvailabilityZone": "us-east-1a"}, TagSpecifications=[{"ResourceType": "instance", "Tags": [
+                {"Key": "kubernetes.io/cluster/c", "Value": "owned"}]}])["Instances"][0]["InstanceId"])
         self.kube.put("nodes", {"apiVersion": "v1", "kind": "Node",
                                 "metadata": {"name": f"ip-{iid[2:]}.ec2.internal"},
                                 "spec": {"providerID": f"aws:///us-east-1a/{iid}"},

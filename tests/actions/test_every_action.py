@@ -94,7 +94,31 @@ def _fenceable(w: Any) -> dict[str, Any]:
     return {"instance_id": iid}
 
 
+def _claims(w: Any) -> dict[str, Any]:
+    """data-a: its old pod Terminating on the dead n1, its new one Running on n2; data-b: no pod,
+    and its Deployment scaled to 0."""
+    w.pv("pv-a", volume_id="vol-0aaaaaaaaaaaaaaaa", claim=("default", "data-a"))
+    w.pv("pv-b", volume_id="vol-0bbbbbbbbbbbbbbbb", claim=("default", "data-b"))
+    w.pod("a-old", node="n1", pvc="data-a", terminating=True)
+    w.pod("a-new", node="n2", pvc="data-a")
+    w.kube.put("deployments", {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "b", "namespace": "default"},
+        "spec": {"replicas": 0, "template": {"spec": {"volumes": [
+            {"name": "data", "persistentVolumeClaim": {"claimName": "data-b"}}]}}}})
+    return {"claims": ["default/data-a", "default/data-b"], "away_from": "n1"}
+
+
 CASES: dict[str, Case] = {
+    "k8s.claims.status": Case(
+        _claims, [],
+        ["list_pod_for_all_namespaces", "list_persistent_volume", "list_namespaced_deployment",
+         "list_namespaced_replica_set", "list_namespaced_stateful_set", "list_namespaced_job"],
+        lambda w, p, r: [(i["claim"], i["running_elsewhere"], i["wanted"], i["volume_id"])
+                         for i in r.data["items"]] == [
+            ("default/data-a", True, True, "vol-0aaaaaaaaaaaaaaaa"),
+            ("default/data-b", False, False, "vol-0bbbbbbbbbbbbbbbb")]
+        and r.data["satisfied"] and r.data["wanted_volume_ids"] == ["vol-0aaaaaaaaaaaaaaaa"]),
     "k8s.node.get": Case(
         _node, [], ["read_node"],
         lambda w, p, r: (r.data["exists"], r.data["ready"]) == (True, True)),
@@ -193,9 +217,10 @@ CASES: dict[str, Case] = {
         lambda w, p, r: (r.data["state"], r.data["state_code"]) == ("running", 16)),
     "aws.ec2.instance.stop": Case(
         _fenceable,
-        ["DescribeInstanceStatus", "list_node", "read_namespaced_lease"],
-        ["DescribeInstanceStatus", "list_node", "read_namespaced_lease", "StopInstances",
-         "DescribeInstances"],
+        # the state and checks, then the instance's tags (whose cluster it is)
+        ["DescribeInstanceStatus", "DescribeInstances", "list_node", "read_namespaced_lease"],
+        ["DescribeInstanceStatus", "DescribeInstances", "list_node", "read_namespaced_lease",
+         "StopInstances", "DescribeInstances"],
         lambda w, p, r: w.instance_state(p["instance_id"]) == "stopped",
         again_ops=["DescribeInstanceStatus"]),
     "aws.ec2.instance.terminate": Case(

@@ -12,7 +12,7 @@ from datetime import timedelta
 
 import pytest
 
-from bot.actions.interlocks import RULE_FENCE, RULE_FENCE_WAIT
+from bot.actions.interlocks import RULE_FENCE, RULE_FENCE_CLUSTER, RULE_FENCE_WAIT
 from bot.errors import InterlockBlocked
 
 CNI = ("container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady "
@@ -178,3 +178,27 @@ def test_a_zone_batch_drops_a_sick_node_with_its_cause_and_fences_the_dead_one(w
     assert "kubelet is ALIVE" in dropped and "NetworkPluginNotReady" in dropped
     world.until_done(plan)
     assert world.instance_state(sick) == "running" and world.instance_state(dead) == "stopped"
+
+
+def test_a_machine_tagged_for_another_cluster_is_never_fenced_whatever_is_overridden(world):
+    """Node names repeat across clusters: a kubeconfig pointing at the wrong one names a machine
+    of another cluster, dead there, that the bot must not touch."""
+    iid = world.instance(cluster="staging")
+    world.dead_node(iid)
+    everything = frozenset({RULE_FENCE, RULE_FENCE_WAIT, RULE_FENCE_CLUSTER})
+    with pytest.raises(InterlockBlocked) as e:
+        world.plan("aws.ec2.instance.stop", overrides=everything, instance_id=iid, force=True)
+    assert e.value.rule == RULE_FENCE_CLUSTER
+    assert "belongs to cluster staging, not test" in e.value.message
+    assert world.writes() == [] and world.instance_state(iid) == "running"
+
+
+def test_an_untagged_machine_is_fenced_only_by_break_glass(world):
+    iid = world.instance(cluster=None)
+    world.dead_node(iid)
+    with pytest.raises(InterlockBlocked) as e:
+        world.plan("aws.ec2.instance.stop", instance_id=iid, force=True)
+    assert e.value.rule == RULE_FENCE and "carries no cluster tag" in e.value.message
+    plan, _ = world.plan("aws.ec2.instance.stop", overrides=frozenset({RULE_FENCE}),
+                         instance_id=iid, force=True)
+    assert [c.operation for c in plan.changes] == ["force-stop"]

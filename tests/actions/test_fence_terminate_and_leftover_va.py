@@ -14,7 +14,8 @@ def _spot(world) -> str:
         ImageId="ami-12c6146b", MinCount=1, MaxCount=1, Placement={"AvailabilityZone": "us-east-1a"},
         InstanceMarketOptions={"MarketType": "spot"},
         TagSpecifications=[{"ResourceType": "instance", "Tags": [
-            {"Key": "karpenter.sh/nodepool", "Value": "default"}]}],
+            {"Key": "karpenter.sh/nodepool", "Value": "default"},
+            {"Key": "eks:eks-cluster-name", "Value": "test"}]}],
     )["Instances"][0]["InstanceId"])
 
 

@@ -36,6 +36,10 @@ METHODS = {
     "delete_volume_attachment": ("storage.k8s.io", "volumeattachments", "delete"),
     "get_node_lease": ("coordination.k8s.io", "leases", "get"),
     "list_node_leases": ("coordination.k8s.io", "leases", "list"),
+    "list_deployments": ("apps", "deployments", "list"),
+    "list_replica_sets": ("apps", "replicasets", "list"),
+    "list_stateful_sets": ("apps", "statefulsets", "list"),
+    "list_jobs": ("batch", "jobs", "list"),
 }
 KINDS = {"Node": ("", "nodes"), "PersistentVolume": ("", "persistentvolumes"),
          "PersistentVolumeClaim": ("", "persistentvolumeclaims"),

@@ -115,3 +115,24 @@ def test_pods_without_an_ip_address_are_named_as_ip_exhaustion_not_a_storage_fau
     [d] = [d for d in findings(w) if d.kind == "ip-exhaustion"]
     assert d.runbook == "node-not-ready-triage" and "IP exhaustion" in d.summary
     assert "volumes are not the problem" in d.summary
+
+
+def test_a_node_deleted_while_its_machine_runs_is_urgent_and_names_the_machine():
+    va = {"metadata": {"name": "csi-1"},
+          "spec": {"nodeName": "gone-1", "attacher": "ebs.csi.aws.com",
+                   "source": {"persistentVolumeName": "pv-1"}},
+          "status": {"attached": True}}
+    pv = {"metadata": {"name": "pv-1"},
+          "spec": {"csi": {"driver": "ebs.csi.aws.com", "volumeHandle": "vol-0aaaaaaaaaaaaaaaa"},
+                   "claimRef": {"namespace": "db", "name": "data-0"}},
+          "status": {"phase": "Bound"}}
+    w = World(now=NOW, nodes=[], pods=[], pvs=[pv], pvcs=[], vas=[va], classes=[], events=[])
+    w.orphan_volumes = {"vol-0aaaaaaaaaaaaaaaa": {"VolumeId": "vol-0aaaaaaaaaaaaaaaa", "Attachments": [
+        {"InstanceId": "i-0123456789abcdef0", "State": "attached"}]}}
+    w.instances = {"i-0123456789abcdef0": RUNNING}
+    w.statuses = {"i-0123456789abcdef0": checks("impaired")}
+    [d] = [d for d in findings(w) if d.kind == "node-deleted-machine-running"]
+    assert d.severity.value == "urgent" and d.runbook == "node-dead-ngns"
+    assert d.params == {"node": "gone-1", "instance_id": "i-0123456789abcdef0"}
+    assert "EC2 confirms it is down: fence it now" in d.summary
+    assert not [x for x in findings(w) if x.kind == "zombie-volumeattachment"]  # said once

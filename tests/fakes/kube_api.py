@@ -1,10 +1,10 @@
 """A small Kubernetes API server reached over real HTTP, so the product's kubernetes client runs
 unmodified against it.
 
-It serves the core/v1 and storage.k8s.io/v1 objects the actions use, with resourceVersion checks
-(409 on a stale PUT), ``limit``/``continue`` pagination, field and label selectors, finalizer-driven
-deletion, an ``Audit-Id`` on every answer as a real API server sends, and injectable faults
-(conflicts, 429s, any status for chosen requests).
+It serves the core/v1 and storage.k8s.io/v1 objects the actions use (and the apps/v1 and batch/v1
+workloads they list), with resourceVersion checks (409 on a stale PUT), ``limit``/``continue``
+pagination, field and label selectors, finalizer-driven deletion, an ``Audit-Id`` on every answer
+as a real API server sends, and injectable faults (conflicts, 429s, any status for chosen requests).
 
 Used until every case can run against ``bot.sim.sandbox.Sandbox``; nothing here is product code.
 """
@@ -33,6 +33,10 @@ ROUTES = {  # (api prefix, plural) -> (kind, namespaced)
     ("/apis/storage.k8s.io/v1", "storageclasses"): ("StorageClass", False),
     ("/apis/storage.k8s.io/v1", "csinodes"): ("CSINode", False),
     ("/apis/coordination.k8s.io/v1", "leases"): ("Lease", True),
+    ("/apis/apps/v1", "deployments"): ("Deployment", True),
+    ("/apis/apps/v1", "replicasets"): ("ReplicaSet", True),
+    ("/apis/apps/v1", "statefulsets"): ("StatefulSet", True),
+    ("/apis/batch/v1", "jobs"): ("Job", True),
 }
 
 

@@ -39,6 +39,20 @@ def types(r: Rehearsal, run_id: str) -> list[tuple[str, str]]:
     return [(e.type, str(e.payload.get("step", ""))) for e in r.events(run_id)]
 
 
+def assert_overridden(r: Rehearsal, run_id: str, *, rule: str) -> list[str]:
+    """What a rehearsal that broke glass must show: an intact audit chain, no unexplained
+    violation, no call IAM would refuse, and every violation explained by an override of
+    ``rule`` naming two people and their reasons. Returns the overrides in words."""
+    assert r.verified(run_id)
+    verdict = r.judge(run_id)
+    assert verdict.violations == (), verdict.violations
+    assert verdict.overridden and not verdict.clean
+    assert all(o.rule == rule and len(set(o.approvers)) == 2 and all(o.reasons)
+               for o in verdict.overridden), verdict.overridden
+    assert r.sandbox.ec2.refused == [], r.sandbox.ec2.refused
+    return [o.words() for o in verdict.overridden]
+
+
 def assert_clean(r: Rehearsal, run_id: str, *, repaired: str | None = None) -> None:
     """What every rehearsal must show: an intact audit chain, no invariant violated, no call that
     production's IAM policy would refuse.
@@ -47,7 +61,10 @@ def assert_clean(r: Rehearsal, run_id: str, *, repaired: str | None = None) -> N
     that window (instance running, taint on) is expected until node-recovered removes the taint.
     """
     assert r.verified(run_id)
-    bad = [v for v in r.sandbox.violations
+    verdict = r.judge(run_id)
+    bad = [v for v in verdict.violations
            if not (repaired and v.kind == "oos-taint-on-running" and repaired in v.details)]
     assert bad == [], bad
+    # a write made under break-glass is not a pass: a test that breaks glass says so
+    assert verdict.overridden == (), [o.words() for o in verdict.overridden]
     assert r.sandbox.ec2.refused == [], r.sandbox.ec2.refused  # IAM would have refused these

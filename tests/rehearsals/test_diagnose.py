@@ -34,7 +34,7 @@ def _pvs(*pvs: str) -> set[tuple[str, tuple[tuple[str, str], ...]]]:
 EXPECTED = {
     "node-dead": _node, "node-hung": _node, "stuck-detach": _node, "tolerating-pod": _node,
     "pod-force-deleted": _node, "old-incident": _node, "node-recovers-during-approval": _node,
-    "spot-node-dead": _node, "node-replaced": _node,
+    "spot-node-dead": _node, "node-replaced": _node, "node-dead-deployment": _node,
     "az-capacity-deadlock": lambda f: {("volume-affinity-conflict",
                                         (("namespace", f["namespace"]), ("pod", f["pod"])))},
     "stuck-terminating": lambda f: _pvs(*f["pvs"]),
@@ -46,6 +46,10 @@ EXPECTED = {
     "node-not-ready": lambda f: {("node-not-ready-triage", (("node", f["node"]),))},
     # silent, EC2 passes it: node-dead-ngns, whose fence is break-glass only
     "node-partitioned": lambda f: {("node-dead-ngns", (("node", f["node"]),))},
+    # a Node deleted while its machine runs: URGENT, with the machine; and the pod waiting on it
+    "node-deleted-running": lambda f: {
+        ("node-dead-ngns", (("instance_id", f["instance_id"]), ("node", f["node"]))),
+        ("multi-attach-triage", (("namespace", f["namespace"]), ("pod", f["pod"])))},
 }
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from bot.engine.commands import BreakGlass
 from bot.sim.rehearsal import APPROVERS
-from tests.rehearsals.conftest import assert_clean, taint_keys
+from tests.rehearsals.conftest import assert_clean, assert_overridden, taint_keys
 
 OOS = "node.kubernetes.io/out-of-service"
 pytestmark = pytest.mark.slow
@@ -102,8 +102,10 @@ def test_a_partitioned_node_is_fenced_only_by_break_glass_and_only_after_the_wai
                             reason="no SSM, no serial console answer, pods unreachable"))
     st = r.play(st.run_id)
     assert r.sandbox.ec2.instance_state(f["instance_id"]) in ("stopped", "stopping")
-    overridden = [e for e in r.events(st.run_id) if e.type == "interlock.overridden"]
-    assert overridden and overridden[0].payload["rule"] == "fence-live"
+    # the sandbox saw a running guest stopped: reported as overridden by the two people, never
+    # as a clean pass
+    [said] = assert_overridden(r, st.run_id, rule="fence-live")
+    assert "fence-of-live" in said and "no SSM" in said
 
 
 def test_the_fence_approval_shows_the_ready_reason_the_lease_age_and_the_status_checks(rehearse):
@@ -133,3 +135,38 @@ def test_a_zone_run_leaves_a_sick_node_of_its_zone_alone(rehearse):
     assert survey["todo"] == []
     _alive(r, f)
     assert_clean(r, st.run_id)
+
+
+def test_a_node_whose_machine_is_tagged_for_another_cluster_is_never_fenced(rehearse):
+    """The kubeconfig reaches the staging cluster (node names repeat across clusters), the run is
+    for sandbox: the dead node's machine belongs to staging, and nothing lifts that."""
+    r = rehearse("node-hung", cluster_name="staging")
+    f = r.facts
+    st = r.run("node-dead-ngns", node=f["node"], decide=lambda state, s: (
+        None if s.blocked else r.approve_all(state, s)))
+    fence = st.steps["fence"]
+    assert fence.blocked["rule"] == "fence-cluster", fence.blocked
+    assert "belongs to cluster staging, not sandbox" in fence.blocked["message"]
+    assert r.sandbox.ec2.instance_state(f["instance_id"]) == "running"
+    assert OOS not in taint_keys(r.sandbox.get("Node", None, f["node"]))
+
+
+def test_a_node_deleted_while_its_machine_runs_is_found_urgent_and_fenced_by_its_instance(
+        rehearse):
+    """Someone ran kubectl delete node: pod GC force-deletes the pods, and the attach/detach
+    controller would detach the volume within minutes from a machine that may still write."""
+    from tests.rehearsals.test_diagnose import scan
+
+    r = rehearse("node-deleted-running")
+    f = r.facts
+    [urgent] = [x for x in scan(r).findings if x.kind == "node-deleted-machine-running"]
+    assert urgent.severity.value == "urgent" and urgent.runbook == "node-dead-ngns"
+    assert urgent.params == {"node": f["node"], "instance_id": f["instance_id"],
+                             "cluster": "sandbox"}
+    st = r.run("node-dead-ngns", node=f["node"], instance_id=f["instance_id"])
+    assert st.status == "succeeded", st.outcome
+    assert st.steps["urgent"].status == "succeeded"  # the URGENT notice went out first
+    assert r.sandbox.ec2.instance_state(f["instance_id"]) == "stopped"
+    pod = r.sandbox.get("Pod", f["namespace"], f["pod"])
+    assert pod["status"]["phase"] == "Running" and pod["spec"]["nodeName"] != f["node"]
+    assert_clean(r, st.run_id)  # no detach from the machine while it ran

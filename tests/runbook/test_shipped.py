@@ -27,7 +27,7 @@ def ngns(catalog: Registry) -> Runbook:
 
 
 def context(*, state: str = "stopped", ready: bool = False, still_attached: bool = False,
-            deleting: bool = False, running_elsewhere: bool = True,
+            deleting: bool = False, running_elsewhere: bool = True, wanted: bool = True,
             fence_by: str = "stop", protection: str = "disableApiStop") -> dict[str, Any]:
     va = [{"name": "csi-1", "node": NODE, "pv": "pv-1", "attached": True, "attach_error": None,
            "detach_error": "rpc error: timed out" if deleting else None, "deleting": deleting,
@@ -72,7 +72,14 @@ def context(*, state: str = "stopped", ready: bool = False, still_attached: bool
         "pods": {"result": {"items": pods_after[:1], "count": 1}, "outputs": {}},
         "ec2_volumes": {"result": {"items": ec2, "count": 2}, "outputs": {}},
         "still_stuck": {"result": {"items": ec2, "count": 2}, "outputs": {}, "status": "succeeded"},
-        "pods_running": {"result": {"items": pods_after, "count": 2}, "outputs": {}},
+        "pods_running": {"result": {
+            "items": [{"claim": "db/data-es-0", "volume_id": "vol-0aaaaaaaaaaaaaaaa",
+                       "running_elsewhere": running_elsewhere, "wanted": wanted,
+                       "wanted_by": "StatefulSet es wants 1 replica(s)" if wanted else None,
+                       "satisfied": running_elsewhere or not wanted, "pods": pods_after}],
+            "count": 1, "satisfied": running_elsewhere or not wanted,
+            "unsatisfied": [] if running_elsewhere or not wanted else ["db/data-es-0"],
+            "wanted_volume_ids": ["vol-0aaaaaaaaaaaaaaaa"] if wanted else []}, "outputs": {}},
         "taint": {"result": {"node": NODE}, "outputs": {}, "status": "succeeded"},
     }
     return {"params": {"node": NODE, "cluster": None, "detach_wait": 360.0,
@@ -190,6 +197,41 @@ def test_ngns_waits_until_the_pods_run_on_another_node(ngns: Runbook, elsewhere:
     wait = ngns.step("pods_running").wait_until
     assert wait is not None
     assert evaluate(wait.expr, {**ctx, "result": ctx["steps"]["pods_running"]["result"]}) is done
+
+
+@pytest.mark.parametrize(("elsewhere", "wanted", "done"), [
+    (True, True, True), (False, True, False), (False, False, True)])
+def test_ngns_judges_the_recovery_per_claim_never_by_counting_pods(
+        ngns: Runbook, elsewhere: bool, wanted: bool, done: bool) -> None:
+    # two pods name the one claim (the old one Terminating on the dead node): a count would fail
+    ctx = with_outputs(ngns, context(running_elsewhere=elsewhere, wanted=wanted))
+    assert render_value(ngns.step("pods_running").with_, ctx) == {
+        "claims": ["db/data-es-0"], "away_from": NODE, "cluster": None}
+    wait = ngns.step("pods_running").wait_until
+    assert wait is not None
+    assert evaluate(wait.expr, {**ctx, "result": ctx["steps"]["pods_running"]["result"]}) is done
+
+
+def _volume(state: str, instance: str | None) -> dict[str, Any]:
+    return {"volume_id": "vol-0aaaaaaaaaaaaaaaa", "exists": True, "state": state, "zone": "a",
+            "attachments": [{"instance_id": instance, "state": "attached", "device": "/dev/xvdb"}]
+            if instance else []}
+
+
+@pytest.mark.parametrize(("volume", "wanted", "done"), [
+    (_volume("in-use", "i-0fffffffffffffff0"), True, True),  # attached to the new node
+    (_volume("in-use", INSTANCE), True, False),  # still on the dead instance
+    (_volume("in-use", INSTANCE), False, False),
+    (_volume("available", None), False, True),  # free, and no one wants it any more
+    (_volume("available", None), True, False),  # free, but its consumer still waits for it
+])
+def test_ngns_checks_each_volume_moved_or_free_and_unwanted(
+        ngns: Runbook, volume: dict[str, Any], wanted: bool, done: bool) -> None:
+    ctx = with_outputs(ngns, context(running_elsewhere=False, wanted=wanted))
+    wait = ngns.step("volumes_moved").wait_until
+    assert wait is not None
+    result = {"items": [volume], "count": 1}
+    assert evaluate(wait.expr, {**ctx, "result": result}) is done
 
 
 def test_ngns_passes_the_detach_wait_param_as_seconds(ngns: Runbook, catalog: Registry) -> None:

@@ -111,6 +111,28 @@ def test_an_out_of_service_taint_on_a_node_whose_instance_runs_is_recorded_and_a
                                  f"{sb.facts['instance_id']} is running")
 
 
+@pytest.mark.parametrize(("scenario", "action"), [
+    ("node-not-ready", "stop_instances"),  # a live kubelet that says Ready=False
+    ("node-partitioned", "terminate_instances"),  # a machine cut off from the API server
+])
+def test_a_fence_of_a_machine_whose_guest_still_runs_is_recorded_whoever_sends_it(
+        pool, scenario, action):
+    sb = pool.fresh(scenario)
+    iid = sb.facts["instance_id"]
+    kw = {"Force": True} if action == "stop_instances" else {}
+    getattr(sb.ec2_client(as_bot=True), action)(InstanceIds=[iid], **kw)
+    sb.advance(5)
+    [v] = [v for v in sb.violations if v.kind == "fence-of-live"]
+    assert iid in v.details and "guest still runs" in v.details
+
+
+def test_a_fence_of_a_hung_or_stopped_machine_is_no_violation(pool):
+    sb = pool.fresh("node-hung")
+    sb.ec2_client(as_bot=True).stop_instances(InstanceIds=[sb.facts["instance_id"]], Force=True)
+    sb.advance(60)
+    assert [v for v in sb.violations if v.kind == "fence-of-live"] == []
+
+
 def test_a_runbook_s_safe_order_breaks_no_invariant(pool):
     sb = pool.fresh("node-hung")
     f = sb.facts

@@ -77,14 +77,15 @@ def test_discovery_describes_every_resource_with_kind_scope_verbs_and_short_name
     assert core["pods"]["namespaced"] is True and "patch" in core["pods"]["verbs"]
     assert {"persistentvolumes", "persistentvolumeclaims", "events", "namespaces"} <= set(core)
     groups = {g["name"]: g["preferredVersion"]["groupVersion"] for g in http("GET", "/apis")[1]["groups"]}
-    assert groups == {"apps": "apps/v1", "storage.k8s.io": "storage.k8s.io/v1",
+    assert groups == {"apps": "apps/v1", "batch": "batch/v1", "storage.k8s.io": "storage.k8s.io/v1",
                       "events.k8s.io": "events.k8s.io/v1", "coordination.k8s.io": "coordination.k8s.io/v1"}
     storage = {r["name"]: r for r in http("GET", "/apis/storage.k8s.io/v1")[1]["resources"]}
     assert storage["volumeattachments/status"]["verbs"] == ["get", "patch", "update"]
     assert storage["storageclasses"]["shortNames"] == ["sc"] and "csinodes" in storage
     apps = {r["name"]: r for r in http("GET", "/apis/apps/v1")[1]["resources"]}
     assert apps["statefulsets"]["kind"] == "StatefulSet" and apps["statefulsets"]["shortNames"] == ["sts"]
-    assert http("GET", "/apis/batch/v1")[0] == 404
+    assert apps["deployments"]["shortNames"] == ["deploy"] and "replicasets" in apps
+    assert http("GET", "/apis/networking.k8s.io/v1")[0] == 404
 
 
 @needs_kubectl

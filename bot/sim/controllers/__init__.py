@@ -11,6 +11,7 @@ from bot.sim.controllers.attachdetach import reconcile_attach_detach, reconcile_
 from bot.sim.controllers.cloud import reconcile_cloud_nodes, reconcile_ec2_clock
 from bot.sim.controllers.context import Context
 from bot.sim.controllers.daemonsets import reconcile_daemonsets
+from bot.sim.controllers.deployments import reconcile_deployments, reconcile_replicasets
 from bot.sim.controllers.events import reconcile_event_ttl
 from bot.sim.controllers.gc import reconcile_pod_gc, reconcile_taint_eviction
 from bot.sim.controllers.kubelet import reconcile_kubelets
@@ -32,6 +33,8 @@ ORDER = (
     reconcile_taint_eviction,
     reconcile_pod_gc,
     reconcile_statefulsets,
+    reconcile_deployments,
+    reconcile_replicasets,
     reconcile_provisioner,
     reconcile_scheduler,
     reconcile_attach_detach,

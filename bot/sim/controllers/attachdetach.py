@@ -17,10 +17,22 @@ client, against the endpoint the product also uses, and reports errors in ``stat
 It puts its finalizer on the PV before attaching and lifts it from a PV being deleted once no
 VolumeAttachment names the PV. A VolumeAttachment whose PV is gone cannot be detached: the
 attacher reports ``persistentvolume "..." not found`` and keeps its finalizer, pass after pass, as
-the real external-attacher does; one whose node is gone is taken as detached. Only
+the real external-attacher does; one whose node is gone, and whose instance it no longer knows,
+is taken as detached. Only
 VolumeAttachments listed in their node's ``status.volumesAttached`` are managed by the AD
 controller; others (zombies) are left alone. Nothing of the attacher runs while the EBS CSI
 controller is staged as uninstalled.
+
+A deleted Node (``kubectl delete node``, or the cloud node lifecycle controller) leaves the AD
+controller's actual state of the world as it was: the volumes it had attached there are still
+attached, and the node, being gone, is unhealthy. Once pod GC has force-deleted the node's pods,
+those volumes are no longer wanted there, and after ``maxWaitForUnmountDuration`` they are detached
+without the kubelet's word, from a machine that may still run and write, as upstream does. The
+controller remembers the last Node it saw (``ctx.state['deleted_nodes']``); a restart of
+kube-controller-manager loses that memory (a test pops the key), and a VolumeAttachment left on
+the deleted node is then in no one's state of the world and stays. The attacher still knows the
+instance from that memory (the real one keeps the node ID on the VolumeAttachment), so its
+DetachVolume reaches EC2.
 """
 
 from __future__ import annotations
@@ -32,6 +44,7 @@ from bot.sim.controllers.context import (
     OOS_TAINT,
     Context,
     attacher_finalizer,
+    condition,
     ebs_source,
     has_taint,
     in_use_name,
@@ -41,7 +54,7 @@ from bot.sim.controllers.context import (
     va_name,
 )
 from bot.sim.controllers.protection import csi_controller_up
-from bot.sim.store import ts
+from bot.sim.store import clone, ts
 
 MAX_WAIT_FOR_UNMOUNT = 360.0
 FINALIZER = attacher_finalizer(DRIVER)
@@ -63,6 +76,7 @@ def _src(pv: dict[str, Any]) -> tuple[str, str]:
 
 def reconcile_attach_detach(ctx: Context) -> None:
     nodes = {n["metadata"]["name"]: n for n in ctx.items("Node")}
+    gone = _remember_deleted(ctx, nodes)
     vas = {v["metadata"]["name"]: v for v in ctx.items("VolumeAttachment")}
     desired: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {}  # va name -> (node, pv, pod)
     for pod in ctx.items("Pod"):
@@ -107,8 +121,7 @@ def reconcile_attach_detach(ctx: Context) -> None:
             wait_since.pop(name, None)
             continue
         # a node deleted while the controller ran: it still tracks what it had attached there
-        node = nodes.get(va["spec"]["nodeName"]) or ctx.state.get("deleted_nodes", {}).get(
-            va["spec"]["nodeName"])
+        node = nodes.get(va["spec"]["nodeName"]) or gone.get(va["spec"]["nodeName"])
         pv_name = va["spec"]["source"].get("persistentVolumeName", "")
         if node is None or pv_name not in _managed(node):
             continue  # not in the controller's actual state of the world: a zombie
@@ -123,6 +136,39 @@ def reconcile_attach_detach(ctx: Context) -> None:
             continue
         wait_since.pop(name, None)
         ctx.store.delete(ctx.store_res("VolumeAttachment"), None, name)
+
+
+def _remember_deleted(ctx: Context, nodes: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The deleted nodes whose attachments the controller still tracks, by name.
+
+    A Node seen on the last pass and gone now is remembered as it was last seen, with what it had
+    attached, and unhealthy (Ready ``Unknown``: upstream's ``nodeIsHealthy`` fails for a node it
+    cannot find). A node that registers again under the same name is a new Node."""
+    gone: dict[str, dict[str, Any]] = ctx.state.setdefault("deleted_nodes", {})
+    seen: dict[str, dict[str, Any]] = ctx.state.get("ad_nodes", {})
+    for name in sorted(seen.keys() - nodes.keys()):
+        if name not in gone and _managed(seen[name]):
+            gone[name] = _unhealthy(seen[name])
+    for name in sorted(gone.keys() & nodes.keys()):
+        del gone[name]
+    ctx.state["ad_nodes"] = nodes  # stored snapshots, never changed in place: no copy needed
+    return gone
+
+
+def _unhealthy(node: dict[str, Any]) -> dict[str, Any]:
+    copy = clone(node)
+    ready = condition(copy, "Ready")
+    if ready is None:
+        copy.setdefault("status", {}).setdefault("conditions", []).append(
+            {"type": "Ready", "status": "Unknown"})
+    else:
+        ready["status"] = "Unknown"
+    return copy
+
+
+def _deleted_node(ctx: Context, name: str) -> dict[str, Any] | None:
+    node: dict[str, Any] | None = ctx.state.get("deleted_nodes", {}).get(name)
+    return node
 
 
 def _managed(node: dict[str, Any]) -> set[str]:
@@ -149,7 +195,10 @@ def _set_volumes_attached(ctx: Context, node_name: str, pv_name: str, device: st
         if add:
             rows.append({"name": pv_name, "devicePath": device})
         st["volumesAttached"] = sorted(rows, key=lambda v: v["name"])
-    ctx.store.mutate("Node", None, node_name, apply)
+    if ctx.store.mutate("Node", None, node_name, apply) is None:
+        gone = _deleted_node(ctx, node_name)
+        if gone is not None:  # the controller's own copy of a deleted node
+            apply(gone)
 
 
 def _node_instance(ctx: Context, node_name: str, driver: str = DRIVER) -> str | None:
@@ -160,7 +209,7 @@ def _node_instance(ctx: Context, node_name: str, driver: str = DRIVER) -> str | 
     for d in (csinode or {}).get("spec", {}).get("drivers") or []:
         if d.get("name") == driver:
             return str(d.get("nodeID"))
-    return None
+    return instance_id(_deleted_node(ctx, node_name))
 
 
 def _err(e: Exception) -> str:
@@ -243,7 +292,7 @@ def _detach(ctx: Context, va: dict[str, Any], handle: str, iid: str, node_name: 
     name = va["metadata"]["name"]
     vol = ctx.ec2.volume(handle)
     if vol is not None and vol.attachment is not None and vol.attachment.instance.id == iid:
-        node = ctx.find("Node", None, node_name) or {}
+        node = ctx.find("Node", None, node_name) or _deleted_node(ctx, node_name) or {}
         mounted = any(u.endswith(f"^{handle}") for u in node.get("status", {}).get("volumesInUse") or [])
         if mounted and ctx.ec2.instance_state(iid) == "running" and iid not in ctx.ec2.hung:
             # the machine runs and, as far as anyone knows, still has the file system mounted

@@ -4,7 +4,8 @@ A kubelet runs where ``machine_up`` (``controllers/nodes.py``) holds: the instan
 hung and not cut off from the API server. Each pass it renews its Lease when due
 (``controllers/leases.py``), posts its Node status when something it reports changed or 5 min have
 passed (``controllers/node_status.py``), starts pods whose volumes are attached (it reports them
-in ``volumesInUse``), and confirms graceful deletions, so their volumes unmount and detach.
+in ``volumesInUse``), confirms graceful deletions, so their volumes unmount and detach, and
+leaves finished pods (a Job's, Succeeded) as they are.
 
 A sick kubelet (``ctx.state["kubelet_sick"][node] = cause``) is still alive: it renews its Lease,
 keeps its running pods running (and writing), and confirms deletions; it posts what its cause
@@ -96,6 +97,8 @@ def _run_pods(ctx: Context, node: dict[str, Any], pods: list[dict[str, Any]],
         if pod["metadata"].get("deletionTimestamp"):
             ctx.store.remove(ctx.store_res("Pod"), ns, pname)  # stopped: the volumes unmount
             continue
+        if pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
+            continue  # finished (a Job's pod): its containers exited, its volumes are unmounted
         mounted = _attached(ctx, pod, name)
         running = pod.get("status", {}).get("phase") == "Running"
         # a broken runtime starts nothing; a broken pod network only what needs it

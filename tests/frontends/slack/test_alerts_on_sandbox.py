@@ -63,11 +63,16 @@ ALERT_FOR: dict[str, Any] = {
     **{s: _node_alert for s in ("node-dead", "node-hung", "stuck-detach", "tolerating-pod",
                                 "pod-force-deleted", "old-incident",
                                 "node-recovers-during-approval", "spot-node-dead",
-                                "node-replaced")},
+                                "node-replaced", "node-dead-deployment")},
     # a live kubelet (the CNI not ready): the card offers the triage, never node-dead-ngns
     "node-not-ready": lambda f: (alert("KubeNodeNotReady", node=f["node"], cluster="sandbox"),
                                  "node-not-ready-triage", {"node": f["node"]}),
     "node-partitioned": _node_alert,
+    # no node alert fires for a Node that no longer exists; the waiting pod's does, and the scan
+    # offers the fence of the machine first (URGENT)
+    "node-deleted-running": lambda f: (
+        alert("KubePodNotReady", pod=f["pod"], namespace=f["namespace"], cluster="sandbox"),
+        "node-dead-ngns", {"node": f["node"], "instance_id": f["instance_id"]}),
     "az-capacity-deadlock": lambda f: (
         alert("PodPendingOnVolume", pod=f["pod"], namespace=f["namespace"], cluster="sandbox"),
         "volume-affinity-conflict", {"pod": f["pod"], "namespace": f["namespace"]}),
