@@ -47,6 +47,7 @@ CLUSTER = "sandbox"
 REQUESTER = "alice"
 APPROVERS = ("bob", "carol")
 GROUP = "sre-oncall"
+REHEARSAL_INFORMER_LAG = 0.2  # seconds
 
 # (run state, the step waiting for people) -> a command to submit, or None to leave it waiting
 Decide = Callable[[RunState, StepState], Command | None]
@@ -94,8 +95,9 @@ class Rehearsal:
     def __post_init__(self) -> None:
         self.workdir = Path(self.workdir or tempfile.mkdtemp(prefix="runbook-bot-rehearsal-"))
         self.clock = ManualClock()
+        # controllers see a write 200 ms after it returned, as informers do, unless told otherwise
         self.sandbox = Sandbox(self.scenario, workdir=self.workdir / "sandbox", clock=self.clock,
-                               options=self.options)
+                               options={"informer_lag": REHEARSAL_INFORMER_LAG, **self.options})
         self.submitted: list[tuple[Command, Outcome]] = []
 
     def __enter__(self) -> Rehearsal:
