@@ -1,4 +1,4 @@
-"""Interlocks 1-9: safety rules no runbook can switch off, checked with live reads.
+"""Interlocks 1-10: safety rules no runbook can switch off, checked with live reads.
 
 Each check reads the world itself, at plan time and again at apply time, and never trusts a value
 cached in the plan: an instance that was ``stopped`` when the plan was approved may have been started

@@ -88,13 +88,6 @@ class Evidence:
     events: tuple[str, ...] = ()  # scheduled events: "code (description)"
     conditions: Mapping[str, str] = field(default_factory=dict)  # other condition -> status
 
-    def as_fact(self) -> dict[str, Any]:
-        return {"ready": self.ready, "reason": self.reason, "message": self.message,
-                "heartbeat_age": _round(self.heartbeat_age), "lease_age": _round(self.lease_age),
-                "instance_state": self.instance_state, "system_status": self.system_status,
-                "instance_status": self.instance_status, "scheduled_events": list(self.events),
-                "conditions": dict(self.conditions)}
-
 
 @dataclass(frozen=True)
 class Liveness:
@@ -207,10 +200,6 @@ def _cause(ev: Evidence, conds: Mapping[str, Obj]) -> str:
 def _age(now: datetime, value: Any) -> float | None:
     at = parse_time(value)
     return None if at is None else max(0.0, (now - at).total_seconds())
-
-
-def _round(value: float | None) -> float | None:
-    return None if value is None else round(value)
 
 
 def _ago(seconds: float) -> str:
