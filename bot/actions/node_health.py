@@ -82,7 +82,8 @@ def plan_triage(p: LivenessParams, env: Env) -> Plan:
     return Plan(action="k8s.node.triage", params={})
 
 
-def _container_view(pod: Obj) -> dict[str, Any]:
+def container_view(pod: Obj) -> dict[str, Any]:
+    """A pod's containers in one line: ready, restarts, the reason one waits (shared with diagnose)."""
     statuses = (pod.get("status") or {}).get("containerStatuses") or ()
     waiting = next((str((cs.get("state") or {}).get("waiting", {}).get("reason"))
                     for cs in statuses if (cs.get("state") or {}).get("waiting")), None)
@@ -97,10 +98,10 @@ def apply_triage(plan: Plan, p: LivenessParams, env: Env) -> Result:
     node, lv = read_liveness(env, p.node, instance_id=p.instance_id)
     data = liveness_view(p.node, node, lv, instance_id=p.instance_id)
     pods = env.kube.list_pods(node=p.node) if node is not None else []
-    system = [_container_view(x) for x in pods if meta(x).get("namespace") == SYSTEM_NAMESPACE
+    system = [container_view(x) for x in pods if meta(x).get("namespace") == SYSTEM_NAMESPACE
               and (meta(x).get("labels") or {}).get("k8s-app") in SYSTEM_APPS]
     creating = [x for x in pods if meta(x).get("namespace") != SYSTEM_NAMESPACE
-                and _container_view(x)["waiting"] == "ContainerCreating"]
+                and container_view(x)["waiting"] == "ContainerCreating"]
     starved: list[str] = []
     for pod in creating[:MAX_EVENT_READS]:
         ns, name = str(meta(pod).get("namespace")), str(meta(pod).get("name"))

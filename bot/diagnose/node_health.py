@@ -15,7 +15,7 @@ name the missing node and the instance EC2 still attaches their volumes to, and 
 from __future__ import annotations
 
 from bot.actions.liveness import DEAD, SICK, classify
-from bot.actions.node_health import IP_EXHAUSTION, SYSTEM_APPS, SYSTEM_NAMESPACE
+from bot.actions.node_health import IP_EXHAUSTION, SYSTEM_APPS, SYSTEM_NAMESPACE, container_view
 from bot.actions.objects import LIVE_STATES, Obj, instance_state, meta, ready_condition, va_node
 from bot.diagnose.draft import Draft
 from bot.diagnose.model import Evidence, Severity
@@ -43,11 +43,6 @@ def _system_pods(world: World, node: str) -> list[Obj]:
             and (meta(p).get("labels") or {}).get("k8s-app") in SYSTEM_APPS]
 
 
-def _restarts(pod: Obj) -> int:
-    return sum(int(cs.get("restartCount") or 0)
-               for cs in (pod.get("status") or {}).get("containerStatuses") or ())
-
-
 def sick_nodes(world: World) -> list[Draft]:
     """NotReady nodes whose kubelet is alive: the cause, what to do, and no fence."""
     out = []
@@ -61,9 +56,9 @@ def sick_nodes(world: World) -> list[Draft]:
         ev = [Evidence(lv.words(), SRC_LEASES, world.now),
               Evidence(f"node {name}: Ready={lv.evidence.ready} ({lv.evidence.reason}: "
                        f"{lv.evidence.message})", SRC_NODES, world.now)]
-        ev += [Evidence(f"{_ref(p)} is {'ready' if _ready(p) else 'NOT ready'}, "
-                        f"{_restarts(p)} restart(s)", SRC_PODS, world.now)
-               for p in _system_pods(world, name)]
+        ev += [Evidence(f"{_ref(p)} is {'ready' if v['ready'] else 'NOT ready'}, "
+                        f"{v['restarts']} restart(s)", SRC_PODS, world.now)
+               for p in _system_pods(world, name) for v in [container_view(p)]]
         running = [p for p in world.pods_on.get(name, [])
                    if (p.get("status") or {}).get("phase") == "Running"
                    and meta(p).get("namespace") != SYSTEM_NAMESPACE]
@@ -76,11 +71,6 @@ def sick_nodes(world: World) -> list[Draft]:
                          TRIAGE, {"node": name},
                          related={f"node:{name}", *(f"pod:{_ref(p)}" for p in running)}))
     return out
-
-
-def _ready(pod: Obj) -> bool:
-    statuses = (pod.get("status") or {}).get("containerStatuses") or ()
-    return bool(statuses) and all(cs.get("ready") for cs in statuses)
 
 
 def ip_exhaustion(world: World) -> list[Draft]:
@@ -99,8 +89,8 @@ def ip_exhaustion(world: World) -> list[Draft]:
         pods = [p for p, _ in stuck]
         ev = [Evidence(f"event of {_ref(p)}: {e.get('reason')}: {str(e.get('message'))[:300]}",
                        SRC_EVENTS, world.now) for p, e in stuck[:3]]
-        ev += [Evidence(f"{_ref(p)} has restarted {_restarts(p)} time(s)", SRC_PODS, world.now)
-               for p in _system_pods(world, node) if _restarts(p)]
+        ev += [Evidence(f"{_ref(p)} has restarted {n} time(s)", SRC_PODS, world.now)
+               for p in _system_pods(world, node) if (n := container_view(p)["restarts"])]
         summary = (f"{len(pods)} pod(s) on node {node} cannot start: the VPC CNI has no IP address "
                    "for them (IP exhaustion: the subnet or the node's ENIs are full). The node is "
                    "not dead and the volumes are not the problem; free IPs or enable prefix "
