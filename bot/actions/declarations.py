@@ -187,6 +187,11 @@ class InstanceTerminateParams(ClusterParams):
     instance_id: InstanceId
 
 
+class NodeClaimDeleteParams(ClusterParams):
+    node: NodeName
+    instance_id: InstanceId
+
+
 class VolumesListParams(ClusterParams):
     instance_id: InstanceId | None = None
     volume_ids: tuple[VolumeId, ...] | None = None

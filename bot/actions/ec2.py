@@ -24,7 +24,7 @@ from bot.actions.declarations import (
     VolumesWaitDetachedParams,
 )
 from bot.actions.env import Env
-from bot.actions.objects import FENCED_STATES, Obj, ec2_tags, instance_state
+from bot.actions.objects import FENCED_STATES, Obj, ec2_tags, instance_state, operator_of
 from bot.actions.registry import ActionSpec, action
 from bot.engine.plan import Change, Fact, Plan, Result
 from bot.errors import PermanentError, RetryableError
@@ -48,11 +48,15 @@ GROUP_TAGS = {"asg": "aws:autoscaling:groupName", "nodepool": "karpenter.sh/node
 
 
 def fence_by(inst: Obj, *, stop_protected: bool, terminate_protected: bool = False) -> str:
-    """How EC2 lets this instance be powered off: ``stop``; ``terminate`` for a Spot instance
+    """How this instance may be powered off: ``nodeclaim`` for an EKS Auto Mode (managed)
+    instance, which EC2 lets only EKS stop or terminate (delete its NodeClaim); ``stop``;
+    ``terminate`` for a Spot instance
     (one-time request: StopInstances answers UnsupportedOperation) or an instance-store root (no
     stop at all); ``none`` under stop protection (``disableApiStop``: StopInstances and
     TerminateInstances both answer OperationNotPermitted), or when only a terminate could fence
     it and termination protection (``disableApiTermination``) refuses that."""
+    if operator_of(inst):
+        return "nodeclaim"
     if stop_protected:
         return "none"
     if not must_terminate(inst):
@@ -72,7 +76,7 @@ def instance_view(iid: str, inst: Obj | None, status: Obj | None, *,
                 "state_reason": None, "zone": None, "system_status": None, "instance_status": None,
                 "volume_ids": [], "lifecycle": None, "root_device_type": None,
                 "stop_protected": False, "terminate_protected": False, "fence_by": None,
-                "group": {}}
+                "group": {}, "managed_by": None}
     state = inst.get("State") or {}
     reason = inst.get("StateReason") or {}
     tags = ec2_tags(inst)
@@ -84,6 +88,7 @@ def instance_view(iid: str, inst: Obj | None, status: Obj | None, *,
         "fence_by": fence_by(inst, stop_protected=stop_protected,
                              terminate_protected=terminate_protected),
         "group": {k: tags[t] for k, t in GROUP_TAGS.items() if t in tags},
+        "managed_by": operator_of(inst),
         "instance_id": iid, "exists": True, "state": state.get("Name"),
         "state_code": int(state.get("Code", 0)) & 0xFF,
         "state_reason": reason.get("Code") or reason.get("Message") or None,
@@ -125,7 +130,9 @@ def apply_instance(plan: Plan, p: InstanceParams, env: Env) -> Result:
         status = env.ec2.describe_instance_status([p.instance_id]).get(p.instance_id)
     # stop protection matters only to a fence, and only a machine that may still run is fenced:
     # a stopped or terminating instance costs no DescribeInstanceAttribute
-    fenceable = inst is not None and instance_state(inst) in ("pending", "running", "stopping")
+    # (an EKS Auto Mode machine is fenced through its NodeClaim: EC2's protections do not apply)
+    fenceable = inst is not None and instance_state(inst) in ("pending", "running", "stopping") \
+        and not operator_of(inst)
     protected = env.ec2.stop_protected(p.instance_id) if fenceable else False
     # only an instance that can be fenced by nothing but a terminate: its termination protection
     no_terminate = (fenceable and not protected and inst is not None and must_terminate(inst)

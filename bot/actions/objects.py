@@ -119,6 +119,13 @@ def terminating(obj: Obj) -> bool:
     return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
 
 
+def operator_of(inst: Obj | None) -> str | None:
+    """Who manages an EC2 managed instance (``eks.amazonaws.com`` for EKS Auto Mode, which alone
+    may stop or terminate it); None for an ordinary instance."""
+    op = (inst or {}).get("Operator") or {}
+    return str(op.get("Principal") or "a service") if op.get("Managed") else None
+
+
 def instance_state(inst: Obj | None) -> str:
     return "absent" if inst is None else str((inst.get("State") or {}).get("Name") or "unknown")
 

@@ -53,6 +53,7 @@ from bot.actions.objects import (
     instance_state,
     meta,
     nodes_of_instance,
+    operator_of,
     pod_claims,
     pv_named_by_tags,
     pv_zone,
@@ -218,6 +219,10 @@ def _assess(env: Env, b: _Batch, node: Obj, facts: list[Fact]) -> tuple[list[Cha
             return [], refusal.text()
         if state == "shutting-down":
             return [], f"instance {iid} is shutting down: re-run once it is terminated"
+        if operator_of(inst):
+            return [], (f"instance {iid} is an EKS Auto Mode machine ({operator_of(inst)} manages "
+                        "it), which EC2 lets only EKS stop or terminate: fence it on its own "
+                        "(node-dead-ngns deletes its NodeClaim)")
         if is_spot(node, inst):
             return [], (f"instance {iid} is a Spot instance, which StopInstances cannot stop: "
                         "fence it on its own (node-dead-ngns)")

@@ -105,6 +105,9 @@ def _named(obj: Obj, name: str) -> bool:
     return bool((obj.get("metadata") or {}).get("name") == name)
 
 
+NODECLAIMS = ("karpenter.sh", "v1", "nodeclaims")  # group, version, plural
+
+
 @dataclass
 class KubeClient:
     """One cluster's API, returning plain dicts and recording every request.
@@ -179,7 +182,8 @@ class KubeClient:
         if name not in self._apis:
             self._apis[name] = {"core": k8s.CoreV1Api, "storage": k8s.StorageV1Api,
                                 "coordination": k8s.CoordinationV1Api, "apps": k8s.AppsV1Api,
-                                "batch": k8s.BatchV1Api}[name](self.api)
+                                "batch": k8s.BatchV1Api,
+                                "custom": k8s.CustomObjectsApi}[name](self.api)
         return self._apis[name]
 
     def _record(self, operation: str, targets: tuple[str, ...], outcome: str,
@@ -436,6 +440,19 @@ class KubeClient:
 
     def list_jobs(self, *, namespace: str) -> list[Obj]:
         return self._list("batch", "list_namespaced_job", namespace)
+
+    # Karpenter's (and EKS Auto Mode's) NodeClaims, karpenter.sh/v1: how an Auto Mode machine is
+    # fenced, since EC2 lets only EKS stop or terminate it.
+
+    def list_nodeclaims(self) -> list[Obj]:
+        return self._list("custom", "list_cluster_custom_object", *NODECLAIMS)
+
+    def delete_nodeclaim(self, *, name: str, uid: str) -> Obj:
+        """A DELETE of exactly this NodeClaim (``preconditions.uid``): Karpenter, whose finalizer
+        holds it, drains the node, terminates the instance, then lets it go."""
+        body: Obj = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
+        return self._request("custom", "delete_cluster_custom_object", (name,), *NODECLAIMS, name,
+                             body=body, read=False)
 
     def find(self, read: Callable[[], Obj]) -> Obj | None:
         """``read()``, or None when the object does not exist."""

@@ -55,6 +55,7 @@ from werkzeug.serving import BaseWSGIServer, make_server
 
 from bot.sim.consistency import StaleReads
 from bot.sim.ec2_instances import Ec2Refusal, InstanceLifecycle, Timing, refuse_dry_run
+from bot.sim.ec2_managed import ManagedInstances
 from bot.sim.ec2_snapshots import PendingSnapshots
 from bot.sim.ec2_status import StatusChecks
 from bot.sim.iam import ADMIN_KEY, Policy, access_key, implicit_checks, resources_of
@@ -149,6 +150,7 @@ class Ec2Sim(InstanceLifecycle):
         self.enforce_volume_in_use = enforce_volume_in_use
         self.on_change = on_change or (lambda: None)
         self.hung: set[str] = set()  # instance ids that run but answer nothing
+        self.managed = ManagedInstances()  # EKS Auto Mode's instances: only EKS stops them
         self.live_fences: list[tuple[datetime, str]] = []  # stops/terminates of live guests
         self.stuck: dict[str, str] = {}  # volume id -> "busy"/"detaching": needs Force
         self.hang_stuck: set[str] = set()  # stuck only because the guest hung: clears once it stops
@@ -436,6 +438,8 @@ class Ec2Sim(InstanceLifecycle):
         """
         if action in ("CreateSnapshot", "DescribeSnapshots"):
             return self.snapshots.rewrite(action, body)
+        if action == "DescribeInstances":  # a lagging view of a managed instance keeps its operator
+            return self.managed.rewrite(self.stale.rewrite(action, body))
         if action != "DescribeInstanceStatus":
             return self.stale.rewrite(action, body)
         return self.status.rewrite(body, hung=set(self.hung), stopping=self._stopping())

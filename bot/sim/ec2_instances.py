@@ -14,7 +14,8 @@ for stopping an instance"):
   (DeleteOnTermination false, as the CSI driver attaches them) detach.
 - refusals, all checked before anything changes: a Spot instance (one-time request, as Karpenter
   and managed node groups launch them) or an instance-store root -> ``UnsupportedOperation``; stop
-  protection (``disableApiStop``) -> ``OperationNotPermitted``; ``pending``, ``shutting-down`` and
+  protection (``disableApiStop``) or a managed instance (EKS Auto Mode's, ``ec2_managed``) ->
+  ``OperationNotPermitted``; ``pending``, ``shutting-down`` and
   ``terminated`` cannot be stopped -> ``IncorrectInstanceState``.
 
 Transitions complete on the sandbox clock: ``tick()`` runs first in every controller pass.
@@ -95,6 +96,7 @@ class InstanceLifecycle:
     """Mixed into ``Ec2Sim``: the instance actions it answers itself, and the clock they run on."""
 
     hung: set[str]
+    managed: Any  # bot.sim.ec2_managed.ManagedInstances: EKS Auto Mode's machines
     stuck: dict[str, str]
     hang_stuck: set[str]
     shadow: dict[str, list[str]]
@@ -210,6 +212,7 @@ class InstanceLifecycle:
         targets = self._instances(params)
         for iid, inst in targets:
             state = inst._state.name
+            self.managed.refuse("StopInstances", iid)
             if getattr(inst, "lifecycle", None) == "spot":
                 raise Ec2Refusal("UnsupportedOperation", (
                     f"You can't stop the Spot Instance '{iid}' because it is associated with a "
@@ -273,6 +276,8 @@ class InstanceLifecycle:
     def _do_TerminateInstances(self, params: dict[str, str]) -> bytes:
         targets = self._instances(params)
         for iid, inst in targets:
+            if inst._state.name != "terminated":
+                self.managed.refuse("TerminateInstances", iid)
             for attr in ("disableApiStop", "disableApiTermination"):
                 if getattr(inst, _snake(attr), False) and inst._state.name != "terminated":
                     raise Ec2Refusal("OperationNotPermitted", f"The instance '{iid}' may not be "

@@ -63,6 +63,8 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("volumeattachments", "VolumeAttachment", "storage.k8s.io", "v1", False, (),
              "volumeattachment"),
     Resource("csinodes", "CSINode", "storage.k8s.io", "v1", False, (), "csinode", status=False),
+    # Karpenter's (and EKS Auto Mode's) machines: one per node it launched (bot.sim.controllers.karpenter)
+    Resource("nodeclaims", "NodeClaim", "karpenter.sh", "v1", False, (), "nodeclaim"),
     # The kubelets' heartbeats in kube-node-lease (bot.sim.controllers.leases).
     Resource("leases", "Lease", "coordination.k8s.io", "v1", True, (), "lease", status=False),
     # The same Event objects in their events.k8s.io shape (bot.sim.eventsview), read-only.

@@ -21,7 +21,8 @@ from tests.fakes.calls import sent
 OOS = {"key": OUT_OF_SERVICE_TAINT, "value": "nodeshutdown", "effect": "NoExecute"}
 WRITE_OPS = {"delete_namespaced_pod", "replace_node", "replace_persistent_volume",
              "replace_namespaced_persistent_volume_claim", "replace_volume_attachment",
-             "StopInstances", "DetachVolume", "DeleteVolume", "CreateSnapshot"}
+             "StopInstances", "DetachVolume", "DeleteVolume", "CreateSnapshot",
+             "delete_cluster_custom_object"}
 OWNER_READS = ["read_persistent_volume", "read_namespaced_persistent_volume_claim",
                "list_namespaced_pod"]
 
@@ -92,6 +93,17 @@ def _fenceable(w: Any) -> dict[str, Any]:
     iid = w.instance()
     w.dead_node(iid)
     return {"instance_id": iid}
+
+
+def _auto_mode(w: Any) -> dict[str, Any]:
+    """A dead node whose machine EKS Auto Mode owns, and its NodeClaim."""
+    iid = w.instance()
+    node = w.dead_node(iid)
+    w.kube.put("nodeclaims", {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+                              "metadata": {"name": "general-purpose-abcde", "uid": "nc-1"},
+                              "status": {"nodeName": node, "providerID": f"aws:///{ZONE}/{iid}"}})
+    w.facts = {"instance_id": iid}
+    return {"node": node, "instance_id": iid}
 
 
 def _claims(w: Any) -> dict[str, Any]:
@@ -165,6 +177,19 @@ CASES: dict[str, Case] = {
         [], ["read_namespaced_pod"],
         lambda w, p, r: (r.data["exists"], r.data["scheduled"], r.data["claims"]) == (
             True, True, ["default/data-es-0"])),
+    "k8s.nodeclaim.delete": Case(
+        _auto_mode,
+        # the instance, the NodeClaims, then rule 8: the status checks, the nodes, the Lease
+        ["DescribeInstances", "list_cluster_custom_object", "DescribeInstanceStatus", "list_node",
+         "read_namespaced_lease"],
+        ["DescribeInstances", "list_cluster_custom_object", "DescribeInstanceStatus", "list_node",
+         "read_namespaced_lease", "delete_cluster_custom_object", "list_cluster_custom_object",
+         "DescribeInstances", "list_cluster_custom_object"],
+        lambda w, p, r: (w.instance_state(p["instance_id"]) == "terminated"
+                         and w.kube.get("nodeclaims", "general-purpose-abcde") is None),
+        again_ops=["DescribeInstances", "list_cluster_custom_object"],
+        # EKS terminates the instance of the deleted NodeClaim
+        between=lambda w: w.ec2.terminate_instances(InstanceIds=[w.facts["instance_id"]])),
     "k8s.pod.delete": Case(
         lambda w: (w.pod("es-0", node="n1", pvc="data-es-0", tolerations=[{"operator": "Exists"}]),
                    {"pod": "es-0", "node": "n1"})[-1],

@@ -40,6 +40,8 @@ METHODS = {
     "list_replica_sets": ("apps", "replicasets", "list"),
     "list_stateful_sets": ("apps", "statefulsets", "list"),
     "list_jobs": ("batch", "jobs", "list"),
+    "list_nodeclaims": ("karpenter.sh", "nodeclaims", "list"),
+    "delete_nodeclaim": ("karpenter.sh", "nodeclaims", "delete"),
 }
 KINDS = {"Node": ("", "nodes"), "PersistentVolume": ("", "persistentvolumes"),
          "PersistentVolumeClaim": ("", "persistentvolumeclaims"),

@@ -37,6 +37,7 @@ ROUTES = {  # (api prefix, plural) -> (kind, namespaced)
     ("/apis/apps/v1", "replicasets"): ("ReplicaSet", True),
     ("/apis/apps/v1", "statefulsets"): ("StatefulSet", True),
     ("/apis/batch/v1", "jobs"): ("Job", True),
+    ("/apis/karpenter.sh/v1", "nodeclaims"): ("NodeClaim", False),
 }
 
 

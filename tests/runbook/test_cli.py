@@ -16,7 +16,8 @@ INVALID = Path(__file__).parent / "invalid"
 
 
 _DESTRUCTIVE = {"aws.ec2.instance.stop", "aws.ec2.instance.terminate", "k8s.node.taint",
-                "aws.ec2.volume.detach", "k8s.pod.delete", "k8s.volumeattachment.delete"}
+                "aws.ec2.volume.detach", "k8s.pod.delete", "k8s.volumeattachment.delete",
+                "k8s.nodeclaim.delete"}
 
 
 def _ngns():  # type: ignore[no-untyped-def]

@@ -118,8 +118,8 @@ def test_ngns_finds_the_data_volumes_and_their_claims_but_not_the_root_volume(ng
 
 def test_ngns_destructive_steps_are_fence_taint_and_force_detach(ngns: Runbook, catalog: Registry) -> None:
     destructive = [s.id for s in ngns.spec.steps if s.action and catalog.get(s.action).destructive]
-    assert destructive == ["fence", "fence_terminate", "taint", "release", "va_delete", "detach",
-                           "force_detach"]
+    assert destructive == ["fence", "fence_terminate", "fence_nodeclaim", "taint", "release",
+                           "va_delete", "detach", "force_detach"]
     # the terminate and the leftover VolumeAttachment delete are steps of their own, never automatic
     assert ngns.step("fence_terminate").approval is not None
     assert ngns.step("fence_terminate").approval.required
