@@ -22,6 +22,7 @@ from bot.actions import (
     pv_blockers,
     reports,
     zone,
+    zone_fence,
 )
 from bot.actions.registry import ActionSpec, Registry
 
@@ -37,6 +38,7 @@ BUILTIN: tuple[ActionSpec[Any], ...] = (
     *ec2_snapshots.ACTIONS,
     *flow.ACTIONS,
     *zone.ACTIONS,
+    *zone_fence.ACTIONS,
 )
 
 

@@ -212,8 +212,17 @@ class VolumeDetachParams(ClusterParams):
 
 class VolumesWaitDetachedParams(ClusterParams):
     volume_ids: tuple[VolumeId, ...]
-    instance_id: InstanceId
+    instance_id: InstanceId | None = None
+    instance_ids: tuple[InstanceId, ...] = Field((), description=(
+        "Several instances (a zone's): an attachment to any of them still counts"))
     timeout: Duration = 600.0
+
+    @model_validator(mode="after")
+    def _some_instance(self) -> VolumesWaitDetachedParams:
+        if self.instance_id is None and not self.instance_ids:
+            raise ValueError("give instance_id (or instance_ids): the instance the volumes "
+                             "should come off")
+        return self
 
 
 class ConfirmParams(BaseModel):
@@ -263,6 +272,12 @@ class ZoneBatchParams(ClusterParams):
     zone: ZoneName
     nodes: tuple[NodeName, ...] = Field(min_length=1, max_length=1000,
                                         description="The batch: nodes of the zone")
+    stop_timeout: Duration = Field(600.0, description=(
+        "How long each instance may take to stop (or terminate) after the batch's fence before "
+        "its node is called stuck; the others do not wait for it"))
+    without_stop: bool = Field(False, description=(
+        "Taint nodes whose instance is still stopping (a host stuck in a failed zone) without a "
+        "confirmed stop: interlock 1 refuses it unless two people break glass"))
 
 
 class ZoneWaitParams(ClusterParams):
@@ -273,6 +288,11 @@ class ZoneWaitParams(ClusterParams):
 class ZoneHeldParams(ClusterParams):
     nodes: tuple[NodeName, ...] = Field(max_length=1000, description="The dead nodes")
     instance_ids: tuple[InstanceId, ...] = Field(max_length=1000, description="Their instances")
+
+
+class ZoneLeftoverParams(ClusterParams):
+    nodes: tuple[NodeName, ...] = Field(max_length=1000, description=(
+        "The nodes deleted during the run (gone): their VolumeAttachments left behind"))
 
 
 class ZonePlacementParams(ClusterParams):

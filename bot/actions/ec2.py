@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.actions import interlocks as il
+from bot.actions import local_data, multiattach
 from bot.actions.declarations import (
     InstanceParams,
     InstanceStopParams,
@@ -179,12 +180,24 @@ def plan_stop(p: InstanceStopParams, env: Env) -> Plan:
     state = instance_state(inst)
     change = _stop_change(state, p)
     facts: list[Fact] = []
+    lost = None
     if change is not None:
         il.check_fence(env, instance_id=p.instance_id, instance=inst, facts=facts)
+        lost = _lost(env, p.instance_id, inst, facts)
     else:
         facts.append(env.fact(f"instance {p.instance_id}", "state", state))
     return Plan(action="aws.ec2.instance.stop", params={}, changes=(change,) if change else (),
-                facts=tuple(facts))
+                facts=tuple(facts), data=lost.raise_data() if lost else {})
+
+
+def _lost(env: Env, iid: str, inst: Obj, facts: list[Fact]) -> local_data.LocalData:
+    """What the fence wipes for good (instance store, local volumes), into the plan's facts:
+    the plan then asks for one more approver (``local_data``); and the io2 Multi-Attach volumes
+    the instance shares, with every holder."""
+    lost = local_data.find(env, instance_id=iid, instance=inst)
+    facts.extend(lost.facts(env))
+    facts.extend(multiattach.of_instance(env, iid))  # volumes it shares: the others keep them
+    return lost
 
 
 def apply_stop(plan: Plan, p: InstanceStopParams, env: Env) -> Result:
@@ -225,10 +238,12 @@ def plan_terminate(p: InstanceTerminateParams, env: Env) -> Plan:
     state = instance_state(inst)
     facts: list[Fact] = []
     change = None
+    lost = None
     if state not in ("shutting-down", "terminated"):
         il.check_fence(env, instance_id=p.instance_id, instance=inst, facts=facts)
         change = Change(target_kind="Instance", target=p.instance_id, operation="terminate",
                         before=state, after="terminated")
+        lost = _lost(env, p.instance_id, inst, facts)
     else:
         facts.append(env.fact(f"instance {p.instance_id}", "state", state))
     facts.append(env.fact(f"instance {p.instance_id}", "lifecycle",
@@ -236,7 +251,8 @@ def plan_terminate(p: InstanceTerminateParams, env: Env) -> Plan:
     facts.append(env.fact(f"instance {p.instance_id}", "root_device_type",
                           inst.get("RootDeviceType") or "ebs"))
     return Plan(action="aws.ec2.instance.terminate", params={},
-                changes=(change,) if change else (), facts=tuple(facts))
+                changes=(change,) if change else (), facts=tuple(facts),
+                data=lost.raise_data() if lost else {})
 
 
 def apply_terminate(plan: Plan, p: InstanceTerminateParams, env: Env) -> Result:
@@ -293,6 +309,12 @@ def _attachment(vol: Obj, p: VolumeDetachParams) -> Obj | None:
     if not atts:
         return None
     if p.instance_id is None:
+        if multiattach.holders(vol):  # several instances hold it on purpose: which one?
+            raise PermanentError(
+                f"volume {p.volume_id} is Multi-Attach, attached to "
+                + ", ".join(sorted({str(a.get('InstanceId')) for a in atts}))
+                + ": name the instance to detach it from (instance_id)",
+                service="ec2", operation="DetachVolume", code="InvalidParameterCombination")
         return dict(atts[0])
     mine = [a for a in atts if a.get("InstanceId") == p.instance_id]
     if not mine:
@@ -318,10 +340,15 @@ def plan_detach(p: VolumeDetachParams, env: Env) -> Plan:
     if att is None:
         return Plan(action="aws.ec2.volume.detach", params={}, facts=tuple(facts))
     if p.force:
-        il.check_force_detach(env, volume=vol, facts=facts)
+        il.check_force_detach(env, volume=vol, facts=facts, instance_id=att["InstanceId"])
+    elif multiattach.holders(vol):
+        facts.append(multiattach.fact(env, vol, target=att["InstanceId"]))
+    rest = multiattach.others(vol, att["InstanceId"])
     change = Change(target_kind="Volume", target=p.volume_id,
                     operation="force-detach" if p.force else "detach",
-                    before=f"attached to {att['InstanceId']} ({att['State']})", after="available")
+                    before=f"attached to {att['InstanceId']} ({att['State']})",
+                    after=f"still attached to {', '.join(rest)} (Multi-Attach)" if rest
+                    else "available")
     return Plan(action="aws.ec2.volume.detach", params={}, changes=(change,), facts=tuple(facts))
 
 
@@ -377,7 +404,7 @@ def apply_detach(plan: Plan, p: VolumeDetachParams, env: Env) -> Result:
         # DetachVolume first, which completes from a stopped instance
         forced = p.force and att.get("State") in STUCK
         if p.force:
-            il.check_force_detach(env, volume=vol, facts=[])
+            il.check_force_detach(env, volume=vol, facts=[], instance_id=att["InstanceId"])
         vol = _detach_call(env, p, att, force=forced)
         if vol.get("State") == "available":
             return Result(data={"volume_id": p.volume_id, "state": "available", "forced": forced},
@@ -404,17 +431,19 @@ def plan_wait_detached(p: VolumesWaitDetachedParams, env: Env) -> Plan:
 
 def apply_wait_detached(plan: Plan, p: VolumesWaitDetachedParams, env: Env) -> Result:
     vols = env.ec2.describe_volumes(list(p.volume_ids)) if p.volume_ids else {}
+    dead = {p.instance_id, *p.instance_ids} - {None}
     held = {vid: str(a.get("State")) for vid, v in sorted(vols.items())
             for a in v.get("Attachments") or ()
-            if a.get("InstanceId") == p.instance_id and a.get("State") != "detached"}
+            if a.get("InstanceId") in dead and a.get("State") != "detached"}
     data = {"remaining": sorted(held), "states": held, "count": len(held)}
+    which = p.instance_id or f"{len(dead)} instance(s)"
     if not held:
-        return Result(data=data, message=f"no volume is attached to {p.instance_id} any more")
+        return Result(data=data, message=f"no volume is attached to {which} any more")
     started = datetime.fromisoformat(str(plan.data.get("started_at") or env.now_iso()))
     left = p.timeout - (env.ctx.clock.now() - started).total_seconds()
     if left <= 0:
         raise PermanentError(
-            f"{len(held)} volume(s) still attached to {p.instance_id} after {p.timeout:.0f}s ("
+            f"{len(held)} volume(s) still attached to {which} after {p.timeout:.0f}s ("
             + ", ".join(f"{v} {s}" for v, s in held.items())
             + "): stuck; a force detach is the last resort", service="ec2",
             operation="wait_detached", code="Timeout")

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from bot.actions import multiattach
 from bot.actions.env import Env
 from bot.actions.liveness import AMBIGUOUS, DEAD, READY, SICK, classify
 from bot.actions.objects import (
@@ -180,16 +181,30 @@ def _old_kernel(env: Env, node: Obj, facts: list[Fact]) -> list[str]:
             "mounts (restart or repair the machine first)"]
 
 
-def check_force_detach(env: Env, *, volume: Obj, facts: list[Fact]) -> None:
-    """2: every instance the volume is attached to is stopped or terminated, and Kubernetes has
-    let go of the volume on it: no VolumeAttachment for the volume on the instance's node (or on
-    a node that no longer exists) unless it is being deleted.
+def check_force_detach(env: Env, *, volume: Obj, facts: list[Fact],
+                       instance_id: str | None = None) -> None:
+    """2: every instance the volume is force-detached from is stopped or terminated, and
+    Kubernetes has let go of the volume on it: no VolumeAttachment for the volume on the
+    instance's node (or on a node that no longer exists) unless it is being deleted.
 
     A VolumeAttachment with a ``deletionTimestamp`` is one the attach/detach controller gave up
     (the external attacher keeps ``attached: true``, a ``detachError`` and its finalizer while
-    EC2 refuses the detach); one without is a volume Kubernetes still considers in use there."""
+    EC2 refuses the detach); one without is a volume Kubernetes still considers in use there.
+
+    An io2 volume with Multi-Attach (``MultiAttachEnabled``) is attached to several instances on
+    purpose, and a DetachVolume names one of them: only ``instance_id``'s attachment is detached,
+    so only that instance must be fenced; the other holders are listed (fact ``attachments``, with
+    their states) and block nothing. Which instance must then be named: without it, refused."""
     vid = volume["VolumeId"]
     ids = sorted({a["InstanceId"] for a in volume.get("Attachments") or () if a.get("InstanceId")})
+    if multiattach.holders(volume):
+        facts.append(multiattach.fact(env, volume, target=instance_id))
+        env.ctx.interlock(
+            rule=RULE_FORCE_DETACH, ok=instance_id in ids,
+            message=f"volume {vid} is Multi-Attach, attached to {', '.join(ids)}: a force detach "
+                    "must name the one instance it detaches from (instance_id), the fenced one; "
+                    f"{instance_id or 'no instance'} holds no attachment of it")
+        ids = [instance_id] if instance_id in ids else []
     instances = env.ec2.describe_instances(ids) if ids else {}
     states = {i: instance_state(instances.get(i)) for i in ids}
     for iid, state in states.items():

@@ -7,11 +7,8 @@ poll), so the reads do not grow with the number of nodes, and one approval cover
 - ``k8s.zone.survey`` finds the NotReady nodes of the zone (or checks the ones named) and what each
   one holds; nodes already out of service are reported done, so a re-run picks up what is left,
   and a node whose kubelet is alive (its Lease renewed: rule 8's "sick") is left alone.
-- ``k8s.zone.fence_taint`` fences a batch (one ``StopInstances`` for the instances still running)
-  and taints it out-of-service. Its plan lists every node, instance and change; each node has its
-  own hash in ``data["batch"]``, so a node whose facts change before apply (it came back Ready,
-  its instance was started) is dropped from the batch and the rest apply as approved
-  (``bot.engine.plan.narrowed``). A node that cannot be fenced (a Spot instance) fails alone.
+- ``k8s.zone.fence_taint`` (``bot.actions.zone_fence``) fences a batch and taints each node
+  out-of-service as soon as its own machine is off, each node on its own clock.
 - ``k8s.zone.wait_detached`` waits for the VolumeAttachments of all the nodes together.
 - ``k8s.zone.held_volumes`` lists the data volumes EC2 still attaches to their instances although
   Kubernetes let go of them: what a forced detach (``aws.ec2.volume.detach``) may free.
@@ -27,14 +24,13 @@ DescribeInstanceStatus for the batch), oos-taint (1) for every node tainted, and
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
 from bot.actions import interlocks as il
 from bot.actions.declarations import (
-    ZoneBatchParams,
     ZoneHeldParams,
+    ZoneLeftoverParams,
     ZonePlacementParams,
     ZoneSurveyParams,
     ZoneWaitParams,
@@ -45,39 +41,32 @@ from bot.actions.objects import (
     FENCED_STATES,
     OUT_OF_SERVICE_TAINT,
     Obj,
-    csi_instance_id_of,
     ebs_volume_id_of_pv,
     ec2_tags,
     has_taint,
     instance_id_of,
     instance_state,
     meta,
-    nodes_of_instance,
-    operator_of,
     pod_claims,
     pv_named_by_tags,
     pv_zone,
     ready_condition,
-    set_taint,
     terminating,
     va_node,
     zone_of_node,
 )
 from bot.actions.registry import ActionSpec, action
-from bot.engine.plan import Change, Fact, Plan, Result, canonical_json
-from bot.errors import InterlockBlocked, PermanentError
+from bot.engine.plan import Plan, Result, canonical_json
+from bot.errors import PermanentError
 
 POLL_SECONDS = 15.0
 TAINT_VALUE = "nodeshutdown"
 TAINT_EFFECT = "NoExecute"
 GROUP_LABELS = (("eks.amazonaws.com/nodegroup", "node group"), ("karpenter.sh/nodepool", "NodePool"))
 SPOT_LABELS = (("karpenter.sh/capacity-type", "spot"), ("eks.amazonaws.com/capacityType", "SPOT"))
-# EC2 answers that refuse the whole StopInstances call for one instance in it
-ONE_REFUSES_ALL = frozenset({"UnsupportedOperation", "OperationNotPermitted",
-                             "IncorrectInstanceState", "UnsupportedInstanceAttribute"})
 
 
-def _name(node: Obj) -> str:
+def node_name(node: Obj) -> str:
     return str(meta(node)["name"])
 
 
@@ -99,7 +88,7 @@ def is_spot(node: Obj, inst: Obj | None) -> bool:
     return any(_labels(node).get(k) == v for k, v in SPOT_LABELS)
 
 
-def _digest(value: Any) -> str:
+def digest(value: Any) -> str:
     return hashlib.sha256(canonical_json(value).encode()).hexdigest()[:32]
 
 
@@ -114,18 +103,18 @@ def apply_survey(plan: Plan, p: ZoneSurveyParams, env: Env) -> Result:
     if p.nodes:
         il.check_zone(env, zone=p.zone, named=p.nodes, nodes=nodes, facts=[])
     wanted = set(p.nodes or ())
-    in_zone = [n for n in nodes if zone_of_node(n) == p.zone and (not wanted or _name(n) in wanted)]
+    in_zone = [n for n in nodes if zone_of_node(n) == p.zone and (not wanted or node_name(n) in wanted)]
     dead = [n for n in in_zone if ready_condition(n)[0] != "True"]
     ids = [i for i in (instance_id_of(n) for n in dead) if i]
     instances = env.ec2.describe_instances(ids) if ids else {}
     vas = env.kube.list_volume_attachments() if dead else []
     # a NotReady node whose kubelet is alive (rule 8's "sick") is no part of a zone outage
-    leases = {_name(x): x for x in env.kube.list_node_leases()} if dead else {}
+    leases = {node_name(x): x for x in env.kube.list_node_leases()} if dead else {}
     now, grace = env.ctx.clock.now(), env.settings.policy.node_monitor_grace_period
     items: list[Obj] = []
     todo, done, skipped, pvs, todo_ids = [], [], [], [], []
-    for n in sorted(in_zone, key=_name):
-        name, iid = _name(n), instance_id_of(n)
+    for n in sorted(in_zone, key=node_name):
+        name, iid = node_name(n), instance_id_of(n)
         inst = instances.get(iid) if iid else None
         mine = sorted(str(pv) for v in vas if va_node(v) == name
                       if (pv := ((v.get("spec") or {}).get("source") or {}).get("persistentVolumeName")))
@@ -167,261 +156,6 @@ def apply_survey(plan: Plan, p: ZoneSurveyParams, env: Env) -> Result:
                         "instance_ids": sorted(i for i in todo_ids if i), "count": len(todo)},
                   message=f"{len(todo)} node(s) of {p.zone} to recover, {len(done)} already out of "
                           f"service, {len(skipped)} left alone")
-
-
-# -- fence and taint, one batch ---------------------------------------------------------------
-
-class _Batch:
-    """One read of the batch's world: every node, and the batch's instances in one call."""
-
-    def __init__(self, env: Env, p: ZoneBatchParams, facts: list[Fact]) -> None:
-        self.nodes = env.kube.list_nodes()
-        il.check_zone(env, zone=p.zone, named=p.nodes, nodes=self.nodes, facts=facts)
-        by_name = {_name(n): n for n in self.nodes}
-        self.batch = [by_name[n] for n in p.nodes]
-        ids = [i for i in (instance_id_of(n) for n in self.batch) if i]
-        self.instances = env.ec2.describe_instances(ids) if ids else {}
-        # rule 8's evidence for the machines a fence would stop: one read of each for the batch
-        live = [i for i in ids if instance_state(self.instances.get(i)) not in FENCED_STATES
-                and i in self.instances]
-        self.statuses = env.ec2.describe_instance_status(live) if live else {}
-        self.leases = {_name(lease): lease for lease in env.kube.list_node_leases()} if live else {}
-
-
-def _assess(env: Env, b: _Batch, node: Obj, facts: list[Fact]) -> tuple[list[Change], str | None]:
-    """The changes one node needs, or why it is left out of the batch."""
-    name, iid = _name(node), instance_id_of(node)
-    status, _ = ready_condition(node)
-    inst = b.instances.get(iid) if iid else None
-    state = instance_state(inst)
-    tainted = has_taint(node, OUT_OF_SERVICE_TAINT)
-    facts.append(env.fact(f"node {name}", "out_of_service", tainted))
-    changes: list[Change] = []
-    if iid is None:
-        return [], "no EC2 instance in its providerID: the bot cannot confirm it is off"
-    csi = csi_instance_id_of(node)
-    if csi is not None and csi != iid:
-        return [], f"its providerID names {iid} but its EBS CSI registration {csi}"
-    if state in FENCED_STATES or state == "absent":
-        facts.append(env.fact(f"node {name}", "ready", status))
-        facts.append(env.fact(f"instance {iid}", "state", state))
-        if status == "True":
-            return [], "the node came back Ready"
-        if state == "absent":
-            return [], f"instance {iid} is unknown to EC2"
-    else:
-        mine = nodes_of_instance(b.nodes, iid)
-        refusal = il.fence_problems(env, instance_id=iid, instance=inst,
-                                    checks=b.statuses.get(iid) or {}, nodes=mine,
-                                    leases={_name(n): b.leases.get(_name(n)) for n in mine},
-                                    facts=facts)
-        if refusal:
-            return [], refusal.text()
-        if state == "shutting-down":
-            return [], f"instance {iid} is shutting down: re-run once it is terminated"
-        if operator_of(inst):
-            return [], (f"instance {iid} is an EKS Auto Mode machine ({operator_of(inst)} manages "
-                        "it), which EC2 lets only EKS stop or terminate: fence it on its own "
-                        "(node-dead-ngns deletes its NodeClaim)")
-        if is_spot(node, inst):
-            return [], (f"instance {iid} is a Spot instance, which StopInstances cannot stop: "
-                        "fence it on its own (node-dead-ngns)")
-        changes.append(Change(target_kind="Instance", target=iid, operation="force-stop",
-                              before=state, after="stopped"))
-    if not tainted:
-        changes.append(Change(target_kind="Node", target=name, operation="taint", before="",
-                              after=f"{OUT_OF_SERVICE_TAINT}={TAINT_VALUE}:{TAINT_EFFECT}"))
-    return changes, None
-
-
-def plan_fence_taint(p: ZoneBatchParams, env: Env) -> Plan:
-    facts: list[Fact] = []
-    b = _Batch(env, p, facts)
-    changes: list[Change] = []
-    items: dict[str, str] = {}
-    dropped: dict[str, str] = {}
-    nodes: dict[str, Obj] = {}
-    for node in b.batch:
-        mine: list[Fact] = []
-        ch, problem = _assess(env, b, node, mine)
-        facts += mine
-        name = _name(node)
-        if problem is not None:
-            dropped[name] = problem
-            continue
-        changes += ch
-        items[name] = _digest({"changes": [asdict(c) for c in ch],
-                               "facts": [[f.subject, f.name, f.value] for f in mine]})
-        nodes[name] = {"instance_id": instance_id_of(node),
-                       "stop": any(c.operation == "force-stop" for c in ch),
-                       "state": instance_state(b.instances.get(instance_id_of(node) or ""))}
-    others = il.check_blast_radius(env, targets=list(items), nodes=b.nodes, facts=facts) \
-        if items else []
-    common = _digest({"zone": p.zone, "others": others})
-    return Plan(action="k8s.zone.fence_taint", params={}, changes=tuple(changes),
-                facts=tuple(facts),
-                data={"batch": {"common": common, "items": items, "dropped": dropped},
-                      "nodes": nodes})
-
-
-def _stop(env: Env, ids: list[str]) -> tuple[dict[str, str], dict[str, str]]:
-    """One StopInstances for all; when EC2 refuses the call for one of them, each alone, so one
-    instance that cannot be stopped fails by itself. Returns (states now, failures)."""
-    states: dict[str, str] = {}
-    failed: dict[str, str] = {}
-
-    def record(resp: Obj) -> None:
-        for row in resp.get("StoppingInstances") or ():
-            states[str(row.get("InstanceId"))] = str((row.get("CurrentState") or {}).get("Name"))
-
-    try:
-        record(env.ec2.stop_instances(ids, force=True))
-        return states, failed
-    except PermanentError as e:
-        if e.code not in ONE_REFUSES_ALL or len(ids) == 1:
-            if e.code in ONE_REFUSES_ALL:
-                failed[ids[0]] = f"{e.code}: {e}"
-                return states, failed
-            raise
-    for iid in ids:
-        try:
-            record(env.ec2.stop_instances([iid], force=True))
-        except PermanentError as e:
-            if e.code not in ONE_REFUSES_ALL:
-                raise
-            failed[iid] = f"{e.code}: {e}"
-    return states, failed
-
-
-def apply_fence_taint(plan: Plan, p: ZoneBatchParams, env: Env) -> Result:
-    approved: dict[str, Obj] = dict(plan.data.get("nodes") or {})
-    batch_info = plan.data.get("batch") or {}
-    stopping = _stops_under_way(env, approved)
-    if stopping is not None:
-        return stopping
-    outcomes: dict[str, Obj] = {
-        n: {"node": n, "instance_id": None, "outcome": "dropped", "reason": why}
-        for n, why in (batch_info.get("dropped") or {}).items()}
-    # live reads, never the plan's facts: a node may have come back since approval
-    b = _Batch(env, p, [])
-    ok: list[Obj] = []
-    for node in b.batch:
-        name = _name(node)
-        if name not in approved:
-            continue
-        _, problem = _assess(env, b, node, [])
-        iid = instance_id_of(node)
-        if problem is not None:
-            outcomes[name] = {"node": name, "instance_id": iid, "outcome": "dropped",
-                              "reason": f"changed since approval: {problem}"}
-        else:
-            ok.append(node)
-    states = {i: instance_state(b.instances.get(i)) for i in (instance_id_of(n) for n in ok) if i}
-    # a plain stop someone began on a hung guest never ends: 'stopping' is forced too. Polls
-    # while this batch's own stops are under way never get here (_stops_under_way)
-    planned = {str(v["instance_id"]) for v in approved.values() if v.get("stop")}
-    to_stop = sorted(i for i, s in states.items()
-                     if s == "running" or (s == "stopping" and i in planned))
-    if to_stop:
-        now, failed = _stop(env, to_stop)
-        states.update(now)
-        for node in list(ok):
-            iid = instance_id_of(node)
-            if iid in failed:
-                ok.remove(node)
-                outcomes[_name(node)] = {"node": _name(node), "instance_id": iid,
-                                         "outcome": "failed",
-                                         "reason": f"instance could not be stopped: {failed[iid]}"}
-    waiting = [n for n in ok if states.get(instance_id_of(n) or "") not in FENCED_STATES]
-    if waiting:
-        fenced = len(ok) - len(waiting)
-        progress = f"{fenced} of {len(ok)} instances stopped"
-        env.ctx.progress = progress
-        return Result(data=_summary(outcomes, ok, states), done=False, progress=progress,
-                      retry_after=POLL_SECONDS)
-    if ok:
-        il.check_blast_radius(env, targets=[_name(n) for n in ok], nodes=b.nodes, facts=[])
-    for node in ok:
-        name, iid = _name(node), instance_id_of(node)
-        if has_taint(node, OUT_OF_SERVICE_TAINT):
-            outcomes[name] = {"node": name, "instance_id": iid, "outcome": "done",
-                              "reason": f"already out of service, instance {states.get(iid or '')}"}
-            continue
-        outcomes[name] = _taint(env, node, b)
-    changed = [o for o in outcomes.values() if o["outcome"] == "tainted"]
-    data = _summary(outcomes, ok, states)
-    if changed or any(o["outcome"] == "done" for o in outcomes.values()):
-        data["compensation"] = (f"out-of-service taint and stopped instances stay on "
-                                f"{len(data['out_of_service'])} node(s) of {p.zone}: run "
-                                "node-recovered on each once it is repaired and Ready")
-    counts = {k: sum(1 for o in outcomes.values() if o["outcome"] == k)
-              for k in ("tainted", "done", "dropped", "failed")}
-    return Result(data=data, already_done=not changed and not to_stop,
-                  message=", ".join(f"{v} {k}" for k, v in counts.items() if v) or "nothing to do")
-
-
-def _stops_under_way(env: Env, approved: dict[str, Obj]) -> Result | None:
-    """While the stops this batch made are under way (an instance ``stopping``, none left
-    ``running``), a poll reads the instances alone: nothing is written until they are stopped,
-    and the taints then read everything live again."""
-    ids = sorted(str(v["instance_id"]) for v in approved.values() if v.get("stop"))
-    if not ids or any(v.get("state") == "stopping" for v in approved.values() if v.get("stop")):
-        return None  # someone else's stop was under way at plan time: it is forced at every apply
-    states = {i: instance_state(inst) for i, inst in env.ec2.describe_instances(ids).items()}
-    if "stopping" not in states.values() or "running" in states.values() \
-            or "pending" in states.values() or len(states) != len(ids):
-        return None
-    fenced = sum(1 for s in states.values() if s in FENCED_STATES)
-    progress = f"{fenced} of {len(ids)} fenced instances stopped"
-    env.ctx.progress = progress
-    return Result(data={"items": [], "stopping": sorted(i for i, s in states.items()
-                                                        if s == "stopping")},
-                  done=False, progress=progress, retry_after=POLL_SECONDS)
-
-
-def _taint(env: Env, node: Obj, b: _Batch) -> Obj:
-    """Taint one node of the batch; a refusal or failure is that node's outcome alone."""
-    name, iid = _name(node), instance_id_of(node)
-    try:
-        il.check_out_of_service_taint(env, node=node, facts=[], instances=b.instances)
-        recheck = il.Rechecked(env, node, lambda live: il.check_out_of_service_taint(
-            env, node=live, facts=[], instances=b.instances))
-
-        def mutate(obj: Obj) -> Obj | None:
-            if has_taint(obj, OUT_OF_SERVICE_TAINT):
-                return None
-            recheck(obj)
-            return set_taint(obj, key=OUT_OF_SERVICE_TAINT, value=TAINT_VALUE,
-                             effect=TAINT_EFFECT, now=env.now_iso())
-
-        written, changed = env.kube.update(kind="Node", name=name, mutate=mutate, current=node)
-    except InterlockBlocked as e:
-        return {"node": name, "instance_id": iid, "outcome": "dropped",
-                "reason": f"interlock {e.rule}: {e.message}"}
-    except PermanentError as e:
-        return {"node": name, "instance_id": iid, "outcome": "failed", "reason": str(e)}
-    if not has_taint(written, OUT_OF_SERVICE_TAINT):
-        return {"node": name, "instance_id": iid, "outcome": "failed",
-                "reason": "the taint is not on the node after the write"}
-    return {"node": name, "instance_id": iid, "outcome": "tainted" if changed else "done",
-            "reason": "fenced and out of service" if changed else "already out of service"}
-
-
-def _summary(outcomes: dict[str, Obj], ok: list[Obj], states: dict[str, str]) -> Obj:
-    for node in ok:
-        outcomes.setdefault(_name(node), {"node": _name(node), "instance_id": instance_id_of(node),
-                                          "outcome": "fencing",
-                                          "reason": f"instance {states.get(instance_id_of(node) or '')}"})
-    for o in outcomes.values():
-        if o.get("instance_id") in states:
-            o["state"] = states[o["instance_id"]]
-    items = [outcomes[k] for k in sorted(outcomes)]
-    return {"items": items,
-            "out_of_service": [o["node"] for o in items if o["outcome"] in ("tainted", "done")],
-            "stopped": sorted(o["instance_id"] for o in items
-                              if o["outcome"] in ("tainted", "done") and o.get("instance_id")),
-            "dropped": [o["node"] for o in items if o["outcome"] == "dropped"],
-            "failed": [o["node"] for o in items if o["outcome"] == "failed"]}
 
 
 # -- waiting for all the nodes' attachments together ------------------------------------------
@@ -488,6 +222,25 @@ def apply_held(plan: Plan, p: ZoneHeldParams, env: Env) -> Result:
                         "count": len(items)})
 
 
+# -- what the nodes deleted during the run left behind -----------------------------------------
+
+def plan_leftover(p: ZoneLeftoverParams, env: Env) -> Plan:
+    return Plan(action="k8s.zone.leftover_attachments", params={})
+
+
+def apply_leftover(plan: Plan, p: ZoneLeftoverParams, env: Env) -> Result:
+    """VolumeAttachments still naming nodes that no longer exist, and not being deleted: what the
+    attach/detach controller did not let go of after its timeout (``k8s.volumeattachment.delete``,
+    behind interlock 10, may DELETE them; never a finalizer edit)."""
+    present = {node_name(n) for n in env.kube.list_nodes()} if p.nodes else set()
+    gone = set(p.nodes) - present
+    items = [{"name": str(meta(v)["name"]), "node": va_node(v)}
+             for v in (env.kube.list_volume_attachments() if gone else [])
+             if va_node(v) in gone and not terminating(v)]
+    return Result(data={"items": items, "names": [i["name"] for i in items], "count": len(items)},
+                  message=f"{len(items)} VolumeAttachment(s) left on {len(gone)} deleted node(s)")
+
+
 # -- did the pods come back, and if not, why --------------------------------------------------
 
 def plan_placement(p: ZonePlacementParams, env: Env) -> Plan:
@@ -502,7 +255,7 @@ def apply_placement(plan: Plan, p: ZonePlacementParams, env: Env) -> Result:
     by_claim: dict[str, Obj] = {}
     for one in env.kube.list_pvs() if p.pvs else []:
         ref = (one.get("spec") or {}).get("claimRef") or {}
-        if ref.get("name") and _name(one) in wanted:
+        if ref.get("name") and node_name(one) in wanted:
             by_claim[f"{ref.get('namespace')}/{ref['name']}"] = one
     users: dict[str, list[Obj]] = {}
     for each in pods:
@@ -516,7 +269,7 @@ def apply_placement(plan: Plan, p: ZonePlacementParams, env: Env) -> Result:
         pod = live[0] if live else None
         where = (pod or {}).get("spec", {}).get("nodeName")
         phase = ((pod or {}).get("status") or {}).get("phase")
-        item = {"claim": claim, "pod": f"{meta(pod).get('namespace')}/{_name(pod)}" if pod else None,
+        item = {"claim": claim, "pod": f"{meta(pod).get('namespace')}/{node_name(pod)}" if pod else None,
                 "node": where, "phase": phase, "volume_zone": zone,
                 "volume_id": ebs_volume_id_of_pv(pv) if pv else None}
         if pod is not None and phase == "Running" and where not in dead:
@@ -524,6 +277,7 @@ def apply_placement(plan: Plan, p: ZonePlacementParams, env: Env) -> Result:
         else:
             item["outcome"], item["reason"] = _why_not(claim, zone, pod, nodes, dead)
         items.append(item)
+    _check_volumes(env, items)
     waiting = [i["claim"] for i in items if i["outcome"] != "running"]
     blocked = [i["claim"] for i in items if i["outcome"] == "blocked"]
     return Result(data={"items": items, "total": len(items), "running": len(items) - len(waiting),
@@ -531,11 +285,52 @@ def apply_placement(plan: Plan, p: ZonePlacementParams, env: Env) -> Result:
                   progress=f"{len(items) - len(waiting)} of {len(items)} claims in use again")
 
 
+def _check_volumes(env: Env, items: list[Obj]) -> None:
+    """What EC2 says of the claims' volumes, before a claim is called recovered: EBS's status
+    checks (one DescribeVolumeStatus; ``impaired``, its ``io-enabled`` check failed, means EBS
+    disabled its I/O after a host failure: blocked until someone checks the data), and, for the
+    claims not running yet, who holds each volume (one DescribeVolumes, one DescribeInstances): a
+    volume still attached to a machine stuck ``stopping`` waits for that machine, not for time."""
+    vids = sorted({str(i["volume_id"]) for i in items if i.get("volume_id")})
+    if not vids:
+        return
+    status = env.ec2.describe_volume_status(vids)
+    for i in items:
+        st = status.get(str(i.get("volume_id"))) or {}
+        vs = st.get("VolumeStatus") or {}
+        i["volume_status"] = vs.get("Status")
+        if vs.get("Status") == "impaired":
+            failed = [d.get("Name") for d in vs.get("Details") or () if d.get("Status") == "failed"]
+            i["outcome"], i["reason"] = "blocked", (
+                f"its EBS volume {i['volume_id']} is impaired ({', '.join(failed) or 'status check'}"
+                " failed): EBS disabled its I/O because its data may be inconsistent after the "
+                "host failure. Check the data (a file-system check from the pod, or a snapshot), "
+                "then enable I/O (aws ec2 enable-volume-io) before trusting it")
+    late = sorted({str(i["volume_id"]) for i in items
+                   if i["outcome"] != "running" and i.get("volume_id")})
+    vols = env.ec2.describe_volumes(late) if late else {}
+    holders = sorted({str(a.get("InstanceId")) for v in vols.values()
+                      for a in v.get("Attachments") or () if a.get("InstanceId")})
+    states = {k: instance_state(v) for k, v in env.ec2.describe_instances(holders).items()} \
+        if holders else {}
+    for i in items:
+        if i["outcome"] == "running" or i.get("volume_status") == "impaired":
+            continue
+        for a in (vols.get(str(i.get("volume_id"))) or {}).get("Attachments") or ():
+            iid = str(a.get("InstanceId"))
+            if states.get(iid) == "stopping":
+                i["outcome"], i["reason"] = "blocked", (
+                    f"its EBS volume {i['volume_id']} is held by instance {iid}, stuck stopping "
+                    "(a failed host keeps its volumes attached): ask AWS to complete the stop, or "
+                    "have two people break glass on tainting the stuck node, then on a forced "
+                    "detach")
+
+
 def _why_not(claim: str, zone: str | None, pod: Obj | None, nodes: list[Obj],
              dead: set[str]) -> tuple[str, str]:
     """Why the pod of ``claim`` does not run yet: waiting (on its way) or blocked (needs a person)."""
     in_zone = [n for n in nodes if zone_of_node(n) == zone] if zone else []
-    usable = [n for n in in_zone if _name(n) not in dead and ready_condition(n)[0] == "True"
+    usable = [n for n in in_zone if node_name(n) not in dead and ready_condition(n)[0] == "True"
               and not (n.get("spec") or {}).get("unschedulable")]
     groups = groups_of(in_zone)
     if pod is None:
@@ -564,12 +359,6 @@ ACTIONS: tuple[ActionSpec[Any], ...] = (
                        "it), each instance's state in one DescribeInstances, their "
                        "VolumeAttachments and claims; nodes already out of service are done.",
            plan=plan_survey, apply=apply_survey),
-    action("k8s.zone.fence_taint", ZoneBatchParams, destructive=True,
-           summary="Fence and taint out-of-service {{ nodes | length }} node(s) of {{ zone }}",
-           description="One batch: one StopInstances (force) for the instances still running, then "
-                       "the out-of-service taint on every node. Nodes whose facts changed since "
-                       "approval are dropped; a node that cannot be fenced fails alone.",
-           plan=plan_fence_taint, apply=apply_fence_taint),
     action("k8s.zone.wait_detached", ZoneWaitParams, destructive=False,
            summary="Wait for the VolumeAttachments of {{ nodes | length }} node(s) to go",
            description="Waits for all the nodes' VolumeAttachments together, one list per poll.",
@@ -580,6 +369,12 @@ ACTIONS: tuple[ActionSpec[Any], ...] = (
                        "instances though no VolumeAttachment on their nodes holds them: one "
                        "DescribeVolumes for all.",
            plan=plan_held, apply=apply_held),
+    action("k8s.zone.leftover_attachments", ZoneLeftoverParams, destructive=False,
+           summary="List the VolumeAttachments left on {{ nodes | length }} deleted node(s)",
+           description="VolumeAttachments that still name nodes deleted during the run (replaced "
+                       "by their node group) and are not being deleted: one node list and one "
+                       "VolumeAttachment list.",
+           plan=plan_leftover, apply=apply_leftover),
     action("k8s.zone.placement", ZonePlacementParams, destructive=False,
            summary="Check the pods of the claims of {{ pvs | length }} volume(s) run again",
            description="Per claim: its pod runs on a live node, or why not, naming the node groups "

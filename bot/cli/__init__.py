@@ -15,6 +15,9 @@ Exit status, the same for every command:
     2   nothing was attempted: the command line is wrong (argparse's usage errors, or an option's
         value such as ``--tz``), or the configuration is invalid or names a state database that
         cannot be opened or written (``ConfigError``); ``diagnose`` could not make its scan
+    3   ``run`` (and ``follow``, and ``approve``/``confirm``/``retry`` when they carry the run to
+        its end): the run finished every step, but its runbook's outcome rules
+        (``spec.outcome``) ended it ``partial``: the incident is only partly resolved
     130 interrupted
 
 Errors are one line each on stderr, ``runbook-bot: error: ...``, never a traceback.
@@ -36,6 +39,7 @@ from bot.errors import ConfigError, RunbookBotError
 
 EXIT_REFUSED = 1
 EXIT_USAGE = 2  # argparse's own code for a bad command line; also a bad configuration
+EXIT_PARTIAL = 3  # a run ended partial: not a refusal, not a success either
 
 # Order here is the order of `runbook-bot --help`.
 COMMAND_MODULES = (

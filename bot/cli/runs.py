@@ -16,7 +16,7 @@ import threading
 from datetime import datetime
 from typing import Any
 
-from bot.cli import logs
+from bot.cli import EXIT_PARTIAL, EXIT_REFUSED, logs
 from bot.cli.ops import add_side_port_arguments
 
 ACTOR_HELP = "act as USER (only where policy.allow_impersonation is set: demos and tests)"
@@ -26,8 +26,9 @@ def register(sub: Any) -> None:
     p = sub.add_parser("run", help="start a runbook and follow it",
                        description="Start a run of runbook NAME with params, then follow it: "
                        "plans, approvals, progress. Exit 0 when it succeeded or waits for an "
-                       "approval, 1 when it failed or was aborted (a dry run: 1 when a real run "
-                       "would stop).")
+                       "approval, 3 when it ended partial (its runbook's outcome rules say the "
+                       "incident is only partly resolved), 1 when it failed or was aborted (a dry "
+                       "run: 1 when a real run would stop).")
     p.add_argument("name", metavar="NAME")
     p.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
                    help="a run parameter (repeat for several)")
@@ -89,7 +90,7 @@ def register(sub: Any) -> None:
                        description="Print a run's steps as they happen, whoever drives it (a "
                        "worker, Slack, another terminal), until it finishes. Only reads: Ctrl-C "
                        "stops following and leaves the run as it is. Exit 0 when the run "
-                       "succeeded, 1 when it failed or was aborted.")
+                       "succeeded, 3 when it ended partial, 1 when it failed or was aborted.")
     p.add_argument("run_id", metavar="RUN_ID")
     p.add_argument("--interval", type=float, default=1.0, help="seconds between polls (default 1)")
     p.set_defaults(handler=cmd_follow)
@@ -118,6 +119,12 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=cmd_worker, default_log_level="info")
 
 
+def exit_of(status: str) -> int:
+    """The exit status of a finished run: 0 succeeded, 3 partial (its runbook's outcome rules
+    say the incident is only partly resolved), 1 failed or aborted."""
+    return {"succeeded": 0, "partial": EXIT_PARTIAL}.get(status, EXIT_REFUSED)
+
+
 def _follow_arguments(p: Any) -> None:
     group = p.add_mutually_exclusive_group()
     group.add_argument("--follow", dest="follow", action="store_true", default=None,
@@ -142,13 +149,13 @@ def _follow(runner: Any, run_id: str, *, actor: str, interactive: bool, yes: boo
     asked: set[tuple[str, str | None]] = set()
     while True:
         state = runner.drive(run_id)
-        if state.status in ("succeeded", "failed", "aborted"):
+        if state.status in ("succeeded", "partial", "failed", "aborted"):
             if state.dry_run and state.status == "succeeded":
                 from bot.present.dryrun import dry_run_verdict
                 from bot.present.views import run_view
 
                 return 0 if dry_run_verdict(run_view(state)).would_succeed else 1
-            return 0 if state.status == "succeeded" else 1
+            return exit_of(state.status)
         if state.status == "awaiting_approval":
             s = next((x for x in state.steps.values() if x.status == "awaiting_approval"), None)
             if s is None or (s.key, s.plan_hash) in asked:
@@ -295,7 +302,7 @@ def cmd_follow(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print(f"\nstopped following run {run_id}; it carries on as it is", file=sys.stderr)
         return 130
-    return 0 if state.status == "succeeded" else 1
+    return exit_of(state.status)
 
 
 def cmd_runs(args: argparse.Namespace) -> int:

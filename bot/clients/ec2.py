@@ -472,6 +472,29 @@ class Ec2Client:
             return out
         return self._described("DescribeInstanceStatus", instance_ids, (), fetch)
 
+    def describe_volume_status(self, volume_ids: Sequence[str] = (), *,
+                               filters: Sequence[dict[str, Any]] = ()) -> dict[str, dict[str, Any]]:
+        """EBS volume status checks by volume id: ``VolumeStatus.Status`` is ``impaired`` with the
+        ``io-enabled`` check failed when EBS disabled a volume's I/O (a host failure left its data
+        possibly inconsistent). EC2 has no volume-id filter here: the ids are ``VolumeIds``, and an
+        id it does not know fails the call (``InvalidVolume.NotFound``); ``filters`` narrow the
+        answer (``availability-zone``, ``volume-status.status``, ...)."""
+        if not volume_ids and not filters:
+            return {}
+        ids = sorted(set(volume_ids))
+        kwargs: dict[str, Any] = {"Filters": list(filters)}
+        if ids:
+            kwargs["VolumeIds"] = ids
+
+        def fetch(request_ids: list[str]) -> dict[str, dict[str, Any]]:
+            out: dict[str, dict[str, Any]] = {}
+            for page in self._paginate("DescribeVolumeStatus", "describe_volume_status", ids,
+                                       request_ids, **kwargs):
+                for st in page.get("VolumeStatuses", ()):
+                    out[st["VolumeId"]] = st
+            return out
+        return self._described("DescribeVolumeStatus", ids, filters, fetch)
+
     def stop_protected(self, instance_id: str) -> bool:
         """The instance's ``disableApiStop`` attribute: with it EC2 refuses StopInstances and
         TerminateInstances (``OperationNotPermitted``)."""
@@ -498,6 +521,22 @@ class Ec2Client:
         if self.reads is not None:
             self.reads.put(key, (protected, _request_id(resp)))
         return protected
+
+    def describe_instance_types(self, instance_types: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Instance types by name (unknown names are missing): ``InstanceStorageInfo`` tells which
+        come with instance-store disks, which DescribeInstances' BlockDeviceMappings never list."""
+        if not instance_types:
+            return {}
+
+        def fetch(request_ids: list[str]) -> dict[str, dict[str, Any]]:
+            out: dict[str, dict[str, Any]] = {}
+            for page in self._paginate("DescribeInstanceTypes", "describe_instance_types",
+                                       list(instance_types), request_ids,
+                                       InstanceTypes=sorted(set(instance_types))):
+                for it in page.get("InstanceTypes", ()):
+                    out[it["InstanceType"]] = it
+            return out
+        return self._described("DescribeInstanceTypes", instance_types, (), fetch)
 
     def describe_volumes(self, volume_ids: Sequence[str] = (), *,
                          filters: Sequence[dict[str, Any]] = ()) -> dict[str, dict[str, Any]]:

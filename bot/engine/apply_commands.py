@@ -41,7 +41,7 @@ from bot.engine.commands import (
 from bot.engine.decisions import Finished, Tick, iso
 from bot.engine.provenance import check_identity
 from bot.engine.runstate import RunState, StepState, Vote
-from bot.engine.state import STEP_FINAL, RunStatus, StepStatus
+from bot.engine.state import RUN_TERMINAL, STEP_FINAL, RunStatus, StepStatus
 from bot.errors import ParamError, PolicyError
 
 S = StepStatus
@@ -77,7 +77,7 @@ def apply_command(c: Commandable, cmd: Command, now: datetime, tick: Tick) -> Ou
     c.event(tick, ev.command_given(name, args), now, actor=cmd.actor)
     target: str | None = getattr(cmd, "step", None)
     try:
-        if c.state.status in (R.SUCCEEDED, R.FAILED, R.ABORTED):
+        if c.state.status in RUN_TERMINAL:
             raise PolicyError(f"run {c.state.run_id} has already finished ({c.state.status})")
         if isinstance(cmd, Abort):
             return _abort(c, cmd, now, tick)

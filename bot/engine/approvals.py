@@ -18,6 +18,9 @@ rules:
   requester may approve, like anyone else in the groups;
 - a rejection needs a reason; approvals expire after ``expires_after``;
 - break-glass (overriding an interlock) needs two distinct eligible people, each with a reason;
+- a plan may raise its step's approver count (``raised``): what it found makes the change worse
+  than the runbook foresaw (a fence that destroys data no other machine holds). The raise is in
+  the plan's data, so it is bound to the plan's hash like everything else an approval covers;
 - a step's groups narrow the runbook's: a step that names none has the runbook's groups, and only
   a runbook that names none at all leaves approval to any configured group;
 - the bot itself (``SYSTEM_ACTOR``, and any ``system:`` identity: a worker, an alert) never
@@ -30,7 +33,7 @@ rules:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from bot.config import PolicyConfig
 from bot.engine.runstate import RunState
@@ -57,6 +60,14 @@ class ApprovalRule:
     allow_self: bool
     expires_after: float
     reason: str  # why approval is needed, in words ("" when it is not)
+    raised_by: int = 0  # approvers the plan added to the step's own count (see ``raised``)
+    raised_why: str = ""  # why, in the plan's words
+
+
+# The key of a plan's data by which it raises its step's approver count: {"by": N, "why": "..."}.
+# In the data, so the plan hash covers it: a plan without it hashes as before the key existed.
+RAISE_KEY = "approvers_raised"
+MAX_RAISE = 2  # a plan asks for at most this many more people; more is a runbook's decision
 
 
 def effective_rule(*, runbook: Approval, step: Approval | None, destructive: bool,
@@ -81,6 +92,30 @@ def effective_rule(*, runbook: Approval, step: Approval | None, destructive: boo
     return ApprovalRule(required=required, min_approvers=minimum, groups=tuple(groups),
                         allow_self=bool(allow_self and policy.allow_self_approval),
                         expires_after=float(expires), reason=reason)
+
+
+def raised(rule: ApprovalRule, plan: Mapping[str, object] | None) -> ApprovalRule:
+    """``rule`` with the approvers the plan adds (``data[RAISE_KEY]``): its ``by`` more people, and
+    approval required even where the runbook asked for none. A plan without the key, or none yet,
+    leaves the rule as it is. The raise is read from the plan currently shown, so a plan computed
+    again at apply raises (or not) by what it finds then, and a changed raise changes the hash."""
+    data = (plan or {}).get("data")
+    ask = data.get(RAISE_KEY) if isinstance(data, Mapping) else None
+    if not ask:
+        return rule
+    if not isinstance(ask, Mapping):
+        ask = {}  # a raise the engine cannot read still raises: asking one more person is safe
+    try:
+        by = min(max(int(str(ask.get("by", 1))), 0), MAX_RAISE)
+    except ValueError:
+        by = 1
+    if by == 0:
+        return rule
+    why = " ".join(str(ask.get("why") or "the plan asks for more approvers").split())
+    reason = (f"{rule.reason}; " if rule.reason else "") + (
+        f"{rule.min_approvers + by} approvers, {by} more than the step otherwise needs: {why}")
+    return replace(rule, required=True, min_approvers=rule.min_approvers + by, raised_by=by,
+                   raised_why=why, reason=reason)
 
 
 def _narrowed(step: tuple[str, ...], runbook: tuple[str, ...]) -> tuple[str, ...]:

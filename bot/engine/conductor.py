@@ -27,7 +27,8 @@ from typing import Any
 
 from bot.config import PolicyConfig
 from bot.engine import events as ev
-from bot.engine.approvals import SYSTEM_ACTOR, ApprovalRule, Membership, effective_rule
+from bot.engine import outcome as run_outcome
+from bot.engine.approvals import SYSTEM_ACTOR, ApprovalRule, Membership, effective_rule, raised
 from bot.engine.decisions import (
     ApplyStep,
     AwaitPeople,
@@ -44,7 +45,7 @@ from bot.engine.plan import ApiCall, Plan, Result, narrowed
 from bot.engine.ports import ActionSpecLike
 from bot.engine.runstate import RunState, StepState
 from bot.engine.scope import Scope
-from bot.engine.state import STEP_FINAL, RunStatus, StepStatus, advance_run, advance_step
+from bot.engine.state import RUN_TERMINAL, STEP_FINAL, RunStatus, StepStatus, advance_run, advance_step
 from bot.errors import ExpressionError, InterlockBlocked, RetryableError, RunbookBotError
 from bot.runbook.model import MAX_BATCH, Runbook, Step
 from bot.runbook.params import written_params
@@ -54,6 +55,10 @@ S = StepStatus
 R = RunStatus
 MAX_GOTOS = 25
 _UNRENDERED = re.compile(r"\{\{.*?\}\}")
+
+
+# how the approval text of a plan that raised its approvers is marked (``approvals.raised``)
+RAISED_MARK = "MORE APPROVERS ("
 
 
 def _plain_title(step: Step) -> str:
@@ -115,7 +120,7 @@ class Conductor:
         """The next thing to do. Pure transitions (skips, manual steps) are made on the way."""
         st = self.state
         while True:
-            if st.status in (R.SUCCEEDED, R.FAILED, R.ABORTED):
+            if st.status in RUN_TERMINAL:
                 return Finished(st.status)
             if st.status == R.PENDING:
                 st.started_at = iso(now)
@@ -124,7 +129,7 @@ class Conductor:
             s = self.current()
             if s is None:
                 if st.cursor >= len(self.runbook.spec.steps):
-                    return self.finish(now, tick, R.SUCCEEDED, "every step finished")
+                    return self._finish_last(now, tick)
                 self._enter(st.cursor, now, tick)
                 continue
             decision = self._decide_step(s, now, tick)
@@ -327,7 +332,7 @@ class Conductor:
             return
         if self.state.dry_run:
             if spec.destructive or not plan.is_noop:
-                rule = self.rule_of(step)
+                rule = self.rule_for(s)
                 who = (f"; applying would need {rule.min_approvers} approver(s) from "
                        f"{', '.join(rule.groups) or 'any group'}" if rule.required else "")
                 self._skip(s, now, tick, f"dry run: planned only{who}")
@@ -354,7 +359,7 @@ class Conductor:
                 return
             self._to_applying(s, now, tick)
             return
-        rule = self.rule_of(step)
+        rule = self.rule_for(s)  # the plan may have raised the approvers the step needs
         confirm = step.action == "manual.confirm"
         if rule.required or confirm:
             # break-glass voters saw this step's change and the interlock; they approve this plan
@@ -372,8 +377,9 @@ class Conductor:
                               destructive=bool(spec and spec.destructive), policy=self.policy)
 
     def rule_for(self, s: StepState) -> ApprovalRule:
-        """The approval rule of a step instance (for commands: who may approve, reject, abort)."""
-        return self.rule_of(self.step_of(s))
+        """The approval rule of a step instance (for commands: who may approve, reject, abort):
+        the step's rule, with the approvers its current plan adds (``approvals.raised``)."""
+        return raised(self.rule_of(self.step_of(s)), s.plan)
 
     def _guards(self, s: StepState, step: Step, plan: Plan, now: datetime, tick: Tick) -> bool:
         if not step.guards:
@@ -398,7 +404,7 @@ class Conductor:
 
     def _request_approval(self, s: StepState, step: Step, now: datetime,
                           tick: Tick, *, confirm: bool = False) -> None:
-        rule = self.rule_of(step)
+        rule = raised(self.rule_of(step), s.plan)
         s.needs_approval = rule.required
         s.needs_confirmation = confirm and not rule.required
         s.approval_reason = rule.reason or "a person confirms this checklist item"
@@ -411,6 +417,11 @@ class Conductor:
                 s.approval_text = " ".join(render(desc, self.scope.context(**self._local(s))).split())
             except RunbookBotError:
                 s.approval_text = " ".join(desc.split())
+        s.approval_text = s.approval_text.split(RAISED_MARK)[0].strip()  # a previous plan's raise
+        if rule.raised_by:  # every front-end shows the text: the people asked read why they are more
+            s.approval_text = (f"{s.approval_text} {RAISED_MARK}{rule.min_approvers} in all, "
+                               f"{rule.raised_by} more than this step otherwise needs): "
+                               f"{rule.raised_why}").strip()
         if s.status != S.AWAITING_APPROVAL:
             self.set_step(tick, s, S.AWAITING_APPROVAL)
         tick.dirty.add(s.key)
@@ -418,7 +429,8 @@ class Conductor:
         self.event(tick, ev.approval_requested(
             s.key, confirmation=s.needs_confirmation, plan_hash=s.plan_hash,
             min_approvers=rule.min_approvers, groups=list(rule.groups), expires_at=s.expires_at,
-            reason=s.approval_reason, already=[v.by for v in valid]), now)
+            reason=s.approval_reason, already=[v.by for v in valid],
+            raised_by=rule.raised_by, raised_why=rule.raised_why), now)
         if rule.required and len({v.by for v in valid}) >= rule.min_approvers:
             s.approved = True
             return
@@ -460,6 +472,8 @@ class Conductor:
             if self.state.dry_run:
                 self._skip(s, now, tick, "dry run: the step would wait here")
                 return
+            if result.data:  # where a long apply stands; its next poll is handed it back
+                s.result = dict(result.data)
             self._wait(s, now, tick, result.retry_after)
             return
         if step.wait_until is not None:
@@ -612,21 +626,30 @@ class Conductor:
         self.scope.reset()
         self.event(tick, ev.step_goto(s.key, target=target), now)
 
-    def finish(self, now: datetime, tick: Tick, status: RunStatus, outcome: str) -> Finished:
+    def _finish_last(self, now: datetime, tick: Tick) -> Finished:
+        """Every step is done: the runbook's outcome rules say how the run ends (a dry run
+        applied nothing, so it has nothing for them to judge)."""
+        rules = () if self.state.dry_run else self.runbook.spec.outcome
+        v = run_outcome.decide(rules, self.scope.context())
+        return self.finish(now, tick, v.status, v.reason, rule=v.rule, when=v.when)
+
+    def finish(self, now: datetime, tick: Tick, status: RunStatus, outcome: str, *,
+               rule: int | None = None, when: str = "") -> Finished:
         st = self.state
         self.set_run(tick, status)
         st.finished_at, st.next_check_at, st.outcome = iso(now), None, outcome
         started = parse_iso(st.started_at or st.created_at)
         self.event(tick, ev.run_finished(status=str(status), outcome=outcome,
                                          compensations=list(st.compensations),
-                                         duration_seconds=round((now - started).total_seconds(), 3)),
+                                         duration_seconds=round((now - started).total_seconds(), 3),
+                                         rule=rule, when=when),
                    now)
         return Finished(status)
 
     def next_check(self) -> datetime | None:
         """When the run needs attention without anyone acting: a wait, or an approval expiry."""
         s = self.current()
-        if s is None or self.state.status in (R.SUCCEEDED, R.FAILED, R.ABORTED):
+        if s is None or self.state.status in RUN_TERMINAL:
             return None
         if s.status == S.WAITING and s.next_check_at:
             return parse_iso(s.next_check_at)

@@ -108,9 +108,15 @@ def run_context(*, cluster: str, region: str, kube_context: str, api_server: str
 
 
 def run_finished(*, status: str, outcome: str, compensations: list[str],
-                 duration_seconds: float) -> EventData:
+                 duration_seconds: float, rule: int | None = None, when: str = "") -> EventData:
+    """How the run ended and why (``outcome``, in words).
+
+    ``rule``: the runbook's outcome rule (``spec.outcome``, 1-based) that decided, and ``when``
+    its expression; recorded only when a rule decided, so every other run's event reads as it
+    always did."""
+    decided: dict[str, object] = {"rule": rule, "when": when} if rule is not None else {}
     return _e(EventType.RUN_FINISHED, status=status, outcome=outcome, compensations=compensations,
-              duration_seconds=duration_seconds)
+              duration_seconds=duration_seconds, **decided)
 
 
 def run_linked(*, parent: str | None, parent_why: str, incident: str | None,
@@ -153,11 +159,15 @@ def guard_checked(step: str, *, expr: str, ok: bool, message: str) -> EventData:
 
 def approval_requested(step: str, *, confirmation: bool, plan_hash: str | None, min_approvers: int,
                        groups: list[str], expires_at: str | None, reason: str,
-                       already: list[str]) -> EventData:
-    """A plan waits for approvers (or, ``confirmation``, for a person to confirm a checklist item)."""
+                       already: list[str], raised_by: int = 0, raised_why: str = "") -> EventData:
+    """A plan waits for approvers (or, ``confirmation``, for a person to confirm a checklist item).
+
+    ``raised_by``: approvers the plan added to the step's count, and ``raised_why`` why; recorded
+    only when the plan raised it, so the events of every other request read as they always did."""
     t = EventType.CONFIRMATION_REQUESTED if confirmation else EventType.APPROVAL_REQUESTED
+    extra: dict[str, object] = {"raised_by": raised_by, "raised_why": raised_why} if raised_by else {}
     return _e(t, step=step, plan_hash=plan_hash, min_approvers=min_approvers, groups=groups,
-              expires_at=expires_at, reason=reason, already=already)
+              expires_at=expires_at, reason=reason, already=already, **extra)
 
 
 def manual_confirmation_requested(step: str, *, text: str) -> EventData:

@@ -98,6 +98,8 @@ class StepContext:
     approvers: tuple[str, ...] = ()  # whose approval (or break-glass) let this apply go ahead
     reads: SharedReads = field(default_factory=SharedReads)  # the pass's reads (see SharedReads)
     poll: bool = False  # this apply checks on a change an earlier apply of the step already made
+    applying_since: datetime | None = None  # when the step's first apply began (its own deadlines)
+    last_result: Mapping[str, Any] | None = None  # a poll: what the step's previous apply returned
 
     def interlock(self, *, rule: str, ok: bool, message: str, count: int | None = None) -> None:
         """Enforce a safety rule: raise InterlockBlocked unless it holds or was broken-glass.

@@ -18,6 +18,9 @@ class RunStatus(StrEnum):
     WAITING = "waiting"
     AWAITING_APPROVAL = "awaiting_approval"
     SUCCEEDED = "succeeded"
+    # every step finished, but the runbook's own outcome rules (spec.outcome) say the incident
+    # is only partly resolved: never reported as a success, nor as a run that stopped early
+    PARTIAL = "partial"
     FAILED = "failed"
     ABORTED = "aborted"
 
@@ -41,10 +44,13 @@ S = StepStatus
 
 RUN_TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
     R.PENDING: frozenset({R.RUNNING, R.ABORTED, R.FAILED}),
-    R.RUNNING: frozenset({R.WAITING, R.AWAITING_APPROVAL, R.SUCCEEDED, R.FAILED, R.ABORTED}),
+    # running -> partial: the last step is done and a spec.outcome rule says so
+    R.RUNNING: frozenset({R.WAITING, R.AWAITING_APPROVAL, R.SUCCEEDED, R.PARTIAL, R.FAILED,
+                          R.ABORTED}),
     R.WAITING: frozenset({R.RUNNING, R.FAILED, R.ABORTED}),
     R.AWAITING_APPROVAL: frozenset({R.RUNNING, R.FAILED, R.ABORTED}),
     R.SUCCEEDED: frozenset(),
+    R.PARTIAL: frozenset(),
     R.FAILED: frozenset(),
     R.ABORTED: frozenset(),
 }

@@ -52,7 +52,8 @@ class Metrics:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.runs = Counter("runbook_bot_runs", "Runs started and finished, by runbook and status "
-                            "(started, succeeded, failed, aborted)", ["runbook", "status"], registry=r)
+                            "(started; how it ended: succeeded, partial, failed, aborted)",
+                            ["runbook", "status"], registry=r)
         self.steps = Counter("runbook_bot_steps", "Step outcomes: applied (its apply went "
                              "through to the end), refused (an interlock blocked it), failed",
                              ["runbook", "action", "outcome"], registry=r)

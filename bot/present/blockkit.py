@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from bot.engine.provenance import suggested_words
+from bot.engine.state import RUN_TERMINAL
 from bot.present.dryrun import dry_run_verdict
 from bot.present.views import RunView, StepView
 from bot.runbook.model import Param, Runbook
@@ -196,7 +197,9 @@ Who = Callable[[str], str]
 STATUS_WORDS: Final[Mapping[str, str]] = {
     "pending": "starting", "running": "running", "awaiting_approval": "waiting for a person",
     "waiting": "waiting", "succeeded": "succeeded", "failed": "failed", "aborted": "aborted",
+    "partial": "partial",
 }
+FINISHED: Final = frozenset(str(s) for s in RUN_TERMINAL)
 ACTION_APPROVE: Final = "rb_approve"
 ACTION_REJECT: Final = "rb_reject"
 ACTION_CONFIRM: Final = "rb_confirm"
@@ -387,7 +390,7 @@ def run_card(view: RunView, *, who: Who = _plain_who, now: datetime | None = Non
         # several steps per section: a 60-step runbook stays far below the 50-block limit
         blocks += [section(text, pointer="") for text in _chunks(lines, 2900)]
     waiting = view.waiting_on
-    if waiting is not None and view.status not in ("succeeded", "failed", "aborted"):
+    if waiting is not None and view.status not in FINISHED:
         blocks.append(context(f"Waiting for: {waiting_text(waiting, now)}"))
     if view.outcome:
         outcome = dry_run_verdict(view).headline if view.dry_run else view.outcome
@@ -535,7 +538,8 @@ def progress_text(step: StepView) -> str:
 def final_summary(view: RunView, *, who: Who = _plain_who) -> list[Block]:
     """The last reply in a run's thread: how it ended and what is still in place."""
     status = STATUS_WORDS.get(view.status, view.status)
-    icon = {"succeeded": ":white_check_mark:", "failed": ":x:", "aborted": ":black_square_for_stop:"}
+    icon = {"succeeded": ":white_check_mark:", "failed": ":x:", "aborted": ":black_square_for_stop:",
+            "partial": ":warning:"}
     if view.dry_run and view.status in ("succeeded", "failed"):
         verdict = dry_run_verdict(view)
         blocks = [section(f"*Dry run `{esc(view.run_id)}`*: {prose(verdict.headline)}; nothing was "

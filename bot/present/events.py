@@ -255,6 +255,12 @@ def _live_succeeded(m: Moment) -> list[str]:
     return [f"  ✓ {s.title}" + (f": {message}" if said else "")]
 
 
+def _finished(p: Payload) -> str:
+    # the outcome rule that decided is named only when one did: older runs read as they did
+    rule = f" (outcome rule {p['rule']}: {p.get('when', '')})" if p.get("rule") else ""
+    return f"finished {p.get('status', '')}: {p.get('outcome', '')}{rule}"
+
+
 def _live_finished(m: Moment) -> list[str]:
     p = m.payload
     if m.state.dry_run and p.get("status") in ("succeeded", "failed"):
@@ -287,8 +293,7 @@ TEXTS: dict[EventType, EventText] = {
                                  _chat_handed_over),
     T.RUN_CONTEXT: EventText(_context),
     T.RUN_ABORTED: EventText(lambda p: f"aborted: {p.get('reason', '')}"),
-    T.RUN_FINISHED: EventText(lambda p: f"finished {p.get('status', '')}: {p.get('outcome', '')}",
-                              _live_finished),
+    T.RUN_FINISHED: EventText(_finished, _live_finished),
     T.STEP_PLANNED: EventText(_planned, _live_planned),
     T.GUARD_PASSED: EventText(lambda p: f"guard passed: {p.get('expr', '')}"),
     T.GUARD_FAILED: EventText(

@@ -25,7 +25,7 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError, YAMLWarning
 
 from bot.errors import Problem, RunbookError
 from bot.runbook.limits import MAX_EXPANDED_BYTES, MAX_FILE_BYTES, MAX_NODES
-from bot.runbook.model import DNS1123_LABEL, IDENTIFIER, Runbook
+from bot.runbook.model import DNS1123_LABEL, IDENTIFIER, RUN_OUTCOMES, Runbook
 from bot.runbook.validate import Catalog, validate
 
 __all__ = ["MAX_NODES", "SourceMap", "load_runbook", "load_runbooks", "load_text",
@@ -305,6 +305,9 @@ def _message(error: Mapping[str, Any], loc: Loc) -> tuple[str, bool]:
         return f"{where}: needs at least {least} item{'s' if least != 1 else ''}", False
     if kind == "literal_error" and last == "on_failure":
         return f"{where}: {error['input']!r} is not one of: abort, continue, goto: <step id>", False
+    if kind == "literal_error" and last == "outcome":
+        return (f"{where}: {error['input']!r} is not a run outcome; one of: "
+                f"{', '.join(RUN_OUTCOMES)}"), False
     msg = str(error["msg"])
     msg = re.sub(r"^(Value|Assertion) error, ", "", msg)
     return f"{where}: {msg}", False

@@ -8,6 +8,7 @@ need the whole document and the action catalog.
 Conventions (documented in docs/runbook-language.md):
 - Bare expressions, without ``{{ }}``: ``when``, ``guards[].expr``, ``wait_until.expr``,
   ``foreach``, ``outputs.*``.
+- Bare expressions also in ``spec.outcome[].when``; templated strings also in its ``reason``.
 - Templated strings, with ``{{ }}``: ``with`` values, ``manual``, ``title``, guard ``message``.
   A ``with`` value that is exactly one ``{{ expr }}`` keeps the expression's native type.
 """
@@ -271,6 +272,25 @@ class Trigger(_Strict):
                 and all(m.matches(labels) for m in self.label_matchers()))
 
 
+RUN_OUTCOMES = ("succeeded", "partial", "failed")
+RunOutcome = Literal["succeeded", "partial", "failed"]
+
+
+class OutcomeRule(_Strict):
+    """One rule of ``spec.outcome``: once the last step is done, the first rule whose ``when``
+    holds decides how the run ends and says why (docs/runbook-language.md#run-outcome)."""
+
+    when: Annotated[Expression, Field(
+        description="A bare expression over params, steps and run, evaluated when every step is "
+                    "done.")]
+    outcome: Annotated[RunOutcome, Field(
+        description="How the run ends when 'when' holds: succeeded, partial (every step "
+                    "finished, the incident is only partly resolved) or failed.")]
+    reason: Annotated[str, Field(
+        min_length=1, max_length=500,
+        description="Why, in words, templated with {{ }}; shown wherever the run's end is.")]
+
+
 class Spec(_Strict):
     params: dict[Identifier, Param] = Field(default_factory=dict)
     approvals: Approval = Approval()
@@ -280,6 +300,9 @@ class Spec(_Strict):
         default=False, description="Start a run when a trigger's alert fires, with the bot as "
                                    "requester; only for a runbook with no destructive step.")
     steps: Annotated[tuple[Step, ...], Field(min_length=1)]
+    outcome: tuple[OutcomeRule, ...] = Field(
+        default=(), description="How a run that finished every step ends: ordered rules, the "
+                                "first whose 'when' holds wins; with none, the run succeeded.")
 
 
 class Runbook(_Strict):

@@ -177,8 +177,11 @@ class _Checker:
                         dotted: list[bool] | None = None) -> Iterator[str]:
         earlier = [s.id for s in self.runbook.spec.steps[: scope.step_index]]
         if step_id not in self.order:
+            # an outcome rule comes after every step: "before this one" would read oddly there
+            which = ("steps" if scope.step_index >= len(self.runbook.spec.steps)
+                     else "steps before this one")
             yield (f"unknown step {step_id!r}{_suggest(step_id, list(self.order))}; "
-                   f"steps before this one: {_listing(earlier)}")
+                   f"{which}: {_listing(earlier)}")
             return
         if self.order[step_id] >= scope.step_index:
             yield (f"step {step_id!r} does not run before this one; steps.<id> can only read "
@@ -345,6 +348,17 @@ class _Checker:
                      f"read-only actions; add a read-only step after this one to wait on")
 
 
+    # -- the run's outcome ------------------------------------------------------------------------
+
+    def outcome(self) -> None:
+        """Outcome rules run once every step is done, so they may read every step (and only
+        steps, params and run: no item, result or plan)."""
+        after_last = Scope(len(self.runbook.spec.steps))
+        for r, rule in enumerate(self.runbook.spec.outcome):
+            at: Loc = ("spec", "outcome", r)
+            self.expression((*at, "when"), rule.when, after_last, template=False)
+            self.expression((*at, "reason"), rule.reason, after_last, template=True)
+
     # -- triggers and auto_run ------------------------------------------------------------------
 
     def triggers(self) -> None:
@@ -433,6 +447,7 @@ def validate(runbook: Runbook, *, catalog: Catalog | None, locate: Locator = _no
                 checker.add(("spec", "params", name, "default"), f"{e} (its default)")
     for index, step in enumerate(runbook.spec.steps):
         checker.step(index, step)
+    checker.outcome()
     checker.triggers()
     return sorted(checker.problems, key=lambda p: (p.file, p.line, p.col))
 

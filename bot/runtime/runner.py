@@ -33,7 +33,16 @@ from bot.engine.apply_commands import apply_command, eligibility
 from bot.engine.approvals import Membership, config_membership
 from bot.engine.commands import Command, Outcome, StartRun
 from bot.engine.conductor import Conductor
-from bot.engine.decisions import ApplyStep, AwaitPeople, Finished, PlanStep, Sleep, Tick, iso
+from bot.engine.decisions import (
+    ApplyStep,
+    AwaitPeople,
+    Finished,
+    PlanStep,
+    Sleep,
+    Tick,
+    iso,
+    parse_iso,
+)
 from bot.engine.events import run_created, run_linked
 from bot.engine.ids import new_run_id
 from bot.engine.plan import ApiCall, Plan
@@ -252,10 +261,13 @@ class Runner:
     def _ctx(self, state: RunState, key: str, overrides: frozenset[str], reads: SharedReads,
              confirmed_by: str | None = None, approvers: tuple[str, ...] = (),
              poll: bool = False) -> StepContext:
+        step = state.steps.get(key)
+        since = parse_iso(step.applying_since) if step is not None and step.applying_since else None
         return StepContext(run_id=state.run_id, step_id=key, requester=state.requester,
                            clock=self.clock, dry_run=state.dry_run, params=state.params,
                            overrides=overrides, confirmed_by=confirmed_by, approvers=approvers,
-                           reads=reads, poll=poll)
+                           reads=reads, poll=poll, applying_since=since,
+                           last_result=step.result if poll and step is not None else None)
 
     def _resolve_context(self, conductor: Conductor, d: PlanStep, tick: Tick,
                          reads: SharedReads) -> None:

@@ -27,6 +27,7 @@ from bot.sim.authz import ADMIN, Authorizer, Identity, verb_of
 from bot.sim.errors import ApiError, conflict, not_found
 from bot.sim.net import POLL, Handler, Server, serve_tls
 from bot.sim.patch import apply_patch
+from bot.sim.propagation import requested_policy
 from bot.sim.resources import BY_PATH, Resource
 from bot.sim.selectors import field_selector, label_selector
 from bot.sim.store import Store
@@ -321,12 +322,13 @@ class ApiServer:
             opts = body if isinstance(body, dict) else {}
             grace = opts.get("gracePeriodSeconds", query.get("gracePeriodSeconds"))
             pre = opts.get("preconditions") or {}
+            policy = requested_policy(r.res, opts, query)
             if dry_run:
                 return 200, self.store.get(r.res, r.namespace, r.name)
             obj = self.store.delete(r.res, r.namespace, r.name,
                                     grace_seconds=None if grace is None else int(grace),
                                     precondition_rv=pre.get("resourceVersion"),
-                                    precondition_uid=pre.get("uid"))
+                                    precondition_uid=pre.get("uid"), propagation=policy)
             return 200, obj
         raise ApiError(405, "MethodNotAllowed", f"method {method} not allowed")
 

@@ -2,11 +2,13 @@
 
 - ``node-deleted-running``: the Elasticsearch node's guest hangs (EC2 still says ``running``; its
   status check turns ``impaired`` ``status_check_delay`` seconds later), the node goes NotReady, and
-  someone "fixes" it with ``kubectl delete node``. As on EKS, pod GC force-deletes the pods bound to
-  the missing node, the StatefulSet recreates its pod elsewhere (Multi-Attach: the volume is still
-  attached to the running instance), and the attach/detach controller, which still tracks the
-  deleted node's volumes, detaches them ``maxWaitForUnmountDuration`` after the pods went, without
-  the kubelet's word. Staged a minute after the deletion: about five minutes of that are left.
+  someone "fixes" it with ``kubectl delete node``. As on EKS, the garbage collector deletes its
+  CSINode and Lease, pod GC force-deletes the pods bound to the missing node once its 40 s
+  quarantine is over (40 to 60 s after the deletion), the StatefulSet recreates its pod elsewhere
+  (Multi-Attach: the volume is still attached to the running instance), and the attach/detach
+  controller, which still tracks the deleted node's volumes, detaches them
+  ``maxWaitForUnmountDuration`` after the pods went, without the kubelet's word. Staged a minute
+  after the deletion: nearly all of those six minutes are left (``timeout_detach_in``).
   With ``alive=true`` the instance is partitioned instead (the guest runs and writes, its status
   checks stay ``ok``): the timeout detach then pulls the volume from a live machine
   (``detach-from-live``).
@@ -23,7 +25,7 @@ if TYPE_CHECKING:
     from bot.sim.sandbox import Sandbox
 
 BEFORE_DELETE = 90.0  # how long the node had been NotReady when someone deleted it
-AFTER_DELETE = 60.0  # how long after the deletion the bot is called
+AFTER_DELETE = 60.0  # how long after the deletion the bot is called: pod GC has acted by then
 
 
 def _truthy(value: Any) -> bool:

@@ -8,11 +8,15 @@ botocore parses them, before or instead of forwarding to moto (DOMAIN.md §4):
   an attachment marked stuck (``busy``/``detaching``) stays so until ``Force=true``; a missing
   ``InstanceId`` is filled from the attachment (moto crashes on it); nothing attached -> IncorrectState.
 - AttachVolume on an attached volume -> ``VolumeInUse`` (moto silently overwrites).
+  An io2 Multi-Attach volume takes more holders instead, each detached on its own
+  (``ec2_multiattach``).
 - Stop, start and terminate take simulated time, and refuse as EC2 does (``ec2_instances``).
 - DescribeInstances and DescribeVolumes lag a change by ``describe_lag`` seconds (``consistency``).
 - DescribeInstanceStatus reports the instance check ``impaired`` for stopping instances, and for
   hung ones once ``status_check_delay`` has passed; the system check of a failed host; and
   scheduled events (``ec2_status``).
+- A failed zone (``ec2_zone``): stops and terminations held on stuck hosts, RunInstances refused
+  for lack of capacity, DescribeVolumeStatus (moto lacks it) with impaired volumes.
 - A snapshot is ``pending``, its progress climbing, for ``snapshot_seconds`` (``ec2_snapshots``).
 - Every caller but the sandbox itself is held to deploy/iam-policy.json (``iam``), and an
   AssumeRole also to the role's trust policy, deploy/role-trust-policy.json (``trust``).
@@ -56,8 +60,10 @@ from werkzeug.serving import BaseWSGIServer, make_server
 from bot.sim.consistency import StaleReads
 from bot.sim.ec2_instances import Ec2Refusal, InstanceLifecycle, Timing, refuse_dry_run
 from bot.sim.ec2_managed import ManagedInstances
+from bot.sim.ec2_multiattach import MultiAttach
 from bot.sim.ec2_snapshots import PendingSnapshots
 from bot.sim.ec2_status import StatusChecks
+from bot.sim.ec2_zone import ZoneFailure, ZoneFailures
 from bot.sim.iam import ADMIN_KEY, Policy, access_key, implicit_checks, resources_of
 from bot.sim.net import POLL, Server, no_delay
 from bot.sim.sts import StsLog, assume_role_actions, is_sts
@@ -120,7 +126,7 @@ class WireCall:
     dry_run: bool = False
 
 
-class Ec2Sim(InstanceLifecycle):
+class Ec2Sim(InstanceLifecycle, ZoneFailures):
     """moto + the behaviour proxy. ``endpoint`` is what AWS_ENDPOINT_URL_EC2 (and _STS) point at."""
 
     def __init__(self, *, region: str, seed: int = 0, throttle_rate: float = 0.0,
@@ -151,10 +157,12 @@ class Ec2Sim(InstanceLifecycle):
         self.on_change = on_change or (lambda: None)
         self.hung: set[str] = set()  # instance ids that run but answer nothing
         self.managed = ManagedInstances()  # EKS Auto Mode's instances: only EKS stops them
+        self.zone = ZoneFailure()  # stuck hosts, zones out of capacity, impaired volumes
         self.live_fences: list[tuple[datetime, str]] = []  # stops/terminates of live guests
         self.stuck: dict[str, str] = {}  # volume id -> "busy"/"detaching": needs Force
         self.hang_stuck: set[str] = set()  # stuck only because the guest hung: clears once it stops
         self.shadow: dict[str, list[str]] = {}  # volume id -> extra instance ids (multi-attach)
+        self.multi = MultiAttach()  # io2 Multi-Attach holders besides moto's one attachment
         self.requests = 0
         self.throttled = 0
         self._rng = random.Random(f"ec2-throttle-{seed}")
@@ -235,8 +243,13 @@ class Ec2Sim(InstanceLifecycle):
             if vol.attachment is not None:
                 rows.append((vol.attachment.instance.id, str(vol.attachment.status)))
             rows += [(i, "attached") for i in self.shadow.get(vid, [])]
+            rows += [(i, "attached") for i, _ in self.multi.others(vid)]
             out[vid] = rows
         return out
+
+    def multi_attach(self, volume_id: str) -> bool:
+        """Whether the volume is io2 Multi-Attach: several holders are its purpose."""
+        return MultiAttach.enabled(self.volume(volume_id))
 
     def set_hung(self, instance_id: str, hung: bool = True) -> None:
         """The guest hangs (or comes back): it answers nothing, and its status check fails
@@ -263,6 +276,7 @@ class Ec2Sim(InstanceLifecycle):
     def rebase(self, delta: timedelta) -> None:
         super().rebase(delta)
         self.status.rebase(delta)
+        self.zone.rebase(delta)
 
     def tags(self, resource_id: str) -> dict[str, str]:
         return {t["key"]: t["value"] for t in self.backend.describe_tags(
@@ -374,6 +388,13 @@ class Ec2Sim(InstanceLifecycle):
         if att is None:
             raise Ec2Error("IncorrectState", f"Volume '{vid}' is in the 'available' state.")
         iid = params.get("InstanceId") or att.instance.id
+        if self.multi.holds(vid, iid):  # another holder of a Multi-Attach volume: its own detach
+            refuse_dry_run(params)
+            device = dict(self.multi.others(vid))[iid]
+            self.multi.drop(vid, iid)
+            self._stale_before("volume", vid)
+            self.changed()
+            return self._attachment_xml("DetachVolumeResponse", vid, iid, device, "detaching")
         if iid != att.instance.id:
             raise Ec2Error("InvalidAttachment.NotFound",
                            f"The volume '{vid}' is not attached to instance '{iid}'.")
@@ -399,6 +420,10 @@ class Ec2Sim(InstanceLifecycle):
         if self.shadow.get(vid):
             self.shadow[vid].pop()
         self._stale_before("volume", vid)
+        if self.multi.others(vid):  # others hold it (Multi-Attach): it stays attached to them
+            self.multi.hand_over(self.backend, vol)
+            self.changed()
+            return self._attachment_xml("DetachVolumeResponse", vid, iid, att.device, "detaching")
         return None  # moto detaches; on_change runs after the forward, before the reply
 
     def _do_AttachVolume(self, params: dict[str, str]) -> bytes | None:
@@ -416,6 +441,15 @@ class Ec2Sim(InstanceLifecycle):
             raise Ec2Error("InvalidVolume.ZoneMismatch",
                            f"The volume '{vid}' is not in the same availability zone as instance "
                            f"'{iid}'")
+        if vol.attachment is not None and self.multi.enabled(vol):
+            if iid == vol.attachment.instance.id or self.multi.holds(vid, iid):
+                raise Ec2Error("VolumeInUse", f"{vid} is already attached to {iid}")
+            refuse_dry_run(params)
+            self.multi.add(vid, iid, params.get("Device") or "/dev/xvdf")
+            self._stale_before("volume", vid)
+            self.changed()
+            return self._attachment_xml("AttachVolumeResponse", vid, iid,
+                                        params.get("Device") or "/dev/xvdf", "attaching")
         if vol.attachment is not None:
             if self.enforce_volume_in_use:
                 raise Ec2Error("VolumeInUse", f"{vid} is already attached to an instance")
@@ -440,6 +474,8 @@ class Ec2Sim(InstanceLifecycle):
             return self.snapshots.rewrite(action, body)
         if action == "DescribeInstances":  # a lagging view of a managed instance keeps its operator
             return self.managed.rewrite(self.stale.rewrite(action, body))
+        if action == "DescribeVolumes":
+            return self.multi.rewrite(self.stale.rewrite(action, body))
         if action != "DescribeInstanceStatus":
             return self.stale.rewrite(action, body)
         return self.status.rewrite(body, hung=set(self.hung), stopping=self._stopping())
@@ -576,8 +612,9 @@ class SeedClient:
                 "State": "available"}
 
     def attach_volume(self, *, VolumeId: str, InstanceId: str, Device: str) -> dict[str, Any]:
-        self._check({"Action": "AttachVolume", "VolumeId": VolumeId, "InstanceId": InstanceId})
-        self.sim.backend.attach_volume(VolumeId, InstanceId, Device)
+        if self._check({"Action": "AttachVolume", "VolumeId": VolumeId, "InstanceId": InstanceId,
+                        "Device": Device}) is None:  # None: not a Multi-Attach holder kept aside
+            self.sim.backend.attach_volume(VolumeId, InstanceId, Device)
         return {"VolumeId": VolumeId, "InstanceId": InstanceId, "Device": Device, "State": "attached"}
 
     def detach_volume(self, *, VolumeId: str, InstanceId: str = "", Force: bool = False) -> dict[str, Any]:

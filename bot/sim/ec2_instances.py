@@ -8,6 +8,7 @@ for stopping an instance"):
   60 s by default). A hung guest never finishes it: without ``Force`` the instance stays ``stopping``.
   ``Force`` also tries the OS shutdown first and cuts the power when it has not finished within
   ``os_shutdown_timeout``; ``SkipOsShutdown`` cuts the power at once (``power_off_seconds``).
+  An instance on a host that failed with its zone holds any stop, and a termination (``ec2_zone``).
 - start: ``stopped -> pending -> running`` after ``start_seconds``; the guest boots anew, so the
   Node's ``nodeInfo.bootID`` changes (``boots``).
 - terminate: ``-> shutting-down -> terminated`` after ``terminate_seconds``; its EBS data volumes
@@ -97,6 +98,7 @@ class InstanceLifecycle:
 
     hung: set[str]
     managed: Any  # bot.sim.ec2_managed.ManagedInstances: EKS Auto Mode's machines
+    zone: Any  # bot.sim.ec2_zone.ZoneFailure: hosts that hold their instances' stops
     stuck: dict[str, str]
     hang_stuck: set[str]
     shadow: dict[str, list[str]]
@@ -142,7 +144,8 @@ class InstanceLifecycle:
     def terminate_now(self, instance_id: str) -> None:
         """Start a termination as an Auto Scaling group or Karpenter would (no API refusals)."""
         if self.instance_state(instance_id) not in ("shutting-down", "terminated", "missing"):
-            self._begin(instance_id, "shutting-down", "terminated", self.timing.terminate_seconds)
+            self._begin(instance_id, "shutting-down", "terminated",
+                        self.zone.terminate_seconds(instance_id, self.timing.terminate_seconds))
 
     # -- the clock ---------------------------------------------------------------------------
 
@@ -246,6 +249,7 @@ class InstanceLifecycle:
             seconds = t.os_shutdown_timeout if force else None  # the OS never answers the shutdown
         else:
             seconds = t.stop_seconds
+        seconds = self.zone.stop_seconds(iid, seconds)  # a failed host holds it, Force or not
         current = self.transitions.get(iid)
         if current is not None and current.to == "stopped":
             if seconds is None:
@@ -289,6 +293,7 @@ class InstanceLifecycle:
             if before not in ("shutting-down", "terminated"):
                 seconds = self.timing.power_off_seconds if _flag(params, "SkipOsShutdown") else (
                     self.timing.terminate_seconds)
+                seconds = self.zone.terminate_seconds(iid, seconds)
                 self._begin(iid, "shutting-down", "terminated", seconds)
             rows.append((iid, before, inst._state.name))
         self.changed()

@@ -30,7 +30,7 @@ def check(ctx: Context) -> list[tuple[str, str]]:
     attachments = ctx.ec2.attachments()
     for vid, rows in sorted(attachments.items()):
         live = sorted({iid for iid, state in rows if state != "detached"})
-        if len(live) > 1:
+        if len(live) > 1 and not ctx.ec2.multi_attach(vid):  # io2 Multi-Attach: shared on purpose
             found.append(("double-attach", f"{vid} attached to {', '.join(live)}"))
     nodes = {n["metadata"]["name"]: n for n in ctx.items("Node")}
     for pod in ctx.items("Pod"):
@@ -45,6 +45,8 @@ def check(ctx: Context) -> list[tuple[str, str]]:
             if src is None:
                 continue
             vid = src[1]
+            if ctx.ec2.multi_attach(vid):
+                continue  # io2 Multi-Attach: its other holders share it on purpose
             for iid, state in attachments.get(vid, []):
                 if iid != mine and state != "detached" and ctx.ec2.instance_state(iid) == "running":
                     found.append(("attached-elsewhere",

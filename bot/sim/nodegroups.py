@@ -65,7 +65,10 @@ def instance_tags(options: dict[str, Any], zone: str) -> tuple[str, dict[str, st
         return "karpenter/default", {**owned, "karpenter.sh/nodepool": "default",
                                      "karpenter.k8s.aws/ec2nodeclass": "default",
                                      "eks:eks-cluster-name": cluster}
-    group = f"eks-general-{zone}" if kind == "managed-node-group" else f"{cluster}-nodes-{zone}"
+    # one group per zone, unless the group spans the zones (option multi_az, ``zone_launch``)
+    spans = str(options.get("multi_az") or "").lower() in ("1", "true", "yes", "on")
+    suffix = "" if spans else f"-{zone}"
+    group = f"eks-general{suffix}" if kind == "managed-node-group" else f"{cluster}-nodes{suffix}"
     tags = {**owned, "aws:autoscaling:groupName": group}
     if kind == "managed-node-group":
         tags |= {"eks:cluster-name": cluster, "eks:nodegroup-name": "general"}

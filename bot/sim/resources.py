@@ -54,7 +54,7 @@ RESOURCES: tuple[Resource, ...] = (
     # only as much as a Deployment with one RWO claim needs (bot.sim.controllers.deployments)
     Resource("deployments", "Deployment", "apps", "v1", True, ("deploy",), "deployment"),
     Resource("replicasets", "ReplicaSet", "apps", "v1", True, ("rs",), "replicaset"),
-    # no controller: a scenario stages a Job already finished, its pod Succeeded
+    # run to completion by the Job controller (bot.sim.controllers.jobs)
     Resource("jobs", "Job", "batch", "v1", True, (), "job"),
     # only the node agents' (aws-node, kube-proxy: bot.sim.controllers.daemonsets)
     Resource("daemonsets", "DaemonSet", "apps", "v1", True, ("ds",), "daemonset"),

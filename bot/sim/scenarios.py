@@ -62,7 +62,7 @@ def add_nodes(sb: Sandbox, zone: str, count: int, *, pods: int = 29, cpu: str = 
         iid = inst["InstanceId"]
         host = sb.next_host(octet)
         name = f"ip-10-0-{octet}-{host}.{REGION}.compute.internal"
-        sb.create("Node", {
+        node = sb.create("Node", {
             "metadata": {"name": name, "labels": {
                 ZONE: zone, EBS_ZONE: zone, "kubernetes.io/hostname": name,
                 "topology.kubernetes.io/region": REGION, "node.kubernetes.io/instance-type": "m5.xlarge",
@@ -76,7 +76,10 @@ def add_nodes(sb: Sandbox, zone: str, count: int, *, pods: int = 29, cpu: str = 
                        "addresses": [{"type": "InternalIP", "address": f"10.0.{octet}.{host}"},
                                      {"type": "Hostname", "address": name}],
                        "nodeInfo": node_info(iid)}})
-        sb.create("CSINode", {"metadata": {"name": name}, "spec": {"drivers": [
+        # the kubelet writes its CSINode owned by the Node: the garbage collector deletes it with it
+        sb.create("CSINode", {"metadata": {"name": name, "ownerReferences": [
+            {"apiVersion": "v1", "kind": "Node", "name": name, "uid": node["metadata"]["uid"]}]},
+            "spec": {"drivers": [
             {"name": DRIVER, "nodeID": iid, "topologyKeys": [EBS_ZONE],
              "allocatable": {"count": attach}}]}})
         names.append(name)
@@ -172,7 +175,8 @@ def lose_contact(sb: Sandbox) -> None:
     sb.advance(grace_period(sb.ctx))
 
 
-def _lose_node(sb: Sandbox, facts: dict[str, Any], *, hung: bool) -> dict[str, Any]:
+def _lose_node(sb: Sandbox, facts: dict[str, Any], *, hung: bool,
+               force_delete: bool = True) -> dict[str, Any]:
     iid = facts["instance_id"]
     if hung:
         sb.ec2.set_hung(iid)  # kernel panic: EC2 still says running, status checks fail
@@ -181,6 +185,8 @@ def _lose_node(sb: Sandbox, facts: dict[str, Any], *, hung: bool) -> dict[str, A
                          reason_message="Server.InternalError: Internal error on the host")
     lose_contact(sb)
     sb.advance(300)  # tolerationSeconds of the unreachable taint: the pod is evicted, Terminating
+    if not force_delete:
+        return {**facts, "dead_node": facts["node"], "new_node": None}
     # The usual first reaction, and a wrong fix: force-delete the stuck pod.
     sb.store.remove(sb.res("Pod"), facts["namespace"], facts["pod"])
     sb.advance(5)
@@ -194,6 +200,12 @@ def build_node_dead(sb: Sandbox) -> dict[str, Any]:
 
 def build_node_hung(sb: Sandbox) -> dict[str, Any]:
     return _lose_node(sb, es_cluster(sb), hung=True)
+
+
+def lose_node_of(sb: Sandbox, facts: dict[str, Any], *, hung: bool) -> dict[str, Any]:
+    """node-hung's (``hung``) or node-dead's loss of the node in ``facts``, for a scenario that
+    set the cluster up itself."""
+    return _lose_node(sb, facts, hung=hung)
 
 
 def build_stuck_detach(sb: Sandbox) -> dict[str, Any]:
@@ -295,6 +307,8 @@ def build_zombies(sb: Sandbox) -> dict[str, Any]:
 
 
 def build_az_outage(sb: Sandbox) -> dict[str, Any]:
+    from bot.sim import zone_incidents as worst  # the worst day's options: stuck, spare, ...
+
     n = int(sb.options.get("nodes", 10))
     per = int(sb.options.get("volumes_per_node", 5))
     namespace(sb, NAMESPACE)
@@ -302,7 +316,8 @@ def build_az_outage(sb: Sandbox) -> dict[str, Any]:
     for zone in ZONES[1:]:
         add_nodes(sb, zone, max(1, n // 5), pods=per + 5)
     # room in the zone for every pod that must move: pods, and EBS attachments (40 per node)
-    spare = add_nodes(sb, ZONES[0], max(1, -(-n * per // 40)), pods=45, attach=40)
+    spares = worst.spare_nodes(sb.options, n, per)
+    spare = add_nodes(sb, ZONES[0], spares, pods=45, attach=40) if spares else []
     for name in spare:
         sb.store.mutate("Node", None, name, lambda o: o["spec"].update(unschedulable=True))
     storage_class(sb, "gp3", "WaitForFirstConsumer", default=True)
@@ -320,7 +335,7 @@ def build_az_outage(sb: Sandbox) -> dict[str, Any]:
     instances = [instance_id(sb.get("Node", None, d)) for d in dead]
     # options hung=K: the first K dead instances still run (hung guests: they must be fenced);
     # spot=J: the first J of those are one-time Spot instances (StopInstances refuses them)
-    hung = min(n, int(sb.options.get("hung", 0)))
+    hung = worst.hung_count(sb.options, n)
     spot = min(hung, int(sb.options.get("spot", 0)))
     for i, iid in enumerate(instances):
         assert iid
@@ -335,9 +350,12 @@ def build_az_outage(sb: Sandbox) -> dict[str, Any]:
             inst.lifecycle = "spot"
             sb.store.mutate("Node", None, dead[i], lambda o: o["metadata"]["labels"].update(
                 {"karpenter.sh/capacity-type": "spot"}))
+    held = worst.fail_hosts(sb, [i for i in instances if i], hung)
+    failure = worst.fail_zone(sb, ZONES[0], [i for i in instances if i], spares)
     lose_contact(sb)
     return {"zone": ZONES[0], "dead_nodes": dead, "instance_ids": instances, "namespace": NAMESPACE,
             "spare_nodes": spare, "volumes": n * per, "hung": dead[:hung], "spot": dead[:spot],
+            "stuck": [dead[instances.index(i)] for i in held], **failure,
             "other_zone_nodes": [x["metadata"]["name"] for x in sb.list("Node")
                                  if x["metadata"]["labels"].get(ZONE) != ZONES[0]]}
 
@@ -348,6 +366,13 @@ def build_node_recovers(sb: Sandbox) -> dict[str, Any]:
     after = float(sb.options.get("recover_after", 120))
     sb.at(after, lambda: sb.ec2.set_hung(facts["instance_id"], False))
     return {**facts, "recovers_at": ts(sb.clock.now() + timedelta(seconds=after))}
+
+
+def build_auto_mode_node_hung(sb: Sandbox) -> dict[str, Any]:
+    """An Auto Mode node's guest hangs; its pod stays Terminating there (option
+    ``pod_force_deleted=true``: someone force-deleted it, as in node-hung)."""
+    forced = str(sb.options.get("pod_force_deleted") or "").lower() in ("1", "true", "yes")
+    return _lose_node(sb, es_cluster(sb), hung=True, force_delete=forced)
 
 
 def build_spot_node_dead(sb: Sandbox) -> dict[str, Any]:
@@ -378,7 +403,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("zombie-attachments", "VolumeAttachments attached: true with no consumer or on a node "
              "that no longer exists", 1, build_zombies, {}),
     Scenario("az-outage", "N nodes of ap-southeast-1a die at once (options nodes=N up to 100, "
-             "volumes_per_node=5; hung=K of them still running, spot=J of those Spot)", 1,
+             "volumes_per_node=5; hung=K of them still running, spot=J of those Spot; the worst "
+             "day's stuck=K, spare=N, impaired_volumes=K, attacher_rate=N)", 1,
              build_az_outage, {}),
     Scenario("node-recovers-during-approval", "like node-hung, but the guest recovers by itself "
              "(Ready again, same boot) 120 s later (option recover_after), while a fence waits for "
@@ -386,6 +412,12 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("spot-node-dead", "a Karpenter Spot node in ap-southeast-1a hung; StopInstances answers "
              "UnsupportedOperation", 1, build_spot_node_dead,
              {"node_group": "karpenter", "capacity": "spot"}),
+    Scenario("auto-mode-node-hung", "an EKS Auto Mode node's guest hung (instance running), its "
+             "pod Terminating there: EC2 refuses anyone but EKS a stop or terminate of the managed "
+             "instance, so it is fenced by deleting its NodeClaim, which Karpenter drains and "
+             "terminates (option pod_force_deleted=true: the pod was force-deleted, and Karpenter "
+             "waits on its VolumeAttachment)", 1, build_auto_mode_node_hung,
+             {"node_group": "auto-mode", "volume_driver": AUTO_DRIVER}),
     Scenario("node-replaced", "like node-dead, in a managed node group whose health check terminates "
              "and replaces the stopped instance 600 s after it died (option replace_after): the Node "
              "disappears mid-run and a new one joins", 1, build_node_replaced,
@@ -396,11 +428,15 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
 def _register_more() -> None:
     from bot.sim.deleted_node import DELETED_NODE_SCENARIOS
     from bot.sim.incidents import MORE
+    from bot.sim.local_storage import LOCAL_SCENARIOS
+    from bot.sim.multiattach_incidents import MULTI_ATTACH_SCENARIOS
     from bot.sim.node_incidents import NODE_SCENARIOS
     from bot.sim.workload_incidents import WORKLOAD_SCENARIOS
+    from bot.sim.zone_incidents import ZONE_SCENARIOS
 
     SCENARIOS.update({s.name: s for s in (*MORE, *NODE_SCENARIOS, *WORKLOAD_SCENARIOS,
-                                          *DELETED_NODE_SCENARIOS)})
+                                          *DELETED_NODE_SCENARIOS, *LOCAL_SCENARIOS, *ZONE_SCENARIOS,
+                                          *MULTI_ATTACH_SCENARIOS)})
 
 
 _register_more()

@@ -26,6 +26,8 @@ from typing import Any
 
 from bot.sim.admission import admit_create
 from bot.sim.errors import ApiError, already_exists, conflict, invalid, not_found
+from bot.sim.propagation import BACKGROUND
+from bot.sim.propagation import FINALIZER as GC_FINALIZER
 from bot.sim.resources import BY_KIND, Resource
 
 Key = tuple[str, str]  # (namespace or "", name)
@@ -282,8 +284,11 @@ class Store:
 
     def delete(self, res: Resource, namespace: str | None, name: str, *,
                grace_seconds: int | None = None, precondition_rv: str | None = None,
-               precondition_uid: str | None = None) -> dict[str, Any]:
-        """Start deletion; the object goes only when finalizers (and a pod's kubelet) allow."""
+               precondition_uid: str | None = None, propagation: str = BACKGROUND) -> dict[str, Any]:
+        """Start deletion; the object goes only when finalizers (and a pod's kubelet) allow.
+
+        ``propagation`` ``Orphan`` or ``Foreground`` gives the object the garbage collector's
+        finalizer first (``bot.sim.propagation``), so it stays until the collector is done."""
         with self.lock:
             key = self._key(res, namespace, name)
             current = self._table(res).get(key)
@@ -295,6 +300,10 @@ class Store:
                 raise conflict(res.plural, res.group, name)
             if precondition_uid and precondition_uid != meta["uid"]:
                 raise conflict(res.plural, res.group, name)
+            gc_finalizer = GC_FINALIZER.get(propagation)
+            if gc_finalizer and not meta.get("deletionTimestamp") and \
+                    gc_finalizer not in (meta.get("finalizers") or []):
+                meta["finalizers"] = [*(meta.get("finalizers") or []), gc_finalizer]
             graceful = res.kind == "Pod" and obj.get("spec", {}).get("nodeName")
             if graceful:
                 if grace_seconds is None:

@@ -9,7 +9,8 @@
 Options: ``scaled_to_zero=true``: someone scaled the Deployment to 0 after the node died (the
 replacement is deleted; only the Terminating pod on the dead node is left, and no consumer of the
 claim is wanted). ``finished_job=true``: a Job that ran a migration against the same claim on the
-same node had finished before the node died; its Succeeded pod is still listed with the claim.
+same node ran to completion (the Job controller's ``Complete``) before the node died; its Succeeded
+pod is still listed with the claim.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from bot.sim.controllers.context import ZONE, ebs_source, instance_id, va_name
+from bot.sim.controllers.jobs import run_seconds
 from bot.sim.scenarios import ZONES, Scenario, add_nodes, lose_contact, namespace, storage_class
 
 if TYPE_CHECKING:
@@ -60,25 +62,25 @@ def _pods(sb: Sandbox) -> list[dict[str, Any]]:
 
 
 def _finished_job(sb: Sandbox, node: str) -> str:
-    """A Job that ran against the claim on ``node`` and succeeded; its pod stays, Succeeded."""
-    job = sb.create("Job", {
-        "metadata": {"name": f"{APP}-migrate", "namespace": SHOP},
-        "spec": {"completions": 1, "template": {"spec": {
-            "restartPolicy": "Never",
-            "containers": [{"name": "migrate", "image": IMAGE}],
-            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": CLAIM}}]}}},
-        "status": {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}}, SHOP)
-    pod = f"{APP}-migrate-x7k2p"
-    sb.create("Pod", {
-        "metadata": {"name": pod, "namespace": SHOP, "labels": {"job-name": f"{APP}-migrate"},
-                     "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job",
-                                          "name": job["metadata"]["name"],
-                                          "uid": job["metadata"]["uid"], "controller": True}]},
-        "spec": {"nodeName": node, "restartPolicy": "Never",
-                 "containers": [{"name": "migrate", "image": IMAGE}],
-                 "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": CLAIM}}]},
-        "status": {"phase": "Succeeded"}}, SHOP)
-    return pod
+    """A Job that ran a migration against the claim on ``node``, run to completion by the Job
+    controller before the node died; its ``Succeeded`` pod stays (nothing deletes it)."""
+    assert sb.ctx is not None
+    name = f"{APP}-migrate"
+    sb.create("Job", {
+        "metadata": {"name": name, "namespace": SHOP},
+        "spec": {"completions": 1, "backoffLimit": 0, "template": {
+            "metadata": {"labels": {"app": f"{APP}-migrate"}},
+            "spec": {"nodeName": node, "restartPolicy": "Never",  # where the claim is attached
+                     "containers": [{"name": "migrate", "image": IMAGE}],
+                     "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": CLAIM}}]}}}},
+        SHOP)
+    sb.advance(run_seconds(sb.ctx) + 10)
+    job = sb.get("Job", SHOP, name)
+    assert any(c["type"] == "Complete" for c in job["status"].get("conditions") or ()), job["status"]
+    [pod] = [p for p in sb.list("Pod", SHOP)
+             if p["metadata"].get("labels", {}).get("job-name") == name]
+    assert pod["status"]["phase"] == "Succeeded"
+    return str(pod["metadata"]["name"])
 
 
 def build_node_dead_deployment(sb: Sandbox) -> dict[str, Any]:

@@ -30,6 +30,12 @@ def test_instance_get_of_an_unknown_id_is_not_an_error(world):
     assert result.data["exists"] is False and result.data["state"] is None
 
 
+# what a fence destroys for good (its type's instance store, local volumes) and the io2
+# Multi-Attach volumes it shares
+LOCAL_DATA_READS = ["DescribeInstanceTypes", "list_pod_for_all_namespaces", "list_persistent_volume",
+                    "DescribeVolumes"]
+
+
 def test_force_stop_fences_the_instance_and_a_second_apply_is_a_no_op(world):
     iid = world.instance()
     node = world.dead_node(iid)
@@ -37,8 +43,10 @@ def test_force_stop_fences_the_instance_and_a_second_apply_is_a_no_op(world):
     assert [c.summary() for c in plan.changes] == [f"force-stop Instance {iid}: running -> stopped"]
     assert plan.summary == f"Stop EC2 instance {iid} (force)"
     # one live read of the instance: DescribeInstanceStatus gives the state and the status checks
+    # and what the stop would destroy for good: the instance type's storage, the node's pods and
+    # the PVs (tests/actions/test_fence_local_data.py), and the volumes it shares
     assert _ops(plan_calls) == ["DescribeInstanceStatus", "DescribeInstances", "list_node",
-                                "read_namespaced_lease"]
+                                "read_namespaced_lease", *LOCAL_DATA_READS]
     assert plan.fact(f"node {node}", "liveness")["verdict"] == "dead"
     result, calls = world.apply(plan)
     assert _ops(calls) == ["DescribeInstanceStatus", "DescribeInstances", "list_node",

@@ -242,15 +242,21 @@ CASES: dict[str, Case] = {
         lambda w, p, r: (r.data["state"], r.data["state_code"]) == ("running", 16)),
     "aws.ec2.instance.stop": Case(
         _fenceable,
-        # the state and checks, then the instance's tags (whose cluster it is)
-        ["DescribeInstanceStatus", "DescribeInstances", "list_node", "read_namespaced_lease"],
+        # the state and checks, then the instance's tags (whose cluster it is), then what the
+        # stop would destroy for good (its type's instance store, local volumes of its pods), and
+        # the io2 Multi-Attach volumes it shares
+        ["DescribeInstanceStatus", "DescribeInstances", "list_node", "read_namespaced_lease",
+         "DescribeInstanceTypes", "list_pod_for_all_namespaces", "list_persistent_volume",
+         "DescribeVolumes"],
         ["DescribeInstanceStatus", "DescribeInstances", "list_node", "read_namespaced_lease",
          "StopInstances", "DescribeInstances"],
         lambda w, p, r: w.instance_state(p["instance_id"]) == "stopped",
         again_ops=["DescribeInstanceStatus"]),
     "aws.ec2.instance.terminate": Case(
         _fenceable,
-        ["DescribeInstances", "DescribeInstanceStatus", "list_node", "read_namespaced_lease"],
+        ["DescribeInstances", "DescribeInstanceStatus", "list_node", "read_namespaced_lease",
+         "DescribeInstanceTypes", "list_pod_for_all_namespaces", "list_persistent_volume",
+         "DescribeVolumes"],
         ["DescribeInstances", "DescribeInstanceStatus", "list_node", "read_namespaced_lease",
          "TerminateInstances", "DescribeInstances"],
         lambda w, p, r: w.instance_state(p["instance_id"]) == "terminated",
@@ -322,13 +328,13 @@ CASES: dict[str, Case] = {
         lambda w: (w.dead_node(w.instance(), name="n1"), {"zone": ZONE, "nodes": ["n1"]})[-1],
         # rule 8's evidence for the batch: one status read and one list of the nodes' Leases
         ["list_node", "DescribeInstances", "DescribeInstanceStatus", "list_namespaced_lease"],
-        # the fence's second DescribeInstances is served from the pass; after the stop (a write)
-        # the taint's checks read the instance and the nodes again, live
-        ["DescribeInstances", "list_node", "DescribeInstanceStatus", "list_namespaced_lease",
+        # the first apply reads the batch and fences; the poll reads the instances, and once one
+        # is stopped the nodes (its instances served from the pass), and taints that node
+        ["list_node", "DescribeInstances", "DescribeInstanceStatus", "list_namespaced_lease",
          "StopInstances", "DescribeInstances", "list_node", "replace_node"],
         lambda w, p, r: (OOS in w.kube.get("nodes", "n1")["spec"]["taints"]
                          and r.data["out_of_service"] == ["n1"]),
-        again_ops=["DescribeInstances", "list_node"]),
+        again_ops=["list_node", "DescribeInstances"]),
     "k8s.zone.wait_detached": Case(
         lambda w: (w.va("csi-1", node="n1", pv="pv-1"), w.va("csi-2", node="other", pv="pv-2"),
                    {"nodes": ["n1"]})[-1],
@@ -338,12 +344,20 @@ CASES: dict[str, Case] = {
     "k8s.zone.held_volumes": Case(
         _held, [], ["DescribeVolumes", "list_volume_attachment"],
         lambda w, p, r: [i["pv"] for i in r.data["items"]] == ["pv-1"]),
+    "k8s.zone.leftover_attachments": Case(
+        lambda w: (w.node("n2"), w.va("csi-1", node="gone", pv="pv-1"),
+                   w.va("csi-2", node="n2", pv="pv-2"), {"nodes": ["gone", "n2"]})[-1],
+        [], ["list_node", "list_volume_attachment"],
+        lambda w, p, r: r.data["names"] == ["csi-1"]),
     "k8s.zone.placement": Case(
         lambda w: (w.pv("pv-1", volume_id=w.volume(), claim=("default", "data-0")),
                    w.node("n2"), w.pod("es-0", node="n2", pvc="data-0"),
                    {"zone": ZONE, "nodes": ["n1"], "pvs": ["pv-1"]})[-1],
-        [], ["list_node", "list_pod_for_all_namespaces", "list_persistent_volume"],
-        lambda w, p, r: [i["claim"] for i in r.data["items"]] == ["default/data-0"]),
+        # EBS's status checks of the claims' volumes before any is called recovered
+        [], ["list_node", "list_pod_for_all_namespaces", "list_persistent_volume",
+             "DescribeVolumeStatus"],
+        lambda w, p, r: ([(i["claim"], i["outcome"], i["volume_status"]) for i in r.data["items"]]
+                         == [("default/data-0", "running", "ok")])),
 }
 
 
@@ -365,7 +379,7 @@ def test_every_action_plans_applies_and_a_second_apply_changes_nothing(world, ac
     results, calls = world.until_done(
         plan, between=case.between and (lambda: case.between(world)))
     result = results[-1]
-    assert _ops(calls) == case.apply_ops, _ops(calls)
+    assert _ops(calls) == case.apply_ops, str(_ops(calls))
     assert not results[0].already_done  # the first apply made the change
     assert case.check(world, params, result), result.data
     writes = world.writes()

@@ -40,7 +40,7 @@ def test_the_transition_tables_are_closed_and_consistent():
     # every status can be reached from where runs and steps start, and every run can end
     assert _reachable(RUN_TRANSITIONS, RunStatus.PENDING) == set(RunStatus)
     assert _reachable(STEP_TRANSITIONS, StepStatus.PENDING) == set(StepStatus)
-    assert {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.ABORTED} == RUN_TERMINAL
+    assert {RunStatus.SUCCEEDED, RunStatus.PARTIAL, RunStatus.FAILED, RunStatus.ABORTED} == RUN_TERMINAL
     for status in RunStatus:
         assert _reachable(RUN_TRANSITIONS, status) & RUN_TERMINAL, f"a {status} run can never end"
     # a refused, lapsed or aborted step is over for good: nothing leads from it to applying
@@ -64,7 +64,7 @@ def test_the_transition_tables_are_closed_and_consistent():
 
 def test_the_statuses_are_exactly_those_the_issue_lists():
     assert [s.value for s in RunStatus] == ["pending", "running", "waiting", "awaiting_approval",
-                                             "succeeded", "failed", "aborted"]
+                                             "succeeded", "partial", "failed", "aborted"]
     assert [s.value for s in StepStatus] == ["pending", "skipped", "planning", "awaiting_approval",
                                               "applying", "waiting", "succeeded", "failed",
                                               "rejected", "expired", "aborted"]

@@ -29,6 +29,7 @@ class ThrottlingProxy:
         self.ignore_dry_run = False  # behave as an endpoint that performs DryRun calls for real
         # instances whose instance status check EC2 reports impaired (moto reports every one ok)
         self.impaired: set[str] = set()
+        self.impaired_volumes: set[str] = set()  # volumes whose I/O EBS disabled
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -40,6 +41,13 @@ class ThrottlingProxy:
                         f"<Code>{code}</Code><Message>{escape(message)}</Message></Error></Errors>"
                         f"<RequestID>{request_id}</RequestID></Response>").encode()
                 self.send_response(status)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def reply(self, data: bytes) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/xml")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -61,6 +69,8 @@ class ThrottlingProxy:
                     return self.error(*outer.fail_next.pop(0), f"failed-{n}")
                 if outer.fail_actions.get(action):
                     return self.error(*outer.fail_actions[action].pop(0), f"failed-{n}")
+                if action == "DescribeVolumeStatus":  # moto has none: every volume asked is ok
+                    return self.reply(outer.volume_status(body, f"volume-status-{n}"))
                 if outer.ignore_dry_run:
                     body = body.replace(b"&DryRun=true", b"")
                 headers = {k: v for k, v in self.headers.items()
@@ -86,6 +96,22 @@ class ThrottlingProxy:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
         self.thread.start()
+
+    def volume_status(self, body: bytes, request_id: str) -> bytes:
+        """DescribeVolumeStatus as EC2 answers it for healthy volumes (``impaired_volumes``:
+        those whose I/O EBS disabled)."""
+        asked = [v for k, v in urllib.parse.parse_qsl(body.decode()) if k.startswith("VolumeId.")]
+        rows = []
+        for vid in asked:
+            bad = vid in self.impaired_volumes
+            rows.append(
+                f"<item><volumeId>{vid}</volumeId><availabilityZone>us-east-1a</availabilityZone>"
+                f"<volumeStatus><status>{'impaired' if bad else 'ok'}</status><details>"
+                f"<item><name>io-enabled</name><status>{'failed' if bad else 'passed'}</status>"
+                "</item></details></volumeStatus><actionsSet/><eventsSet/></item>")
+        return ('<DescribeVolumeStatusResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">'
+                f"<requestId>{request_id}</requestId><volumeStatusSet>{''.join(rows)}"
+                "</volumeStatusSet></DescribeVolumeStatusResponse>").encode()
 
     def impair(self, body: bytes) -> bytes:
         """The instance status check of each impaired instance, failed as EC2 reports it."""

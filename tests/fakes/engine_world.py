@@ -20,6 +20,7 @@ from bot.actions import flow
 from bot.actions.declarations import ConfirmParams, NotifyParams, WaitParams
 from bot.actions.registry import Registry
 from bot.config import PolicyConfig
+from bot.engine.approvals import RAISE_KEY
 from bot.engine.plan import ApiCall, Change, Fact, Plan, Result
 from bot.engine.ports import StepContext
 from bot.errors import PermanentError, PolicyError, RetryableError
@@ -143,9 +144,13 @@ def make_registry(world: World) -> Registry:
         changes = () if current == p.value else (
             Change(target_kind="Thing", target=p.name, operation="set",
                    before=str(current), after=p.value),)
+        # a thing marked precious asks for one more approver, as a fence of local data does
+        precious = world.get(f"{p.name}/precious")
         return Plan(action="fake.set", params={}, changes=changes,
                     facts=(Fact(subject=f"thing {p.name}", name="value", value=current,
-                                read_at=env.now_iso()),))
+                                read_at=env.now_iso()),),
+                    data={RAISE_KEY: {"by": precious, "why": f"{p.name} is precious"}}
+                    if precious else {})
 
     @reg.applier("fake.set")
     def apply_set(plan: Plan, p: SetParams, env: Any) -> Result:

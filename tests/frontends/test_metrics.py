@@ -144,3 +144,19 @@ def test_reads_served_from_the_pass_are_not_counted_as_api_calls() -> None:
     assert m.api_calls.labels("ec2", "DescribeInstances")._value.get() == 1
     assert m.api_reads_shared.labels("ec2", "DescribeInstances")._value.get() == 1
     assert m.api_errors.labels("ec2", "DescribeInstances", "cached")._value.get() == 0
+
+
+def test_a_run_its_outcome_rules_end_partial_is_counted_as_partial_not_succeeded(make_engine) -> None:
+    from tests.engine.test_run_outcome import RULES, STEPS
+
+    e = make_engine({"judged": runbook("judged", STEPS) + RULES})
+    metrics = observe(e)
+    e.world.set("x", "on")
+    run = e.start("judged")
+    assert e.state(run).status == "partial"
+    with serving(endpoints(e, metrics)) as base:
+        m = scrape(base)
+    runs = "runbook_bot_runs_total"
+    assert value(m, runs, runbook="judged", status="partial") == 1
+    assert value(m, runs, runbook="judged", status="succeeded") == 0
+    assert value(m, runs, runbook="judged", status="failed") == 0

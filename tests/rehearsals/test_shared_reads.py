@@ -116,8 +116,12 @@ def test_a_hung_node_is_fenced_once_and_described_once_per_check(rehearse):
     # the kubelet's Lease: the liveness step (the fence's plan takes it from there), and the
     # fence's re-plan after approval, live
     assert sent["read_namespaced_lease"] == 2
-    # 29: the per-claim check lists the PVs once more; the Node is read after the wait
-    assert sum(sent.values()) <= 29 + polls
+    # what the stop would destroy for good (local data): the instance type's storage, the node's
+    # pods and the PVs, read by the fence's plan and again by its re-plan after approval
+    assert sent["DescribeInstanceTypes"] == 2
+    # 35: the per-claim check lists the PVs once more; the Node is read after the wait; the
+    # fence's two reads of the local data
+    assert sum(sent.values()) <= 35 + polls
     assert_clean(r, st.run_id)
 
 

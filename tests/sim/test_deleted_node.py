@@ -19,6 +19,7 @@ def test_the_deleted_node_s_pod_is_force_deleted_and_recreated_waiting_on_multi_
     sb = pool.get("node-deleted-running")
     f = sb.facts
     assert sb.find("Node", None, f["node"]) is None
+    assert sb.find("CSINode", None, f["node"]) is None  # owned by the Node: garbage collected
     assert sb.ec2.instance_state(f["instance_id"]) == "running"
     assert sb.ec2.status.failed(f["instance_id"])  # the hung guest's status check reads impaired
     assert _pod_events(sb, f, "PodGCOrphaned")
@@ -31,7 +32,10 @@ def test_the_deleted_node_s_pod_is_force_deleted_and_recreated_waiting_on_multi_
     assert va["spec"]["nodeName"] == f["node"] and va["status"]["attached"]
     assert not va["metadata"].get("deletionTimestamp")
     assert ec2_attachments(sb, f["volume_id"]) == [(f["instance_id"], "attached")]
-    assert 0 < f["timeout_detach_in"] <= MAX_WAIT_FOR_UNMOUNT - 60 + 20
+    # Pod GC holds a missing node in quarantine for 40 s before it deletes the node's pods (the
+    # 6-minute clock starts then), and passes every 20 s: the pods went 40 to 60 s after the
+    # deletion, so at 60 s after it nearly all of the timeout is left.
+    assert MAX_WAIT_FOR_UNMOUNT - 20 <= f["timeout_detach_in"] <= MAX_WAIT_FOR_UNMOUNT
     assert f["deleted_at"] < sb.now_ts()
     assert sb.violations == []
 

@@ -68,7 +68,8 @@ def test_explain_reads_field_documentation_from_the_openapi_v3_documents(sb):
         assert code == 200 and set(index["paths"]) == {"api/v1", "apis/apps/v1", "apis/batch/v1",
                                                        "apis/storage.k8s.io/v1",
                                                        "apis/events.k8s.io/v1",
-                                                       "apis/coordination.k8s.io/v1"}
+                                                       "apis/coordination.k8s.io/v1",
+                                                       "apis/karpenter.sh/v1"}
         assert http("GET", "/openapi/v3/apis/networking.k8s.io/v1")[0] == 404
     finally:
         http.close()

@@ -78,7 +78,8 @@ def test_discovery_describes_every_resource_with_kind_scope_verbs_and_short_name
     assert {"persistentvolumes", "persistentvolumeclaims", "events", "namespaces"} <= set(core)
     groups = {g["name"]: g["preferredVersion"]["groupVersion"] for g in http("GET", "/apis")[1]["groups"]}
     assert groups == {"apps": "apps/v1", "batch": "batch/v1", "storage.k8s.io": "storage.k8s.io/v1",
-                      "events.k8s.io": "events.k8s.io/v1", "coordination.k8s.io": "coordination.k8s.io/v1"}
+                      "events.k8s.io": "events.k8s.io/v1", "coordination.k8s.io": "coordination.k8s.io/v1",
+                      "karpenter.sh": "karpenter.sh/v1"}
     storage = {r["name"]: r for r in http("GET", "/apis/storage.k8s.io/v1")[1]["resources"]}
     assert storage["volumeattachments/status"]["verbs"] == ["get", "patch", "update"]
     assert storage["storageclasses"]["shortNames"] == ["sc"] and "csinodes" in storage

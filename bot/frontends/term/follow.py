@@ -13,10 +13,10 @@ from typing import TextIO
 
 from bot.engine.ports import RunHistory
 from bot.engine.runstate import RunState
-from bot.engine.state import RunStatus
+from bot.engine.state import RUN_TERMINAL
 from bot.present.events import live_lines
 
-FINISHED = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.ABORTED)
+FINISHED = RUN_TERMINAL
 
 
 class Follower:

@@ -14,8 +14,11 @@ from bot.sim.controllers.daemonsets import reconcile_daemonsets
 from bot.sim.controllers.deployments import reconcile_deployments, reconcile_replicasets
 from bot.sim.controllers.events import reconcile_event_ttl
 from bot.sim.controllers.gc import reconcile_pod_gc, reconcile_taint_eviction
+from bot.sim.controllers.jobs import reconcile_jobs
+from bot.sim.controllers.karpenter import reconcile_nodeclaims
 from bot.sim.controllers.kubelet import reconcile_kubelets
 from bot.sim.controllers.nodes import reconcile_node_lifecycle
+from bot.sim.controllers.ownergc import reconcile_garbage_collector
 from bot.sim.controllers.protection import (
     reconcile_pv_controller,
     reconcile_pv_protection,
@@ -30,11 +33,14 @@ ORDER = (
     reconcile_kubelets,
     reconcile_node_lifecycle,
     reconcile_cloud_nodes,
+    reconcile_nodeclaims,
     reconcile_taint_eviction,
     reconcile_pod_gc,
+    reconcile_garbage_collector,
     reconcile_statefulsets,
     reconcile_deployments,
     reconcile_replicasets,
+    reconcile_jobs,
     reconcile_provisioner,
     reconcile_scheduler,
     reconcile_attach_detach,

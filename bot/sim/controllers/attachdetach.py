@@ -21,7 +21,8 @@ the real external-attacher does; one whose node is gone, and whose instance it n
 is taken as detached. Only
 VolumeAttachments listed in their node's ``status.volumesAttached`` are managed by the AD
 controller; others (zombies) are left alone. Nothing of the attacher runs while the EBS CSI
-controller is staged as uninstalled.
+controller is staged as uninstalled. In a large event the attacher's calls are rate-limited
+(``attach_rate``).
 
 A deleted Node (``kubectl delete node``, or the cloud node lifecycle controller) leaves the AD
 controller's actual state of the world as it was: the volumes it had attached there are still
@@ -39,6 +40,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bot.sim.controllers.attach_rate import take
 from bot.sim.controllers.context import (
     DRIVER,
     OOS_TAINT,
@@ -251,6 +253,8 @@ def reconcile_attacher(ctx: Context) -> None:
         vol = ctx.ec2.volume(handle)
         if vol is not None and vol.attachment is not None and vol.attachment.instance.id == iid:
             device = vol.attachment.device
+        elif not take(ctx):
+            continue  # throttled in a large event: attached on a later pass
         else:
             try:
                 ctx.ec2_client.attach_volume(VolumeId=handle, InstanceId=iid, Device=device)
@@ -292,6 +296,8 @@ def _detach(ctx: Context, va: dict[str, Any], handle: str, iid: str, node_name: 
     name = va["metadata"]["name"]
     vol = ctx.ec2.volume(handle)
     if vol is not None and vol.attachment is not None and vol.attachment.instance.id == iid:
+        if not take(ctx):
+            return  # throttled in a large event: still attached, no error, detached later
         node = ctx.find("Node", None, node_name) or _deleted_node(ctx, node_name) or {}
         mounted = any(u.endswith(f"^{handle}") for u in node.get("status", {}).get("volumesInUse") or [])
         if mounted and ctx.ec2.instance_state(iid) == "running" and iid not in ctx.ec2.hung:

@@ -4,7 +4,7 @@
   the sandbox clock, and actions a test scheduled (``Sandbox.at``) run when their time comes.
 - **Cloud node lifecycle controller** (cloud-controller-manager, AWS provider), for nodes that are
   not Ready: an instance that no longer exists or is ``terminated`` gets its Node deleted
-  (``DeletingNode`` event; its CSINode goes with it, as the garbage collector would take it), and a
+  (``DeletingNode`` event; the garbage collector then takes its CSINode and Lease), and a
   ``stopped`` one gets the ``node.cloudprovider.kubernetes.io/shutdown:NoSchedule`` taint; the taint
   goes when the node is Ready again. A deleted node is remembered in ``ctx.state['deleted_nodes']``
   so the attach/detach controller can still detach what it had attached there.
@@ -46,8 +46,8 @@ def reconcile_cloud_nodes(ctx: Context) -> None:
     for node in ctx.items("Node"):
         name = node["metadata"]["name"]
         iid = instance_id(node)
-        if iid is None:
-            continue
+        if iid is None or node["metadata"].get("deletionTimestamp"):
+            continue  # being deleted already: a finalizer's owner (Karpenter) finishes it
         tainted = any(t.get("key") == SHUTDOWN_TAINT for t in node["spec"].get("taints") or [])
         if node_ready(node):
             if tainted:
@@ -80,5 +80,3 @@ def _delete_node(ctx: Context, node: dict[str, Any]) -> None:
     if ready is not None:
         ready["status"] = "Unknown"
     ctx.store.delete(ctx.store_res("Node"), None, name)
-    if ctx.find("CSINode", None, name) is not None:
-        ctx.store.remove(ctx.store_res("CSINode"), None, name)

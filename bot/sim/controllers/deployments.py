@@ -99,6 +99,8 @@ def _new_replica_set(ctx: Context, dep: dict[str, Any], rses: list[dict[str, Any
 def reconcile_deployments(ctx: Context) -> None:
     all_rs, pods = ctx.items("ReplicaSet"), ctx.items("Pod")
     for dep in ctx.items("Deployment"):
+        if dep["metadata"].get("deletionTimestamp"):
+            continue  # being deleted (foreground or orphaning): the garbage collector's now
         rses = _owned(all_rs, dep)
         new = _new_replica_set(ctx, dep, rses)
         olds = [r for r in rses if r["metadata"]["uid"] != new["metadata"]["uid"]]
@@ -145,7 +147,8 @@ def reconcile_replicasets(ctx: Context) -> None:
     for rs in ctx.items("ReplicaSet"):
         ns, name, uid = rs["metadata"]["namespace"], rs["metadata"]["name"], rs["metadata"]["uid"]
         active = [p for p in _owned(pods, rs) if _active(p)]
-        want = _replicas(rs)
+        # one being deleted manages no pods (neither creates nor deletes): only its status
+        want = len(active) if rs["metadata"].get("deletionTimestamp") else _replicas(rs)
         for _ in range(want - len(active)):
             n = created[uid] = created.get(uid, 0) + 1
             pod_name = f"{name}-{_suffix(f'{uid}/{n}')}"

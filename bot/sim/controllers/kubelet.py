@@ -4,8 +4,9 @@ A kubelet runs where ``machine_up`` (``controllers/nodes.py``) holds: the instan
 hung and not cut off from the API server. Each pass it renews its Lease when due
 (``controllers/leases.py``), posts its Node status when something it reports changed or 5 min have
 passed (``controllers/node_status.py``), starts pods whose volumes are attached (it reports them
-in ``volumesInUse``), confirms graceful deletions, so their volumes unmount and detach, and
-leaves finished pods (a Job's, Succeeded) as they are.
+in ``volumesInUse``), confirms graceful deletions, so their volumes unmount and detach, reports a
+Job's pod ``Succeeded`` once it has run ``job_run_seconds`` (``controllers/jobs.py``), and leaves
+finished pods as they are.
 
 A sick kubelet (``ctx.state["kubelet_sick"][node] = cause``) is still alive: it renews its Lease,
 keeps its running pods running (and writing), and confirms deletions; it posts what its cause
@@ -18,7 +19,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from bot.sim.controllers import daemonsets, leases
+from bot.sim.controllers import daemonsets, jobs, leases
 from bot.sim.controllers.context import (
     Context,
     condition,
@@ -56,6 +57,8 @@ def _attached(ctx: Context, pod: dict[str, Any], node: str) -> list[str] | None:
     for claim in pod_pvcs(pod):
         pvc = ctx.find("PersistentVolumeClaim", ns, claim)
         pv = ctx.find("PersistentVolume", None, pvc["spec"].get("volumeName", "")) if pvc else None
+        if pv is not None and ((pv.get("spec") or {}).get("local") or pv["spec"].get("hostPath")):
+            continue  # on the machine's own disks: mounted without an attach, not in volumesInUse
         src = ebs_source(pv)
         if src is None:
             return None
@@ -106,6 +109,9 @@ def _run_pods(ctx: Context, node: dict[str, Any], pods: list[dict[str, Any]],
             cause == "cni" and pod["spec"].get("hostNetwork"))
         if mounted is None or blocked:
             _set_pod(ctx, pod, running=False)
+            continue
+        if running and jobs.finished(ctx, pod):
+            jobs.succeed(ctx, pod)  # its containers exited 0: the volumes unmount
             continue
         in_use += mounted
         if running and daemonsets.failing_cni(ctx, pod):

@@ -8,8 +8,7 @@ Lease is therefore what says "this kubelet is alive", and the node lifecycle con
 
 A renewal is one small write per node per 10 s, as on a real cluster; it bumps the one
 resourceVersion counter and enters the watch history like any write, but no event is recorded.
-A Lease whose Node is gone is deleted, as the garbage collector deletes dependents of a deleted
-owner.
+A Lease whose Node is gone is the garbage collector's to delete (``controllers/ownergc.py``).
 """
 
 from __future__ import annotations
@@ -48,13 +47,3 @@ def renew(ctx: Context, node: dict[str, Any]) -> None:
         spec.update(holderIdentity=name, leaseDurationSeconds=LEASE_DURATION, renewTime=now)
     ctx.store.mutate("Lease", NAMESPACE, name, apply)
 
-
-def collect_orphans(ctx: Context, nodes: dict[str, str]) -> None:
-    """Delete the Leases whose Node (``nodes``: name -> uid) no longer exists."""
-    for lease in ctx.items("Lease"):
-        meta = lease["metadata"]
-        if meta.get("namespace") != NAMESPACE:
-            continue
-        owners = [o for o in meta.get("ownerReferences") or [] if o.get("kind") == "Node"]
-        if owners and nodes.get(owners[0].get("name", "")) != owners[0].get("uid"):
-            ctx.store.remove(ctx.store_res("Lease"), NAMESPACE, meta["name"])

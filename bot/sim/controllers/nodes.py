@@ -59,9 +59,7 @@ def grace_period(ctx: Context) -> float:
 def reconcile_node_lifecycle(ctx: Context) -> None:
     now = ts(ctx.now)
     grace = grace_period(ctx)
-    nodes = ctx.items("Node")
-    leases.collect_orphans(ctx, {n["metadata"]["name"]: n["metadata"]["uid"] for n in nodes})
-    for node in nodes:
+    for node in ctx.items("Node"):
         name = node["metadata"]["name"]
         ready = condition(node, "Ready")
         if ready is None:

@@ -6,12 +6,14 @@ node group) marks an instance unhealthy when it is not ``running`` or fails its 
 hung guest), and replaces it ``replace_after`` seconds later (120 by default). Karpenter learns of
 a stopping, stopped or terminated instance from its interruption queue and replaces it
 ``replace_after`` seconds later (60 by default); a node that is only NotReady it repairs after
-``repair_after`` (node repair's 30 minutes).
+``repair_after`` (node repair's 30 minutes). EKS Auto Mode (``node_group=auto-mode``) replaces as
+Karpenter does, and a replacement Karpenter or Auto Mode launches registers with a NodeClaim.
 
 Replacing is what both do: terminate the old instance (its Node is then deleted by the cloud
 node lifecycle controller, its volumes detach with the termination) and launch a new one of the
 same group in the same zone, whose Node registers ``join_after`` seconds later (90 by default):
-a copy of the old Node's labels and capacity under a new name, providerID and machine.
+a copy of the old Node's labels and capacity under a new name, providerID and machine. When the
+zone has failed, the launch goes to another zone or fails and is retried (``zone_launch``).
 """
 
 from __future__ import annotations
@@ -22,12 +24,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot.sim.controllers.context import DRIVER, Context, instance_id, node_ready
+from bot.sim.controllers.zone_launch import placement
 from bot.sim.ec2 import MotoQuery
 from bot.sim.ec2_instances import boot_id
-from bot.sim.nodegroups import GROUP_TAGS, group_of
+from bot.sim.nodegroups import GROUP_TAGS, KARPENTER_KINDS, claim, group_of
 from bot.sim.store import clone, ts
 
-DEFAULTS = {"asg": 120.0, "managed-node-group": 120.0, "karpenter": 60.0}
+DEFAULTS = {"asg": 120.0, "managed-node-group": 120.0, "karpenter": 60.0, "auto-mode": 60.0}
 REPAIR_AFTER = 1800.0
 JOIN_AFTER = 90.0
 
@@ -44,7 +47,7 @@ def reconcile_replacement(ctx: Context) -> None:
         if state in ("shutting-down", "terminated") and iid in ctx.state.get("replaced", {}):
             continue
         node = nodes.get(iid)
-        if kind == "karpenter":
+        if kind in KARPENTER_KINDS:
             broken = state in ("stopping", "stopped", "shutting-down", "terminated")
             wait = after if broken else float(ctx.options.get("repair_after") or REPAIR_AFTER)
             broken = broken or (node is not None and not node_ready(node))
@@ -78,9 +81,14 @@ def _replace(ctx: Context, iid: str, node: dict[str, Any] | None, kind: str) -> 
     if template is None:
         replaced[iid] = ""
         return
-    zone = template["metadata"]["labels"]["topology.kubernetes.io/zone"]
     inst = ctx.ec2.instance(iid)
     assert inst is not None, iid
+    # a failed zone has no capacity: launch elsewhere, or fail and try again on a later pass
+    placed = placement(ctx, iid, template, kind, inst.instance_type)
+    if placed is None:
+        return
+    template = placed
+    zone = template["metadata"]["labels"]["topology.kubernetes.io/zone"]
     tags = {k: v for k, v in ctx.ec2.tags(iid).items()
             if k in GROUP_TAGS or k.startswith("kubernetes.io/cluster/")}
     new = MotoQuery(ctx.ec2).run_instances(
@@ -103,11 +111,19 @@ def _join(ctx: Context) -> None:
             continue
         del joining[iid]
         node = _node_like(ctx, template, iid)
-        ctx.store.create(ctx.store_res("Node"), node)
-        ctx.store.create(ctx.store_res("CSINode"), {"metadata": {"name": node["metadata"]["name"]},
-                                                    "spec": {"drivers": [
-            {"name": DRIVER, "nodeID": iid, "topologyKeys": ["topology.ebs.csi.aws.com/zone"],
-             "allocatable": {"count": 25}}]}})
+        name = node["metadata"]["name"]
+        created = ctx.store.create(ctx.store_res("Node"), node)
+        uid = created["metadata"]["uid"]
+        # the kubelet's CSINode, owned by its Node: the garbage collector deletes it with the Node
+        ctx.store.create(ctx.store_res("CSINode"), {
+            "metadata": {"name": name, "ownerReferences": [
+                {"apiVersion": "v1", "kind": "Node", "name": name, "uid": uid}]},
+            "spec": {"drivers": [
+                {"name": DRIVER, "nodeID": iid, "topologyKeys": ["topology.ebs.csi.aws.com/zone"],
+                 "allocatable": {"count": 25}}]}})
+        kind = str(ctx.options.get("node_group") or "managed-node-group")
+        if kind in KARPENTER_KINDS:  # Karpenter launched it for a NodeClaim of its own
+            claim(ctx.store, ctx.ec2, created, kind=kind, now=ts(ctx.now))
         ctx.state.setdefault("templates", {})[iid] = clone(node)
         ctx.event(ctx.find("Node", None, node["metadata"]["name"]) or node, type="Normal",
                   reason="RegisteredNode", source="node-controller",

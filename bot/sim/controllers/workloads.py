@@ -41,6 +41,8 @@ DEFAULT_TOLERATIONS = [
 
 def reconcile_statefulsets(ctx: Context) -> None:
     for sts in ctx.items("StatefulSet"):
+        if sts["metadata"].get("deletionTimestamp"):
+            continue  # being deleted: it creates nothing more (the garbage collector's now)
         ns, name = sts["metadata"]["namespace"], sts["metadata"]["name"]
         spec = sts["spec"]
         ready = 0

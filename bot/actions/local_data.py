@@ -1,0 +1,151 @@
+"""What a fence destroys for good: data that lives on the machine itself, not on EBS.
+
+Stopping or terminating an instance wipes its instance store, the NVMe disks that come with its
+instance type (``m5d``, ``i3``, ...). DescribeInstances' BlockDeviceMappings never list them; the
+type's ``InstanceStorageInfo`` (DescribeInstanceTypes) does. And a pod whose claim is bound to a
+local volume (a PV with ``spec.local`` or ``spec.hostPath``, or one a local-storage CSI driver made:
+TopoLVM, OpenEBS LocalPV, the local-path provisioner) can never move to another node: its PV's
+node affinity pins it to this one, and its data is on this machine's disks.
+
+A fence is still sometimes right for such a node (a machine that may be writing must not share a
+disk), but repairing the node in place keeps the data, so the fence's plan lists what is lost,
+says so in words, and asks for one more approver than the step otherwise needs
+(``approvals.RAISE_KEY`` in the plan's data). A plan that finds nothing adds no fact and no key:
+its hash is that of a fence plan that never looked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.actions.env import Env
+from bot.actions.objects import Obj, meta, nodes_of_instance, pod_claims
+from bot.engine.approvals import RAISE_KEY
+from bot.engine.plan import Fact
+
+# CSI drivers (and provisioners, in ``pv.kubernetes.io/provisioned-by``) whose volumes live on one
+# node's own disks: TopoLVM (and its pre-0.18 name), OpenEBS LocalPV (its LVM/ZFS CSI driver and
+# its hostpath provisioner), Rancher's local-path provisioner
+LOCAL_DRIVERS = frozenset({"topolvm.io", "topolvm.cybozu.com", "local.csi.openebs.io",
+                           "openebs.io/local", "zfs.csi.openebs.io", "rancher.io/local-path"})
+PROVISIONED_BY = "pv.kubernetes.io/provisioned-by"
+INSTANCE_TYPE_LABELS = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type")
+
+
+def local_kind(pv: Obj) -> str | None:
+    """How a PV's data is bound to one machine (``local``, ``hostPath``, the driver), or None."""
+    spec = pv.get("spec") or {}
+    if spec.get("local"):
+        return "local"
+    if spec.get("hostPath"):
+        return "hostPath"
+    driver = str((spec.get("csi") or {}).get("driver") or "")
+    if driver in LOCAL_DRIVERS:
+        return driver
+    by = str((meta(pv).get("annotations") or {}).get(PROVISIONED_BY) or "")
+    return by if by in LOCAL_DRIVERS else None
+
+
+def _pinned_to(pv: Obj, node: str) -> bool:
+    """Whether the PV's required node affinity names ``node`` by ``kubernetes.io/hostname`` (how
+    the local static provisioner, TopoLVM and OpenEBS pin their volumes)."""
+    terms = ((((pv.get("spec") or {}).get("nodeAffinity") or {}).get("required") or {})
+             .get("nodeSelectorTerms") or ())
+    return any(e.get("key") == "kubernetes.io/hostname" and node in (e.get("values") or ())
+               for t in terms for e in t.get("matchExpressions") or ())
+
+
+def _path(pv: Obj) -> str | None:
+    spec = pv.get("spec") or {}
+    where = spec.get("local") or spec.get("hostPath") or {}
+    return str(where.get("path")) if where.get("path") else None
+
+
+@dataclass
+class LocalData:
+    """What the fence of one instance loses: its instance store and its nodes' local volumes."""
+
+    instance_id: str
+    instance_type: str | None = None
+    instance_store: Mapping[str, Any] | None = None  # {"total_gb", "disks": [...]}
+    volumes: list[dict[str, Any]] = field(default_factory=list)  # one per local PV on its nodes
+
+    def __bool__(self) -> bool:
+        return bool(self.instance_store or self.volumes)
+
+    def words(self) -> str:
+        """What is lost, for the approval: every claim and pod, and the instance-store disks."""
+        parts = []
+        if self.volumes:
+            parts.append("; ".join(
+                f"claim {v['claim'] or '(none, unbound)'} on {v['kind']} volume {v['pv']}"
+                + (f" ({v['path']})" if v.get("path") else "")
+                + (f", used by pod {', '.join(v['pods'])}" if v["pods"] else "")
+                for v in self.volumes))
+        if self.instance_store:
+            disks = ", ".join(f"{d.get('count')} x {d.get('size_gb')} GB {d.get('type')}"
+                              for d in self.instance_store.get("disks") or ())
+            parts.append(f"the instance store of {self.instance_type} "
+                         f"({self.instance_store.get('total_gb')} GB: {disks})")
+        return ("THE FENCE DESTROYS DATA NO OTHER MACHINE HOLDS: " + "; and ".join(parts)
+                + ". A stop or terminate wipes the instance store, and pods on local volumes can "
+                "never run on another node. Repairing the node in place (reboot it, or fix its "
+                "kubelet) keeps that data and may be better; fence only if losing it is accepted")
+
+    def facts(self, env: Env) -> list[Fact]:
+        out = []
+        if self.instance_store:
+            out.append(env.fact(f"instance {self.instance_id}", "instance_store",
+                                {"instance_type": self.instance_type, **self.instance_store}))
+        if self.volumes:
+            out.append(env.fact(f"instance {self.instance_id}", "local_volumes", self.volumes))
+        return out
+
+    def raise_data(self) -> dict[str, Any]:
+        """The plan data that asks for one more approver, or nothing when nothing is lost."""
+        return {RAISE_KEY: {"by": 1, "why": self.words()}} if self else {}
+
+
+def find(env: Env, *, instance_id: str, instance: Obj | None = None) -> LocalData:
+    """Read what a fence of ``instance_id`` would destroy: the list of nodes (shared with the fence
+    interlock), the pods on its nodes and the PVs, and its instance type's storage."""
+    found = LocalData(instance_id=instance_id)
+    nodes = nodes_of_instance(env.kube.list_nodes(), instance_id)
+    labels = [meta(n).get("labels") or {} for n in nodes]
+    found.instance_type = next((str(lb[k]) for lb in labels for k in INSTANCE_TYPE_LABELS
+                                if lb.get(k)), None) or (instance or {}).get("InstanceType")
+    if found.instance_type is None:  # no node names it (deleted): EC2 does
+        found.instance_type = (env.ec2.describe_instances([instance_id]).get(instance_id)
+                               or {}).get("InstanceType")
+    if found.instance_type:
+        it = env.ec2.describe_instance_types([found.instance_type]).get(found.instance_type) or {}
+        info = it.get("InstanceStorageInfo") or {}
+        if it.get("InstanceStorageSupported") or info.get("Disks"):
+            found.instance_store = {
+                "total_gb": info.get("TotalSizeInGB"),
+                "disks": [{"count": d.get("Count"), "size_gb": d.get("SizeInGB"),
+                           "type": d.get("Type")} for d in info.get("Disks") or ()]}
+    names = [str(meta(n)["name"]) for n in nodes]
+    if not names:
+        return found
+    users: dict[str, list[str]] = {}
+    for name in names:
+        for pod in env.kube.list_pods(node=name):
+            for claim in pod_claims(pod):
+                users.setdefault(claim, []).append(f"{meta(pod).get('namespace')}/{meta(pod)['name']}")
+    for pv in sorted(env.kube.list_pvs(), key=lambda v: str(meta(v)["name"])):
+        kind = local_kind(pv)
+        if kind is None:
+            continue
+        ref = (pv.get("spec") or {}).get("claimRef") or {}
+        claim = f"{ref.get('namespace')}/{ref.get('name')}" if ref.get("name") else ""
+        pods = sorted(users.get(claim, ()))
+        # on this machine: a pod here mounts it, or its node affinity pins it here (a pod of it
+        # force-deleted already still has its data on this machine)
+        if not pods and not any(_pinned_to(pv, n) for n in names):
+            continue
+        found.volumes.append({"pv": str(meta(pv)["name"]), "kind": kind, "claim": claim or None,
+                              "pods": pods, "path": _path(pv)})
+    return found

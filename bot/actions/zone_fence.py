@@ -1,0 +1,418 @@
+"""One batch of a zone outage: each node's machine fenced and its node tainted on its own clock.
+
+A zone outage fences tens of machines with one approval per batch, but the nodes of a batch do not
+share a fate: on a failed host an instance can stay ``stopping`` for hours, the node group can
+replace a stopped node within minutes, a Spot machine can only be terminated, and IAM can refuse
+one untagged instance. So ``k8s.zone.fence_taint`` gives each node its own small state machine:
+
+- **fence**, once, at the first apply: one ``StopInstances`` (force) for the machines still
+  running and one ``TerminateInstances`` for those EC2 cannot stop (Spot, instance-store roots),
+  each behind interlock 8 as read at that moment; a call EC2 or IAM refuses for one instance is
+  made again per instance, so that one fails alone;
+- **taint** a node as soon as its own instance reads ``stopped`` or ``terminated`` (interlock 1
+  checked for it then), whatever its batch-mates do;
+- **stuck**: an instance still stopping ``stop_timeout`` after the fence is its node's outcome
+  ("stuck stopping: host failure?"), with what to do; the others go on. Tainting such a node
+  without a confirmed stop is a separate step (``without_stop``) that interlock 1 refuses unless
+  two people break glass;
+- **gone**: a node the batch named that no longer exists was deleted (its node group, Karpenter
+  or the cloud controller replaced it): an outcome, never a zone-scope violation. Interlock 9
+  still refuses a node that exists in another zone.
+
+The plan gives each node its own hash (``data["batch"]``), so a node whose facts change before
+apply is dropped from the batch and the rest apply as approved (``bot.engine.plan.narrowed``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from datetime import timedelta
+from typing import Any
+
+from bot.actions import interlocks as il
+from bot.actions.declarations import ZoneBatchParams
+from bot.actions.ec2 import must_terminate
+from bot.actions.env import Env
+from bot.actions.objects import (
+    FENCED_STATES,
+    OUT_OF_SERVICE_TAINT,
+    Obj,
+    csi_instance_id_of,
+    has_taint,
+    instance_id_of,
+    instance_state,
+    nodes_of_instance,
+    operator_of,
+    ready_condition,
+    set_taint,
+)
+from bot.actions.registry import ActionSpec, action
+from bot.actions.zone import POLL_SECONDS, TAINT_EFFECT, TAINT_VALUE, digest, is_spot, node_name
+from bot.engine.plan import Change, Fact, Plan, Result
+from bot.errors import InterlockBlocked, PermanentError
+
+# EC2 (or IAM) answers that refuse a whole StopInstances/TerminateInstances call for one instance
+ONE_REFUSES_ALL = frozenset({"UnsupportedOperation", "OperationNotPermitted",
+                             "IncorrectInstanceState", "UnsupportedInstanceAttribute",
+                             "UnauthorizedOperation"})
+MOVING = frozenset({"stopping", "shutting-down"})
+FINAL = ("tainted", "done", "dropped", "failed", "gone", "stuck")
+
+
+class _Batch:
+    """One read of the batch's world: every node, and the batch's instances in one call. The
+    status checks and Leases rule 8 needs are read only when a machine may be fenced now."""
+
+    def __init__(self, env: Env, p: ZoneBatchParams, facts: list[Fact],
+                 extra_ids: tuple[str, ...] = ()) -> None:
+        self.env = env
+        self.nodes = env.kube.list_nodes()
+        by_name = {node_name(n): n for n in self.nodes}
+        # a named node that no longer exists was deleted (replaced): its outcome, not a refusal
+        self.gone = [n for n in p.nodes if n not in by_name]
+        il.check_zone(env, zone=p.zone, named=[n for n in p.nodes if n in by_name],
+                      nodes=self.nodes, facts=facts)
+        self.batch = [by_name[n] for n in p.nodes if n in by_name]
+        ids = sorted({i for i in (instance_id_of(n) for n in self.batch) if i} | set(extra_ids))
+        self.instances = env.ec2.describe_instances(ids) if ids else {}
+        self._statuses: dict[str, Obj] | None = None
+        self._leases: dict[str, Obj] | None = None
+
+    def statuses(self) -> dict[str, Obj]:
+        if self._statuses is None:
+            live = [i for i, inst in self.instances.items()
+                    if instance_state(inst) not in FENCED_STATES]
+            self._statuses = self.env.ec2.describe_instance_status(live) if live else {}
+        return self._statuses
+
+    def leases(self) -> dict[str, Obj]:
+        if self._leases is None:
+            self._leases = {node_name(lease): lease for lease in self.env.kube.list_node_leases()}
+        return self._leases
+
+
+def _assess(env: Env, b: _Batch, node: Obj, facts: list[Fact], *,
+            without_stop: bool = False) -> tuple[list[Change], str | None]:
+    """The changes one node needs, or why it is left out of the batch."""
+    name, iid = node_name(node), instance_id_of(node)
+    status, _ = ready_condition(node)
+    inst = b.instances.get(iid) if iid else None
+    state = instance_state(inst)
+    tainted = has_taint(node, OUT_OF_SERVICE_TAINT)
+    facts.append(env.fact(f"node {name}", "out_of_service", tainted))
+    changes: list[Change] = []
+    if iid is None:
+        return [], "no EC2 instance in its providerID: the bot cannot confirm it is off"
+    csi = csi_instance_id_of(node)
+    if csi is not None and csi != iid:
+        return [], f"its providerID names {iid} but its EBS CSI registration {csi}"
+    if state in FENCED_STATES or state == "absent" or (without_stop and state in MOVING):
+        facts.append(env.fact(f"node {name}", "ready", status))
+        facts.append(env.fact(f"instance {iid}", "state", state))
+        if status == "True":
+            return [], "the node came back Ready"
+        if state == "absent":
+            return [], f"instance {iid} is unknown to EC2"
+    elif without_stop:
+        return [], f"instance {iid} is {state}, not stuck stopping: fence it in a batch first"
+    else:
+        mine = nodes_of_instance(b.nodes, iid)
+        refusal = il.fence_problems(env, instance_id=iid, instance=inst,
+                                    checks=b.statuses().get(iid) or {}, nodes=mine,
+                                    leases={node_name(n): b.leases().get(node_name(n)) for n in mine},
+                                    facts=facts)
+        if refusal:
+            return [], refusal.text()
+        if state == "shutting-down":
+            return [], f"instance {iid} is shutting down: re-run once it is terminated"
+        if operator_of(inst):
+            return [], (f"instance {iid} is an EKS Auto Mode machine ({operator_of(inst)} manages "
+                        "it), which EC2 lets only EKS stop or terminate: fence it on its own "
+                        "(node-dead-ngns deletes its NodeClaim)")
+        if is_spot(node, inst) or (inst is not None and must_terminate(inst)):
+            why = "Spot" if is_spot(node, inst) else "instance-store root"
+            changes.append(Change(target_kind="Instance", target=iid, operation="terminate",
+                                  before=state, after=f"terminated ({why}: it cannot be stopped)"))
+        else:
+            changes.append(Change(target_kind="Instance", target=iid, operation="force-stop",
+                                  before=state, after="stopped"))
+    if not tainted:
+        changes.append(Change(target_kind="Node", target=name, operation="taint", before="",
+                              after=f"{OUT_OF_SERVICE_TAINT}={TAINT_VALUE}:{TAINT_EFFECT}"))
+    return changes, None
+
+
+def plan_fence_taint(p: ZoneBatchParams, env: Env) -> Plan:
+    facts: list[Fact] = []
+    b = _Batch(env, p, facts)
+    changes: list[Change] = []
+    items: dict[str, str] = {}
+    dropped: dict[str, str] = {n: "the node no longer exists (replaced or deleted)" for n in b.gone}
+    nodes: dict[str, Obj] = {}
+    for node in b.batch:
+        mine: list[Fact] = []
+        ch, problem = _assess(env, b, node, mine, without_stop=p.without_stop)
+        facts += mine
+        name = node_name(node)
+        if problem is not None:
+            dropped[name] = problem
+            continue
+        changes += ch
+        items[name] = digest({"changes": [asdict(c) for c in ch],
+                               "facts": [[f.subject, f.name, f.value] for f in mine]})
+        nodes[name] = {"instance_id": instance_id_of(node),
+                       "stop": any(c.operation == "force-stop" for c in ch),
+                       "terminate": any(c.operation == "terminate" for c in ch),
+                       "state": instance_state(b.instances.get(instance_id_of(node) or ""))}
+    others = il.check_blast_radius(env, targets=list(items), nodes=b.nodes, facts=facts) \
+        if items else []
+    common = digest({"zone": p.zone, "others": others})
+    return Plan(action="k8s.zone.fence_taint", params={}, changes=tuple(changes),
+                facts=tuple(facts),
+                data={"batch": {"common": common, "items": items, "dropped": dropped},
+                      "nodes": nodes})
+
+
+def _fence(env: Env, ids: list[str], *, terminate: bool) -> tuple[dict[str, str], dict[str, str]]:
+    """One StopInstances (force) or TerminateInstances for all; when EC2 or IAM refuses the call
+    for one of them, each alone, so that one fails by itself. Returns (states now, failures)."""
+    states: dict[str, str] = {}
+    failed: dict[str, str] = {}
+    key = "TerminatingInstances" if terminate else "StoppingInstances"
+
+    def call(some: list[str]) -> None:
+        resp = (env.ec2.terminate_instances(some) if terminate
+                else env.ec2.stop_instances(some, force=True))
+        for row in resp.get(key) or ():
+            states[str(row.get("InstanceId"))] = str((row.get("CurrentState") or {}).get("Name"))
+
+    try:
+        call(ids)
+        return states, failed
+    except PermanentError as e:
+        if e.code not in ONE_REFUSES_ALL:
+            raise
+        if len(ids) == 1:
+            failed[ids[0]] = f"{e.code}: {e}"
+            return states, failed
+    for iid in ids:
+        try:
+            call([iid])
+        except PermanentError as e:
+            if e.code not in ONE_REFUSES_ALL:
+                raise
+            failed[iid] = f"{e.code}: {e}"
+    return states, failed
+
+
+def _outcome(name: str, iid: str | None, outcome: str, reason: str, **more: Any) -> Obj:
+    return {"node": name, "instance_id": iid, "outcome": outcome, "reason": reason, **more}
+
+
+def apply_fence_taint(plan: Plan, p: ZoneBatchParams, env: Env) -> Result:
+    approved: dict[str, Obj] = dict(plan.data.get("nodes") or {})
+    batch_info = plan.data.get("batch") or {}
+    outcomes: dict[str, Obj] = {n: _outcome(n, None, "dropped", why)
+                                for n, why in (batch_info.get("dropped") or {}).items()}
+    if env.ctx.poll:  # what earlier applies settled stays settled (a failed stop, a stuck host)
+        outcomes |= {str(o["node"]): dict(o) for o in (env.ctx.last_result or {}).get("items") or ()
+                     if o.get("outcome") in FINAL}
+    if env.ctx.poll and not p.without_stop:
+        quick = _still_stopping(env, p, approved, outcomes)
+        if quick is not None:
+            return quick
+    gone_ids = tuple(str(v["instance_id"]) for v in approved.values() if v.get("instance_id"))
+    # live reads, never the plan's facts: a node may have come back, or gone, since approval
+    b = _Batch(env, p, [], extra_ids=gone_ids)
+    for name in b.gone:
+        if name in approved and name not in outcomes:
+            iid = approved[name].get("instance_id")
+            state = instance_state(b.instances.get(str(iid or "")))
+            outcomes[name] = _outcome(name, iid, "gone", (
+                f"the Node was deleted during the run (its node group, Karpenter or the cloud "
+                f"controller replaced it); instance {iid} is {state}. Its pods go with it; its "
+                "volumes detach once the machine is gone or after the attach/detach controller's "
+                "6-minute timeout, and a VolumeAttachment left after that is deleted later in "
+                "the run"), state=state)
+    now = env.ctx.clock.now()
+    deadline = (env.ctx.applying_since or now) + timedelta(seconds=p.stop_timeout)
+    pending: list[Obj] = []  # nodes of the batch still to fence or to taint, in batch order
+    for node in b.batch:
+        name, iid = node_name(node), instance_id_of(node)
+        if name not in approved or name in outcomes:
+            continue
+        state = instance_state(b.instances.get(iid or ""))
+        if env.ctx.poll and state in ("running", "pending") and not p.without_stop:
+            outcomes[name] = _outcome(name, iid, "dropped", (
+                f"its instance is {state} again after the fence (someone started it?): not "
+                "tainted"), state=state)
+            continue
+        if env.ctx.poll and state in MOVING and not p.without_stop:
+            pending.append(node)  # fenced at the first apply: only its state is read now
+            continue
+        _, problem = _assess(env, b, node, [], without_stop=p.without_stop)
+        if problem is not None:
+            outcomes[name] = _outcome(name, iid, "dropped", f"changed since approval: {problem}")
+        else:
+            pending.append(node)
+    states = {i: instance_state(b.instances.get(i)) for i in (instance_id_of(n) for n in pending)
+              if i}
+    fenced = not env.ctx.poll and not p.without_stop and _fence_first(
+        env, pending, approved, states, outcomes)
+    taint_now = [n for n in pending if node_name(n) not in outcomes
+                 and (states.get(instance_id_of(n) or "") in FENCED_STATES
+                      or (p.without_stop and states.get(instance_id_of(n) or "") in MOVING))]
+    if taint_now:
+        if p.without_stop:  # refused here, blocking the step, unless two people broke glass
+            for node in taint_now:
+                il.check_out_of_service_taint(env, node=node, facts=[], instances=b.instances)
+        il.check_blast_radius(env, targets=[node_name(n) for n in taint_now], nodes=b.nodes, facts=[])
+    for node in taint_now:
+        outcomes[node_name(node)] = _taint(env, node, b)
+    for node in pending:
+        name, iid = node_name(node), instance_id_of(node)
+        if name in outcomes:
+            continue
+        state = states.get(iid or "", "unknown")
+        if state in MOVING and now >= deadline:
+            outcomes[name] = _outcome(name, iid, "stuck", (
+                f"instance {iid} is still {state} {p.stop_timeout:.0f} s after the fence: a "
+                "machine on a failed host can stay stopping for hours. Ask AWS (the host may "
+                "have failed), or, if the zone outage is declared, have two people break glass "
+                "on the step that taints stuck nodes without a confirmed stop"), state=state)
+    waiting = [n for n in pending if node_name(n) not in outcomes]
+    data = _summary(outcomes, waiting, states)
+    if waiting:
+        left = (deadline - now).total_seconds()
+        progress = (f"{len(data['out_of_service'])} node(s) out of service, {len(waiting)} "
+                    f"instance(s) still stopping (each called stuck {max(0.0, left):.0f} s from now)")
+        env.ctx.progress = progress
+        return Result(data=data, done=False, progress=progress,
+                      retry_after=min(POLL_SECONDS, max(1.0, left)))
+    changed = [o for o in outcomes.values() if o["outcome"] == "tainted"]
+    if changed or data["out_of_service"]:
+        data["compensation"] = (f"out-of-service taint and stopped instances stay on "
+                                f"{len(data['out_of_service'])} node(s) of {p.zone}: run "
+                                "node-recovered on each once it is repaired and Ready")
+    counts = {k: sum(1 for o in outcomes.values() if o["outcome"] == k) for k in FINAL}
+    return Result(data=data, already_done=not changed and not fenced and not env.ctx.poll,
+                  message=", ".join(f"{v} {k}" for k, v in counts.items() if v) or "nothing to do")
+
+
+def _still_stopping(env: Env, p: ZoneBatchParams, approved: dict[str, Obj],
+                    outcomes: dict[str, Obj]) -> Result | None:
+    """A poll while every unsettled instance is still on its way down and none is past its
+    deadline reads those instances alone (one DescribeInstances): nothing is to be tainted yet.
+    Anything else (one stopped, terminated, running again, or late) needs the full read."""
+    open_ = {n: str(v["instance_id"]) for n, v in approved.items()
+             if n not in outcomes and v.get("instance_id")}
+    if not open_:
+        return None
+    now = env.ctx.clock.now()
+    deadline = (env.ctx.applying_since or now) + timedelta(seconds=p.stop_timeout)
+    if now >= deadline:
+        return None
+    states = {i: instance_state(inst) for i, inst in env.ec2.describe_instances(
+        sorted(set(open_.values()))).items()}
+    if len(states) != len(set(open_.values())) or any(s not in MOVING for s in states.values()):
+        return None
+    items = [dict(o) for o in (env.ctx.last_result or {}).get("items") or ()]
+    for o in items:
+        if o.get("instance_id") in states and o.get("outcome") == "fencing":
+            o["state"] = states[o["instance_id"]]
+    data = {**(env.ctx.last_result or {}), "items": items}
+    left = (deadline - now).total_seconds()
+    done = sum(1 for o in items if o.get("outcome") in ("tainted", "done"))
+    progress = (f"{done} node(s) out of service, {len(open_)} instance(s) still stopping "
+                f"(each called stuck {left:.0f} s from now)")
+    env.ctx.progress = progress
+    return Result(data=data, done=False, progress=progress, retry_after=min(POLL_SECONDS, left))
+
+
+def _fence_first(env: Env, pending: list[Obj], approved: dict[str, Obj], states: dict[str, str],
+                 outcomes: dict[str, Obj]) -> bool:
+    """The batch's one fence: stop the machines that still run (a plain stop someone began on a
+    hung guest never ends, so a planned stop of a ``stopping`` one is forced too), terminate the
+    ones EC2 cannot stop."""
+    planned_stop = {str(v["instance_id"]) for v in approved.values() if v.get("stop")}
+    planned_term = {str(v["instance_id"]) for v in approved.values() if v.get("terminate")}
+    to_stop = sorted(i for i, s in states.items() if i in planned_stop
+                     and (s == "running" or s == "stopping"))
+    to_term = sorted(i for i, s in states.items() if i in planned_term
+                     and s in ("running", "stopping", "stopped", "pending"))
+    failed: dict[str, str] = {}
+    for ids, terminate in ((to_stop, False), (to_term, True)):
+        if ids:
+            now, bad = _fence(env, ids, terminate=terminate)
+            states.update(now)
+            failed.update(bad)
+    for node in pending:
+        iid = instance_id_of(node)
+        if iid in failed:
+            verb = "terminated" if iid in planned_term else "stopped"
+            outcomes[node_name(node)] = _outcome(node_name(node), iid, "failed",
+                                             f"instance could not be {verb}: {failed[iid]}")
+    return bool(to_stop or to_term)
+
+
+def _taint(env: Env, node: Obj, b: _Batch) -> Obj:
+    """Taint one node of the batch; a refusal or failure is that node's outcome alone."""
+    name, iid = node_name(node), instance_id_of(node)
+    try:
+        il.check_out_of_service_taint(env, node=node, facts=[], instances=b.instances)
+        recheck = il.Rechecked(env, node, lambda live: il.check_out_of_service_taint(
+            env, node=live, facts=[], instances=b.instances))
+
+        def mutate(obj: Obj) -> Obj | None:
+            if has_taint(obj, OUT_OF_SERVICE_TAINT):
+                return None
+            recheck(obj)
+            return set_taint(obj, key=OUT_OF_SERVICE_TAINT, value=TAINT_VALUE,
+                             effect=TAINT_EFFECT, now=env.now_iso())
+
+        written, changed = env.kube.update(kind="Node", name=name, mutate=mutate, current=node)
+    except InterlockBlocked as e:
+        return _outcome(name, iid, "dropped", f"interlock {e.rule}: {e.message}")
+    except PermanentError as e:
+        if e.code == "NotFound":  # deleted between the read and the write
+            return _outcome(name, iid, "gone", "the Node was deleted before its taint")
+        return _outcome(name, iid, "failed", str(e))
+    if not has_taint(written, OUT_OF_SERVICE_TAINT):
+        return _outcome(name, iid, "failed", "the taint is not on the node after the write")
+    return _outcome(name, iid, "tainted" if changed else "done",
+                    "fenced and out of service" if changed else "already out of service")
+
+
+def _summary(outcomes: dict[str, Obj], waiting: list[Obj], states: dict[str, str]) -> Obj:
+    for node in waiting:
+        outcomes.setdefault(node_name(node), _outcome(
+            node_name(node), instance_id_of(node), "fencing",
+            f"instance {states.get(instance_id_of(node) or '')}"))
+    for o in outcomes.values():
+        if o.get("instance_id") in states:
+            o["state"] = states[o["instance_id"]]
+    items = [outcomes[k] for k in sorted(outcomes)]
+
+    def named(*kinds: str) -> list[str]:
+        return [o["node"] for o in items if o["outcome"] in kinds]
+
+    return {"items": items, "out_of_service": named("tainted", "done"),
+            "stopped": sorted(o["instance_id"] for o in items
+                              if o["outcome"] in ("tainted", "done") and o.get("instance_id")),
+            "dropped": named("dropped"), "failed": named("failed"), "gone": named("gone"),
+            "stuck": named("stuck"),
+            "gone_instances": sorted(str(o["instance_id"]) for o in items
+                                     if o["outcome"] == "gone" and o.get("instance_id"))}
+
+
+FENCE_TAINT = action(
+    "k8s.zone.fence_taint", ZoneBatchParams, destructive=True,
+    summary="Fence and taint out-of-service {{ nodes | length }} node(s) of {{ zone }}",
+    description="One batch, each node on its own clock: one StopInstances (force) for the "
+                "machines still running and one TerminateInstances for those EC2 cannot stop, "
+                "then each node tainted out-of-service as soon as its own instance is stopped; "
+                "an instance still stopping after stop_timeout is called stuck, a node deleted "
+                "meanwhile gone, and the others go on.",
+    plan=plan_fence_taint, apply=apply_fence_taint)
+
+ACTIONS: tuple[ActionSpec[Any], ...] = (FENCE_TAINT,)
