@@ -341,6 +341,14 @@ def plan_detach(p: VolumeDetachParams, env: Env) -> Plan:
         return Plan(action="aws.ec2.volume.detach", params={}, facts=tuple(facts))
     if p.force:
         il.check_force_detach(env, volume=vol, facts=facts, instance_id=att["InstanceId"])
+        # EBS's own word on the volume, for the approvers of a forced detach: an impaired volume
+        # (I/O disabled after a host failure) may already hold inconsistent data
+        vs = (env.ec2.describe_volume_status([p.volume_id]).get(p.volume_id) or {}).get(
+            "VolumeStatus") or {}
+        facts.append(env.fact(f"volume {p.volume_id}", "volume_status", {
+            "status": vs.get("Status"),
+            "failed": sorted(str(d.get("Name")) for d in vs.get("Details") or ()
+                             if d.get("Status") == "failed")}))
     elif multiattach.holders(vol):
         facts.append(multiattach.fact(env, vol, target=att["InstanceId"]))
     rest = multiattach.others(vol, att["InstanceId"])

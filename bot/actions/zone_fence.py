@@ -106,13 +106,16 @@ def _assess(env: Env, b: _Batch, node: Obj, facts: list[Fact], *,
     csi = csi_instance_id_of(node)
     if csi is not None and csi != iid:
         return [], f"its providerID names {iid} but its EBS CSI registration {csi}"
-    if state in FENCED_STATES or state == "absent" or (without_stop and state in MOVING):
+    if state in FENCED_STATES or state == "absent" or (without_stop and state in MOVING) \
+            or state == "shutting-down":
         facts.append(env.fact(f"node {name}", "ready", status))
         facts.append(env.fact(f"instance {iid}", "state", state))
         if status == "True":
             return [], "the node came back Ready"
         if state == "absent":
             return [], f"instance {iid} is unknown to EC2"
+        if state == "shutting-down":  # its node group terminates it: no fence, its own clock
+            facts.append(env.fact(f"instance {iid}", "terminating", True))
     elif without_stop:
         return [], f"instance {iid} is {state}, not stuck stopping: fence it in a batch first"
     else:
@@ -123,8 +126,6 @@ def _assess(env: Env, b: _Batch, node: Obj, facts: list[Fact], *,
                                     facts=facts)
         if refusal:
             return [], refusal.text()
-        if state == "shutting-down":
-            return [], f"instance {iid} is shutting down: re-run once it is terminated"
         if operator_of(inst):
             return [], (f"instance {iid} is an EKS Auto Mode machine ({operator_of(inst)} manages "
                         "it), which EC2 lets only EKS stop or terminate: fence it on its own "
@@ -269,6 +270,8 @@ def apply_fence_taint(plan: Plan, p: ZoneBatchParams, env: Env) -> Result:
         il.check_blast_radius(env, targets=[node_name(n) for n in taint_now], nodes=b.nodes, facts=[])
     for node in taint_now:
         outcomes[node_name(node)] = _taint(env, node, b)
+    # one override is one audit event, however many nodes and checks it let through
+    env.ctx.overridden[:] = list(dict.fromkeys(env.ctx.overridden))
     for node in pending:
         name, iid = node_name(node), instance_id_of(node)
         if name in outcomes:
@@ -276,8 +279,8 @@ def apply_fence_taint(plan: Plan, p: ZoneBatchParams, env: Env) -> Result:
         state = states.get(iid or "", "unknown")
         if state in MOVING and now >= deadline:
             outcomes[name] = _outcome(name, iid, "stuck", (
-                f"instance {iid} is still {state} {p.stop_timeout:.0f} s after the fence: a "
-                "machine on a failed host can stay stopping for hours. Ask AWS (the host may "
+                f"instance {iid} is still {state} {p.stop_timeout:.0f} s after its batch began: "
+                "a machine on a failed host can stay stopping for hours. Ask AWS (the host may "
                 "have failed), or, if the zone outage is declared, have two people break glass "
                 "on the step that taints stuck nodes without a confirmed stop"), state=state)
     waiting = [n for n in pending if node_name(n) not in outcomes]

@@ -12,6 +12,7 @@ health) or later (metrics, alert webhooks), is served through this one guard; do
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 from collections.abc import Callable, Iterable, Mapping
@@ -67,4 +68,7 @@ def limit_bodies(app: WSGIApp, *, limits: Mapping[str, int],
 def stop_server(server: Any) -> None:
     """Stop a running waitress server from another thread: its loop closes its own sockets."""
     server.task_dispatcher.shutdown()  # first: a request thread still running pulls the trigger
-    server.trigger.pull_trigger(lambda: server.asyncore.close_all(server._map))
+    # a closed trigger descriptor (EBADF) means the loop already closed every socket of its map,
+    # the trigger's included: the server is stopped and there is nothing left to close
+    with contextlib.suppress(OSError):
+        server.trigger.pull_trigger(lambda: server.asyncore.close_all(server._map))

@@ -73,7 +73,8 @@ def build_auto_mode_leak(sb: Sandbox) -> dict[str, Any]:
     sb.advance(10)  # the kubelet unmounts, the attacher's DetachVolume hangs: detachError
     sb.store.delete(sb.res("PersistentVolumeClaim"), NAMESPACE, facts["pvc"])
     sb.store.delete(sb.res("PersistentVolume"), None, facts["pv"])
-    sb.advance(30)
+    # the StatefulSet's other pods, collected with it, stop within their grace period (120 s)
+    sb.advance(150, step=30)
     return {**facts, "driver": AUTO_DRIVER}
 
 

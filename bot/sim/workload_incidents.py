@@ -112,7 +112,9 @@ def build_node_dead_deployment(sb: Sandbox) -> dict[str, Any]:
     facts.update(new_pod=new["metadata"]["name"], new_node=new["spec"].get("nodeName"))
     if _flag(sb, "scaled_to_zero"):
         sb.store.mutate("Deployment", SHOP, APP, lambda d: d["spec"].update(replicas=0))
-        sb.advance(5)  # the ReplicaSet deletes the waiting replacement; the evicted pod stays
+        # the ReplicaSet deletes the waiting replacement, which its live kubelet stops within its
+        # grace period (30 s); the evicted pod stays
+        sb.advance(35, step=5)
         facts["scaled_to_zero"] = True
     return facts
 

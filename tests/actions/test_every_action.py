@@ -279,7 +279,8 @@ CASES: dict[str, Case] = {
         lambda w, p, r: r.data["state"] == "available"),
     "aws.ec2.volume.detach": Case(
         lambda w: {"volume_id": w.volume(attach_to=w.instance(state="stopped")), "force": True},
-        ["DescribeVolumes", "DescribeInstances", "list_volume_attachment"],
+        # rule 2's reads, then EBS's status checks of the volume for the approvers
+        ["DescribeVolumes", "DescribeInstances", "list_volume_attachment", "DescribeVolumeStatus"],
         ["DescribeVolumes", "DescribeInstances", "list_volume_attachment", "DetachVolume",
          "DescribeVolumes"],
         lambda w, p, r: w.volume_state(p["volume_id"]) == "available",

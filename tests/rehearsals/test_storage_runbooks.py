@@ -127,7 +127,7 @@ def _bound_and_idle(r):
     f = r.facts
     r.sandbox.store.remove(r.sandbox.res("StatefulSet"), f["namespace"], "es-data")
     r.sandbox.store.delete(r.sandbox.res("Pod"), f["namespace"], f["pod"])
-    r.sandbox.advance(30)
+    r.sandbox.advance(150, step=30)  # its kubelet stops it within its grace period (120 s)
     assert r.sandbox.ec2.attachments()[f["volume_id"]] == []
     return f
 

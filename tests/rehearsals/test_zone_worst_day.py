@@ -4,10 +4,13 @@ others, and none is called a violation for having been replaced."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import pytest
 
+from bot.actions.objects import TAINT_AT
+from bot.engine.commands import BreakGlass
 from bot.sim.iam import ADMIN_KEY
 from tests.rehearsals.conftest import assert_clean, taint_keys
 
@@ -108,4 +111,83 @@ def test_karpenter_replaces_the_tainted_nodes_and_the_claims_move_to_its_new_nod
     assert all(r.sandbox.ec2.instance_state(i) == "terminated" for i in f["instance_ids"])
     placement = st.steps["placement"].result
     assert placement["running"] == placement["total"], placement
+    assert_clean(r, st.run_id)
+
+
+def test_one_instance_stuck_stopping_never_keeps_its_batch_mates_untainted(rehearse):
+    """A forced stop on a failed host never completes. Before: the batch tainted nobody until
+    every instance was stopped, then timed out with every node untainted. Now each node is
+    tainted as its own machine stops; the stuck one is "stuck" after stop_timeout, and tainting
+    it without a confirmed stop waits for two people to break glass."""
+    r = rehearse("az-outage", policy={"max_out_of_service_nodes": 20}, nodes=3, hung=2, stuck=1)
+    f = r.facts
+    stuck_node = f["dead_nodes"][1]  # the last hung instance sits on the failed host
+    r.sandbox.advance(300)
+    st = r.run("zone-outage-ngns", zone=ZONE, stop_timeout="5m")
+    items = _items(st)
+    assert items[stuck_node]["outcome"] == "stuck", items[stuck_node]
+    assert "Ask AWS" in items[stuck_node]["reason"]
+    assert {items[n]["outcome"] for n in f["dead_nodes"] if n != stuck_node} == {"tainted"}
+    # the batch-mates were tainted long before the stuck one's deadline
+    batch = st.steps["recover[0]"]
+    began = datetime.fromisoformat(str(batch.applying_since))
+    for n in f["dead_nodes"]:
+        if n != stuck_node:
+            at = r.sandbox.get("Node", None, n)["metadata"]["annotations"][TAINT_AT]
+            assert (datetime.fromisoformat(at.replace("Z", "+00:00")) - began).total_seconds() < 200
+    # the run waits, for people, on the break-glass step: never a silent hang
+    assert st.status == "awaiting_approval"
+    s = st.steps["taint_stuck[0]"]
+    assert s.blocked and s.blocked["rule"] == "oos-taint" and "stopping" in s.blocked["message"]
+    assert stuck_node not in _tainted(r)
+    for who in ("bob", "carol"):
+        assert r.submit(BreakGlass(run_id=st.run_id, actor=who, step=s.key,
+                                   reason="AZ outage declared, AWS confirms the host is dead")).ok
+    st = r.play(st.run_id)
+    assert stuck_node in _tainted(r)
+    # the stuck host still holds its volumes: a forced detach from a machine that may run is
+    # rule 2's to refuse, each one its own break-glass
+    held = next(x for x in st.steps.values() if x.blocked)
+    assert held.step_id == "force_detach" and held.blocked["rule"] == "force-detach"
+    assert f["instance_ids"][1] in held.blocked["message"]
+    # the override is on record with both people and their reasons; the machine was in fact dead
+    # (its guest hung on the failed host), so no invariant was broken
+    [ev] = [e.payload for e in r.events(st.run_id) if e.type == "interlock.overridden"]
+    assert ev["rule"] == "oos-taint" and ev["step"] == s.key
+    assert set(ev["approvers"]) == {"bob", "carol"}
+    assert r.verified(st.run_id) and not r.judge(st.run_id).violations
+
+
+def test_a_zone_run_in_which_nothing_recovered_never_ends_succeeded(rehearse):
+    """Every machine of the zone is one IAM refuses to stop: every step finishes (they all go on
+    past a failure), and before, the run said it succeeded."""
+    r = rehearse("az-outage", policy={"max_out_of_service_nodes": 20}, nodes=2, hung=2)
+    f = r.facts
+    ec2 = r.sandbox.ec2_client()
+    for iid in f["instance_ids"]:
+        ec2.delete_tags(Resources=[iid], Tags=[{"Key": "kubernetes.io/cluster/sandbox"}])
+        ec2.create_tags(Resources=[iid], Tags=[{"Key": "eks:eks-cluster-name", "Value": "sandbox"}])
+    r.sandbox.advance(300)
+    st = r.run("zone-outage-ngns", zone=ZONE)
+    assert st.status == "failed", (st.status, st.outcome)
+    assert "none of the 2 NotReady node(s)" in st.outcome
+    assert {i["outcome"] for i in _items(st).values()} == {"failed"}
+    assert _tainted(r) == set()
+    [end] = [e.payload for e in r.events(st.run_id) if e.type == "run.finished"]
+    assert end.get("status") == "failed" or end.get("outcome") == "failed", end
+
+
+def test_a_claim_whose_ebs_volume_is_impaired_is_blocked_never_called_recovered(rehearse):
+    """EBS disabled the I/O of two volumes of the failed zone (io-enabled failed): their claims'
+    pods may even run, but the claims are blocked with the remedy, never counted recovered."""
+    r = rehearse("az-outage", policy={"max_out_of_service_nodes": 20}, nodes=2, impaired_volumes=2)
+    r.sandbox.advance(300)
+    st = r.run("zone-outage-ngns", zone=ZONE)
+    placement = st.steps["placement"].result
+    bad = set(r.sandbox.ec2.zone.impaired_volumes)  # the EBS volumes whose I/O EBS disabled
+    impaired = [i for i in placement["items"] if i["volume_id"] in bad]
+    assert impaired and all(i["volume_status"] == "impaired" for i in impaired)
+    assert all(i["outcome"] == "blocked" and "enable-volume-io" in i["reason"] for i in impaired)
+    assert placement["running"] == placement["total"] - len(impaired)
+    assert st.status == "succeeded" and "blocked with their remedy" in st.outcome
     assert_clean(r, st.run_id)

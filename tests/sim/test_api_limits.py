@@ -67,7 +67,7 @@ def test_a_throttled_api_server_answers_429_with_retry_after_and_throttles_nothi
 
 
 def test_with_informer_lag_controllers_react_later_and_the_violation_is_the_write_s(pool):
-    sb = pool.fresh("zombie-attachments", informer_lag=20)
+    sb = pool.fresh("zombie-attachments", informer_lag=20, pod_exit_seconds=0)  # exit on SIGTERM
     node = sb.facts["node"]
     http = api_for(sb)
     try:

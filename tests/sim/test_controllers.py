@@ -186,8 +186,10 @@ def test_a_noexecute_taint_the_pod_does_not_tolerate_evicts_it_at_once(pool):
     taint(sb, node, {"key": "example.com/drain", "value": "now", "effect": "NoExecute"})
     [ev] = events(sb, reason="TaintManagerEviction", obj=f"Pod/{NS}/es-data-2")
     assert ev.message == f"Marking for deletion Pod {NS}/es-data-2"
-    # The kubelet on the live node confirmed the deletion; the recreated pod cannot go back there,
-    # and its volume keeps it in its zone.
+    # The kubelet on the live node stops it within its grace period (120 s) and confirms the
+    # deletion; the recreated pod cannot go back there, and its volume keeps it in its zone.
+    assert sb.get("Pod", NS, "es-data-2")["metadata"]["deletionTimestamp"]
+    sb.advance(130, step=10)
     pod = sb.get("Pod", NS, "es-data-2")
     assert pod["spec"]["nodeName"] != node and zone_of(sb, pod["spec"]["nodeName"]) == zone_of(sb, node)
     assert pod["status"]["phase"] == "Running"
@@ -198,6 +200,7 @@ def test_a_noexecute_taint_the_pod_does_not_tolerate_evicts_it_at_once(pool):
     # With the zone's other node cordoned too, the pod has nowhere to go, and says why.
     other = pod["spec"]["nodeName"]
     taint(sb, other, {"key": "example.com/drain", "value": "now", "effect": "NoExecute"})
+    sb.advance(130, step=10)
     sched = events(sb, obj=f"Pod/{NS}/es-data-2", reason="FailedScheduling")[-1]
     assert sched.message == (
         "0/6 nodes are available: 2 node(s) had untolerated taint {example.com/drain: now}, "

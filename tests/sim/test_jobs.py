@@ -87,7 +87,7 @@ def test_deleting_a_batch_v1_job_without_a_policy_orphans_its_pods(pool):
     sb.advance(10)
     batch.delete_namespaced_job("orphaned", "shop")  # what a client sends without kubectl's default
     batch.delete_namespaced_job("cascaded", "shop", propagation_policy="Background")  # kubectl's
-    sb.advance(5)
+    sb.advance(40, step=10)  # the cascaded pod's grace period (30 s), then its kubelet confirms
     assert sb.find("Job", "shop", "orphaned") is None and sb.find("Job", "shop", "cascaded") is None
     [kept] = _pods_of(sb, "orphaned")
     assert "ownerReferences" not in kept["metadata"] and not kept["metadata"].get("deletionTimestamp")

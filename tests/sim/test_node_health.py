@@ -197,6 +197,9 @@ def test_a_not_ready_node_s_pod_is_evicted_after_300_s_and_its_live_kubelet_lets
     sb.advance(30)
     [ev] = events(sb, reason="TaintManagerEviction", obj=f"Pod/{NS}/{f['pod']}")
     assert ev.source == "taint-eviction-controller"  # the not-ready taint's 300 s are up
+    # the live kubelet stops it within its grace period (Elasticsearch's 120 s), then it moves
+    assert sb.get("Pod", NS, f["pod"])["spec"]["nodeName"] == f["node"]
+    sb.advance(150, step=10)
     pod = sb.get("Pod", NS, f["pod"])  # confirmed by its kubelet, recreated elsewhere
     assert pod["spec"]["nodeName"] != f["node"] and pod["status"]["phase"] == "Running"
     new_iid = sb.get("Node", None, pod["spec"]["nodeName"])["spec"]["providerID"].rsplit("/", 1)[1]

@@ -32,8 +32,11 @@ def test_deleting_a_deployment_deletes_its_replicaset_and_pods_in_the_background
     sb.advance(5)
     assert sb.find("Deployment", "shop", "cart") is None
     assert _cart_replica_sets(sb) == []
-    # the replacement on the live node is deleted and its kubelet confirms; the pod on the dead
-    # node is deleted too but stays Terminating there, as nobody confirms it
+    # the replacement on the live node is deleted and its kubelet confirms once its grace period
+    # (30 s) is over; the pod on the dead node is deleted too but stays Terminating there, as
+    # nobody confirms it
+    assert sb.get("Pod", "shop", f["new_pod"])["metadata"]["deletionTimestamp"]
+    sb.advance(40, step=10)
     assert sb.find("Pod", "shop", f["new_pod"]) is None
     [old] = _cart_pods(sb)
     assert old["metadata"]["name"] == f["pod"] and old["metadata"]["deletionTimestamp"]

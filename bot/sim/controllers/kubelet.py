@@ -98,7 +98,14 @@ def _run_pods(ctx: Context, node: dict[str, Any], pods: list[dict[str, Any]],
     for pod in pods:
         pname, ns = pod["metadata"]["name"], pod["metadata"]["namespace"]
         if pod["metadata"].get("deletionTimestamp"):
-            ctx.store.remove(ctx.store_res("Pod"), ns, pname)  # stopped: the volumes unmount
+            # SIGTERM, then the pod's grace period (its containers run, and write, meanwhile);
+            # option pod_exit_seconds: containers that exit sooner on SIGTERM
+            grace = float(pod["metadata"].get("deletionGracePeriodSeconds") or 0)
+            grace = min(grace, float(ctx.options.get("pod_exit_seconds", grace)))
+            if ctx.seconds_since(pod["metadata"]["deletionTimestamp"]) >= grace:
+                ctx.store.remove(ctx.store_res("Pod"), ns, pname)  # stopped: the volumes unmount
+            else:
+                in_use += _attached(ctx, pod, name) or []
             continue
         if pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
             continue  # finished (a Job's pod): its containers exited, its volumes are unmounted
