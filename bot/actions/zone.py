@@ -191,7 +191,7 @@ def apply_wait_detached(plan: Plan, p: ZoneWaitParams, env: Env) -> Result:
             f"({', '.join(sorted(left)[:5])}): the EC2 check decides whether a forced detach is "
             "needed", service="kubernetes", operation="wait_detached", code="Timeout")
     env.ctx.progress = progress
-    return Result(data=data, done=False, progress=progress, retry_after=min(10.0, wait))
+    return Result(data=data, done=False, progress=progress, retry_after=min(POLL_SECONDS, wait))
 
 
 # -- what EC2 still holds ---------------------------------------------------------------------
