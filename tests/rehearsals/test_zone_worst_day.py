@@ -12,6 +12,7 @@ import pytest
 from bot.actions.objects import TAINT_AT
 from bot.engine.commands import BreakGlass
 from bot.sim.iam import ADMIN_KEY
+from bot.sim.rehearsal import CLUSTER, Rehearsal
 from tests.rehearsals.conftest import assert_clean, taint_keys
 
 OOS = "node.kubernetes.io/out-of-service"
@@ -191,3 +192,36 @@ def test_a_claim_whose_ebs_volume_is_impaired_is_blocked_never_called_recovered(
     assert placement["running"] == placement["total"] - len(impaired)
     assert st.status == "succeeded" and "blocked with their remedy" in st.outcome
     assert_clean(r, st.run_id)
+
+
+def test_a_claim_whose_volume_a_stuck_host_holds_is_blocked_with_the_remedy(tmp_path):
+    """Placement, on its own: the dead machine was force-stopped but its failed host keeps it
+    stopping, and with it every volume attached. Its claims are blocked with the remedy, not left
+    waiting as if time would fix them."""
+    runbooks = tmp_path / "runbooks"
+    runbooks.mkdir()
+    (runbooks / "placement.yaml").write_text(
+        "apiVersion: runbook-bot/v1\nkind: Runbook\nmetadata:\n  name: placement\n"
+        "  title: Where the claims are\nspec:\n  params:\n    zone: {type: string, required: true}\n"
+        "    nodes: {type: list}\n    pvs: {type: list}\n    cluster: {type: string}\n  steps:\n"
+        "    - id: placement\n      title: Check the claims\n      action: k8s.zone.placement\n"
+        "      with:\n        zone: \"{{ params.zone }}\"\n        nodes: \"{{ params.nodes }}\"\n"
+        "        pvs: \"{{ params.pvs }}\"\n        cluster: \"{{ params.cluster }}\"\n")
+    r = Rehearsal("az-outage", options={"nodes": 1, "hung": 1, "stuck": 1},
+                  workdir=tmp_path / "r", runbooks_dir=str(runbooks))
+    r.start()
+    try:
+        f = r.facts
+        node, iid = f["dead_nodes"][0], f["instance_ids"][0]
+        r.sandbox.ec2_client().stop_instances(InstanceIds=[iid], Force=True)
+        r.sandbox.advance(600, step=30)
+        assert r.sandbox.ec2.instance_state(iid) == "stopping"
+        pvs = sorted({v["spec"]["source"]["persistentVolumeName"] for v in r.sandbox.list(
+            "VolumeAttachment") if v["spec"]["nodeName"] == node})
+        st = r.run("placement", zone=ZONE, nodes=node, pvs=",".join(pvs), cluster=CLUSTER)
+        items = st.steps["placement"].result["items"]
+        assert items and {i["outcome"] for i in items} == {"blocked"}, items
+        assert all(f"held by instance {iid}, stuck stopping" in i["reason"] for i in items)
+        assert all("ask AWS" in i["reason"] for i in items)
+    finally:
+        r.stop()
