@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: demo test test-fast lint bench schema clean image image-check
+.PHONY: demo test test-fast lint bench schema clean image image-check explore
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -37,11 +37,17 @@ demo: $(VENV)/.stamp-demo
 # a few GB at its peak); a test file stays on one worker, so its module fixtures are built once.
 TEST_WORKERS ?= 4
 test: $(VENV)/.stamp-dev $(VENV)/.stamp-browser
-	$(PY) -m pytest -m "not image" -n auto --maxprocesses $(TEST_WORKERS) --dist loadfile $(ARGS)
+	$(PY) -m pytest -m "not image and not explore" -n auto --maxprocesses $(TEST_WORKERS) --dist loadfile $(ARGS)
 
 # Everything but the tests marked slow, for the edit-test loop.
 test-fast: $(VENV)/.stamp-dev
-	$(PY) -m pytest -m "not slow" $(ARGS)
+	$(PY) -m pytest -m "not slow and not explore" $(ARGS)
+
+# The explorer at length (docs/explore.md): the planted bugs it must find, then a large search
+# of every shipped runbook on every core, which prints its rate, findings and coverage.
+explore: $(VENV)/.stamp-dev
+	$(PY) -m pytest -m explore tests/explore $(ARGS)
+	$(PY) bench/explore.py --timelines $${TIMELINES:-400}
 
 lint: $(VENV)/.stamp-dev
 	$(VENV)/bin/ruff check bot tests bench

@@ -23,7 +23,9 @@ botocore, slack_sdk) are translated into this tree exactly once, at the client e
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 
 class RunbookBotError(Exception):
@@ -74,12 +76,17 @@ class IllegalTransition(PolicyError):
 class InterlockBlocked(RunbookBotError):
     """A safety interlock refused a change. ``rule`` is the interlock's id, e.g. ``oos-taint``."""
 
-    def __init__(self, rule: str, message: str, *, count: int | None = None) -> None:
+    def __init__(self, rule: str, message: str, *, count: int | None = None,
+                 plan: Mapping[str, Any] | None = None) -> None:
         self.rule = rule
         self.message = message
         # for a rule that counts (nodes out of service): how many the step would make it; a
         # break-glass override of such a rule must name the number it allows
         self.count = count
+        # the plan the action would have made had the rule held (``Plan.to_dict()``), when it
+        # knows it: shown with the refusal, so whoever may break glass reads what the change
+        # would do and destroy, and the approvers it adds
+        self.plan = plan
         super().__init__(f"interlock {rule}: {message}")
 
 

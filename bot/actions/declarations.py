@@ -136,6 +136,13 @@ class VolumeAttachmentDeleteParams(ClusterParams):
     name: ObjectName
 
 
+class VolumeAttachmentsDeleteParams(ClusterParams):
+    names: tuple[ObjectName, ...] = Field(
+        min_length=1, max_length=1000,
+        description="The leftover VolumeAttachments, e.g. the names of "
+                    "k8s.zone.leftover_attachments")
+
+
 class WaitGoneParams(ClusterParams):
     node: NodeName
     timeout: Duration = 600.0
@@ -208,6 +215,26 @@ class VolumeDetachParams(ClusterParams):
     force: bool = False
     wait: bool = Field(default=True, description="Poll until the volume is off the instance; "
                                                  "false: done once EC2 accepted the detach")
+
+
+class VolumeDetachTarget(BaseModel):
+    """One volume of a batched detach and the instance it comes off. A row of
+    ``k8s.zone.held_volumes`` passes as it is: its other keys (the PV, the attachment state it was
+    listed in) are not read, since the plan reads every attachment again."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    volume_id: VolumeId
+    instance_id: InstanceId
+
+
+class VolumesDetachParams(ClusterParams):
+    volumes: tuple[VolumeDetachTarget, ...] = Field(
+        min_length=1, max_length=1000,
+        description="The volumes and the instance each comes off, e.g. the items of "
+                    "k8s.zone.held_volumes")
+    force: bool = Field(default=False, description=(
+        "Allow Force for an attachment stuck detaching or busy, behind interlock 2 for every "
+        "volume"))
 
 
 class VolumesWaitDetachedParams(ClusterParams):

@@ -9,7 +9,7 @@ and only calls EC2 again when the resource is not yet on its way (idempotent by 
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from bot.actions import interlocks as il
@@ -26,9 +26,10 @@ from bot.actions.declarations import (
 )
 from bot.actions.env import Env
 from bot.actions.objects import FENCED_STATES, Obj, ec2_tags, instance_state, operator_of
+from bot.actions.polling import poll_interval
 from bot.actions.registry import ActionSpec, action
 from bot.engine.plan import Change, Fact, Plan, Result
-from bot.errors import PermanentError, RetryableError
+from bot.errors import InterlockBlocked, PermanentError, RetryableError
 
 POLL_SECONDS = 5.0
 # how often a stop is checked on: the interval of EC2's own ``instance-stopped`` waiter
@@ -182,21 +183,31 @@ def plan_stop(p: InstanceStopParams, env: Env) -> Plan:
     facts: list[Fact] = []
     lost = None
     if change is not None:
-        il.check_fence(env, instance_id=p.instance_id, instance=inst, facts=facts)
-        lost = _lost(env, p.instance_id, inst, facts)
+        lost = _lost(env, p.instance_id, inst, facts, action="aws.ec2.instance.stop", change=change)
     else:
         facts.append(env.fact(f"instance {p.instance_id}", "state", state))
     return Plan(action="aws.ec2.instance.stop", params={}, changes=(change,) if change else (),
                 facts=tuple(facts), data=lost.raise_data() if lost else {})
 
 
-def _lost(env: Env, iid: str, inst: Obj, facts: list[Fact]) -> local_data.LocalData:
-    """What the fence wipes for good (instance store, local volumes), into the plan's facts:
-    the plan then asks for one more approver (``local_data``); and the io2 Multi-Attach volumes
-    the instance shares, with every holder."""
+def _lost(env: Env, iid: str, inst: Obj, facts: list[Fact], *, action: str,
+          change: Change) -> local_data.LocalData:
+    """Interlock 8, and what the fence wipes for good (instance store, local volumes) into the
+    plan's facts: the plan then asks for one more approver (``local_data``); and the io2
+    Multi-Attach volumes the instance shares, with every holder. What is lost is read before the
+    interlock, so a refused fence hands its plan, raise included, to the refusal: the people who
+    may break glass read what it destroys (facts in the order they always had: same hash)."""
+    found: list[Fact] = []
     lost = local_data.find(env, instance_id=iid, instance=inst)
-    facts.extend(lost.facts(env))
-    facts.extend(multiattach.of_instance(env, iid))  # volumes it shares: the others keep them
+    found.extend(lost.facts(env))
+    found.extend(multiattach.of_instance(env, iid))  # volumes it shares: the others keep them
+    try:
+        il.check_fence(env, instance_id=iid, instance=inst, facts=facts)
+    except InterlockBlocked as e:
+        e.plan = Plan(action=action, params={}, changes=(change,), facts=(*facts, *found),
+                      data=lost.raise_data()).to_dict()
+        raise
+    facts.extend(found)
     return lost
 
 
@@ -240,10 +251,10 @@ def plan_terminate(p: InstanceTerminateParams, env: Env) -> Plan:
     change = None
     lost = None
     if state not in ("shutting-down", "terminated"):
-        il.check_fence(env, instance_id=p.instance_id, instance=inst, facts=facts)
         change = Change(target_kind="Instance", target=p.instance_id, operation="terminate",
                         before=state, after="terminated")
-        lost = _lost(env, p.instance_id, inst, facts)
+        lost = _lost(env, p.instance_id, inst, facts, action="aws.ec2.instance.terminate",
+                     change=change)
     else:
         facts.append(env.fact(f"instance {p.instance_id}", "state", state))
     facts.append(env.fact(f"instance {p.instance_id}", "lifecycle",
@@ -448,15 +459,16 @@ def apply_wait_detached(plan: Plan, p: VolumesWaitDetachedParams, env: Env) -> R
     if not held:
         return Result(data=data, message=f"no volume is attached to {which} any more")
     started = datetime.fromisoformat(str(plan.data.get("started_at") or env.now_iso()))
-    left = p.timeout - (env.ctx.clock.now() - started).total_seconds()
-    if left <= 0:
+    now = env.ctx.clock.now()
+    if (now - started).total_seconds() >= p.timeout:
         raise PermanentError(
             f"{len(held)} volume(s) still attached to {which} after {p.timeout:.0f}s ("
             + ", ".join(f"{v} {s}" for v, s in held.items())
             + "): stuck; a force detach is the last resort", service="ec2",
             operation="wait_detached", code="Timeout")
-    env.ctx.progress = f"{len(held)} still attached to {p.instance_id}"
-    return Result(data=data, done=False, progress=env.ctx.progress, retry_after=min(15.0, left))
+    env.ctx.progress = f"{len(held)} still attached to {which}"
+    return Result(data=data, done=False, progress=env.ctx.progress, retry_after=poll_interval(
+        started=started, now=now, deadline=started + timedelta(seconds=p.timeout)))
 
 
 def _delete_change(vol: Obj | None, vid: str) -> Change | None:

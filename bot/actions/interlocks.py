@@ -9,6 +9,9 @@ which only break-glass (two approvers and a reason, handled by the engine) can o
 Objects are read with the parsers in ``objects.py`` (providerID -> instance id, PV -> EBS volume
 id, Ready condition), the ones the actions use too, so the interlocks and the results a runbook
 sees can never disagree. This module holds the rules only: each reads the world through ``Env``.
+Rules 2 and 10, which take a volume from a machine, live in ``interlocks_release.py`` (split into
+the reads and the judgement of one volume, so a batch applies the same rule on one set of reads)
+and are named here too.
 """
 
 from __future__ import annotations
@@ -16,8 +19,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from bot.actions import multiattach
 from bot.actions.env import Env
+from bot.actions.interlocks_release import RULE_FORCE_DETACH as RULE_FORCE_DETACH
+from bot.actions.interlocks_release import RULE_VA_DELETE as RULE_VA_DELETE
+from bot.actions.interlocks_release import check_force_detach as check_force_detach
+from bot.actions.interlocks_release import check_va_delete as check_va_delete
 from bot.actions.liveness import AMBIGUOUS, DEAD, READY, SICK, classify
 from bot.actions.objects import (
     CSI_NODE_ID,
@@ -54,7 +60,6 @@ from bot.engine.plan import Fact
 from bot.errors import InterlockBlocked
 
 RULE_OOS_TAINT = "oos-taint"  # 1
-RULE_FORCE_DETACH = "force-detach"  # 2
 RULE_OOS_UNTAINT = "oos-untaint"  # 3
 RULE_FINALIZERS = "finalizer-volume"  # 4
 RULE_BLAST_RADIUS = "blast-radius"  # 5
@@ -65,7 +70,6 @@ RULE_FENCE_WAIT = "fence-wait"  # 8, for a machine that may be alive: break-glas
 RULE_FENCE_CLUSTER = "fence-cluster"  # 8, another cluster's machine: break-glass never lifts it
 CLUSTER_TAG = "kubernetes.io/cluster/"
 RULE_ZONE = "zone-scope"  # 9: refuses outright, break-glass cannot lift it (not in RULES)
-RULE_VA_DELETE = "va-delete"  # 10
 RULES = (RULE_OOS_TAINT, RULE_FORCE_DETACH, RULE_OOS_UNTAINT, RULE_FINALIZERS, RULE_BLAST_RADIUS,
          RULE_FINALIZER_BLOCKER, RULE_VOLUME_DELETE, RULE_FENCE)
 PV_PROTECTION = "kubernetes.io/pv-protection"
@@ -179,82 +183,6 @@ def _old_kernel(env: Env, node: Obj, facts: list[Fact]) -> list[str]:
     return [f"its bootID is still {boot}, the one it had when tainted at {notes.get(TAINT_AT)}, and "
             "its instance has not been started since: the same kernel may still hold the old "
             "mounts (restart or repair the machine first)"]
-
-
-def check_force_detach(env: Env, *, volume: Obj, facts: list[Fact],
-                       instance_id: str | None = None) -> None:
-    """2: every instance the volume is force-detached from is stopped or terminated, and
-    Kubernetes has let go of the volume on it: no VolumeAttachment for the volume on the
-    instance's node (or on a node that no longer exists) unless it is being deleted.
-
-    A VolumeAttachment with a ``deletionTimestamp`` is one the attach/detach controller gave up
-    (the external attacher keeps ``attached: true``, a ``detachError`` and its finalizer while
-    EC2 refuses the detach); one without is a volume Kubernetes still considers in use there.
-
-    An io2 volume with Multi-Attach (``MultiAttachEnabled``) is attached to several instances on
-    purpose, and a DetachVolume names one of them: only ``instance_id``'s attachment is detached,
-    so only that instance must be fenced; the other holders are listed (fact ``attachments``, with
-    their states) and block nothing. Which instance must then be named: without it, refused."""
-    vid = volume["VolumeId"]
-    ids = sorted({a["InstanceId"] for a in volume.get("Attachments") or () if a.get("InstanceId")})
-    if multiattach.holders(volume):
-        facts.append(multiattach.fact(env, volume, target=instance_id))
-        env.ctx.interlock(
-            rule=RULE_FORCE_DETACH, ok=instance_id in ids,
-            message=f"volume {vid} is Multi-Attach, attached to {', '.join(ids)}: a force detach "
-                    "must name the one instance it detaches from (instance_id), the fenced one; "
-                    f"{instance_id or 'no instance'} holds no attachment of it")
-        ids = [instance_id] if instance_id in ids else []
-    instances = env.ec2.describe_instances(ids) if ids else {}
-    states = {i: instance_state(instances.get(i)) for i in ids}
-    for iid, state in states.items():
-        facts.append(env.fact(f"instance {iid}", "state", state))
-    # an instance EC2 no longer knows about ("absent") was terminated long ago
-    live = {i: s for i, s in states.items() if s not in FENCED_STATES | {"absent"}}
-    env.ctx.interlock(
-        rule=RULE_FORCE_DETACH, ok=not live,
-        message=f"volume {vid} is attached to "
-                + ", ".join(f"{i} ({s})" for i, s in live.items())
-                + "; a force detach from a running instance can corrupt the file system. Stop the "
-                "instance first (aws.ec2.instance.stop with force), or detach without force")
-    held = _held_by_kubernetes(env, volume_id=vid, instance_ids=ids, facts=facts)
-    env.ctx.interlock(
-        rule=RULE_FORCE_DETACH, ok=not held,
-        message=f"Kubernetes has not let go of volume {vid}: VolumeAttachment(s) "
-                f"{', '.join(held)} are not being deleted. The attach/detach controller still "
-                "counts the volume as in use on that node; taint the node out-of-service (or wait "
-                "for its pods to be deleted) and let the VolumeAttachment be deleted first")
-
-
-def _held_by_kubernetes(env: Env, *, volume_id: str, instance_ids: list[str],
-                        facts: list[Fact]) -> list[str]:
-    """Names of VolumeAttachments that still hold the volume on one of the instances' nodes."""
-    vas = env.kube.list_volume_attachments()
-    if not vas:
-        facts.append(env.fact(f"volume {volume_id}", "volume_attachments", []))
-        return []
-    pvs = {meta(pv)["name"]: ebs_volume_id_of_pv(pv) for pv in env.kube.list_pvs()}
-    nodes = env.kube.list_nodes()
-    names = {meta(n)["name"] for n in nodes}
-    mine = {meta(n)["name"] for i in instance_ids for n in nodes_of_instance(nodes, i)}
-    seen, held = [], []
-    for va in sorted(vas, key=lambda v: str(meta(v)["name"])):
-        source = (va.get("spec") or {}).get("source") or {}
-        pv_name = source.get("persistentVolumeName")
-        inline = source.get("inlineVolumeSpec")
-        vid = pvs.get(pv_name) if pv_name else (ebs_volume_id_of_pv({"spec": inline}) if inline else None)
-        node = va_node(va)
-        if vid != volume_id or not (node in mine or node not in names):
-            continue
-        status = va.get("status") or {}
-        row = {"name": meta(va)["name"], "node": node, "deleting": terminating(va),
-               "attached": bool(status.get("attached")),
-               "detach_error": (status.get("detachError") or {}).get("message")}
-        seen.append(row)
-        if not row["deleting"]:
-            held.append(str(row["name"]))
-    facts.append(env.fact(f"volume {volume_id}", "volume_attachments", seen))
-    return held
 
 
 def _pv_behind(env: Env, *, kind: str, obj: Obj) -> tuple[Obj | None, str | None]:
@@ -586,57 +514,3 @@ def check_zone(env: Env, *, zone: str, named: Iterable[str], nodes: Iterable[Obj
             f"this run is for zone {zone}, but {len(wrong)} of its nodes are not in it: "
             f"{', '.join(wrong[:10])}{' ...' if len(wrong) > 10 else ''}. A zone outage never "
             "touches another zone; drop those nodes, or start a run for their zone"))
-
-
-def check_va_delete(env: Env, *, va: Obj, facts: list[Fact]) -> None:
-    """10: a leftover VolumeAttachment is deleted only once its node's machine is gone and EC2 no
-    longer attaches its EBS volume there.
-
-    Its node must be absent from the cluster or its instance ``terminated``; the EBS volume must be
-    resolvable (the attacher an EBS driver, the PV or inline spec naming a volume) and attached at
-    EC2 to no instance that could be that node's: not the node's own instance, and, for an absent
-    node, no instance that no present Node names. Deleting the object is what the attach/detach
-    controller would do itself; it is never a finalizer edit.
-    """
-    name = str(meta(va)["name"])
-    spec = va.get("spec") or {}
-    node_name = va_node(va)
-    problems: list[str] = []
-    if not is_ebs_driver(spec.get("attacher")):
-        problems.append(f"its attacher {spec.get('attacher')!r} is not an EBS driver")
-    source = spec.get("source") or {}
-    pv = env.kube.find(lambda: env.kube.get_pv(source["persistentVolumeName"])) if (
-        source.get("persistentVolumeName")) else None
-    inline = source.get("inlineVolumeSpec")
-    vid = ebs_volume_id_of_pv(pv) if pv else (ebs_volume_id_of_pv({"spec": inline}) if inline else None)
-    facts.append(env.fact(f"volumeattachment {name}", "volume_id", vid))
-    nodes = env.kube.list_nodes()
-    node = next((n for n in nodes if meta(n)["name"] == node_name), None)
-    facts.append(env.fact(f"volumeattachment {name}", "node_exists", node is not None))
-    own = (instance_id_of(node) or csi_instance_id_of(node)) if node is not None else None
-    if node is not None:
-        if own is None:
-            problems.append(f"node {node_name} exists and names no EC2 instance")
-        else:
-            state = instance_state(env.ec2.describe_instances([own]).get(own))
-            facts.append(env.fact(f"instance {own}", "state", state))
-            if state != "terminated":
-                problems.append(f"node {node_name} still exists and its instance {own} is {state}, "
-                                "not terminated")
-    if vid is None:
-        problems.append("its EBS volume cannot be resolved (no PV with an EBS volume id)")
-    else:
-        vol = env.ec2.describe_volumes([vid]).get(vid)
-        on = [str(a.get("InstanceId")) for a in (vol or {}).get("Attachments") or ()]
-        facts.append(env.fact(f"volume {vid}", "attached_to", on))
-        known = {i for n in nodes if meta(n)["name"] != node_name
-                 for i in (instance_id_of(n), csi_instance_id_of(n)) if i}
-        suspect = [i for i in on if i == own or (node is None and i not in known)]
-        if suspect:
-            problems.append(f"EC2 still attaches volume {vid} to {', '.join(suspect)}, which may "
-                            f"be node {node_name}'s machine")
-    env.ctx.interlock(
-        rule=RULE_VA_DELETE, ok=not problems,
-        message=f"refusing to delete VolumeAttachment {name}: {'; '.join(problems)}. A leftover "
-                "VolumeAttachment is deleted only when its node is gone (or its instance is "
-                "terminated) and EC2 no longer attaches the volume to that machine")

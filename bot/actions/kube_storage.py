@@ -112,7 +112,7 @@ def apply_vas(plan: Plan, p: VolumeAttachmentsListParams, env: Env) -> Result:
     return Result(data={"items": items, "count": len(items)})
 
 
-def _va_delete_change(va: Obj | None, name: str) -> Change | None:
+def va_delete_change(va: Obj | None, name: str) -> Change | None:
     if va is None or terminating(va):
         return None  # gone, or already being deleted: its attacher finishes it
     # a DELETE marks it deleting; its attacher removes its finalizer once the detach is done
@@ -123,7 +123,7 @@ def _va_delete_change(va: Obj | None, name: str) -> Change | None:
 def plan_va_delete(p: VolumeAttachmentDeleteParams, env: Env) -> Plan:
     k = env.kube
     va = k.find(lambda: k.get_volume_attachment(p.name))
-    change, facts = _va_delete_change(va, p.name), list[Fact]()
+    change, facts = va_delete_change(va, p.name), list[Fact]()
     if change is not None and va is not None:
         il.check_va_delete(env, va=va, facts=facts)
     return Plan(action="k8s.volumeattachment.delete", params={},
@@ -133,7 +133,7 @@ def plan_va_delete(p: VolumeAttachmentDeleteParams, env: Env) -> Plan:
 def apply_va_delete(plan: Plan, p: VolumeAttachmentDeleteParams, env: Env) -> Result:
     k = env.kube
     va = k.find(lambda: k.get_volume_attachment(p.name))
-    if va is None or _va_delete_change(va, p.name) is None:
+    if va is None or va_delete_change(va, p.name) is None:
         return Result(data={"name": p.name, "deleted": False}, already_done=True,
                       message=f"VolumeAttachment {p.name} is already gone or being deleted")
     il.check_va_delete(env, va=va, facts=[])  # live reads, never the plan's
@@ -344,7 +344,7 @@ VOLUMEATTACHMENT_DELETE = action(
     summary="Delete leftover VolumeAttachment {{ name }}",
     description="DELETE (never a finalizer edit) of a VolumeAttachment whose node is gone or "
                 "whose instance is terminated, once EC2 no longer attaches the volume there "
-                "(interlock 9).",
+                "(interlock 10).",
     plan=plan_va_delete, apply=apply_va_delete)
 PV_GET = action(
     "k8s.pv.get", PvParams, destructive=False,

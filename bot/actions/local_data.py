@@ -32,6 +32,18 @@ LOCAL_DRIVERS = frozenset({"topolvm.io", "topolvm.cybozu.com", "local.csi.openeb
                            "openebs.io/local", "zfs.csi.openebs.io", "rancher.io/local-path"})
 PROVISIONED_BY = "pv.kubernetes.io/provisioned-by"
 INSTANCE_TYPE_LABELS = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type")
+# node-affinity keys whose value is the node's name, whether or not the node carries the label
+NODE_KEYS = frozenset({"kubernetes.io/hostname", "topology.topolvm.io/node",
+                       "topology.topolvm.cybozu.com/node", "openebs.io/nodename",
+                       "openebs.io/nodeid"})
+# labels many nodes share: a volume pinned by one of them is not pinned to one machine
+SHARED_KEYS = frozenset({"topology.kubernetes.io/zone", "topology.kubernetes.io/region",
+                         "failure-domain.beta.kubernetes.io/zone",
+                         "failure-domain.beta.kubernetes.io/region", "topology.ebs.csi.aws.com/zone",
+                         "kubernetes.io/os", "kubernetes.io/arch", "beta.kubernetes.io/os",
+                         "beta.kubernetes.io/arch", "eks.amazonaws.com/nodegroup",
+                         "karpenter.sh/nodepool", "eks.amazonaws.com/capacityType",
+                         "karpenter.sh/capacity-type", *INSTANCE_TYPE_LABELS})
 
 
 def local_kind(pv: Obj) -> str | None:
@@ -48,13 +60,28 @@ def local_kind(pv: Obj) -> str | None:
     return by if by in LOCAL_DRIVERS else None
 
 
-def _pinned_to(pv: Obj, node: str) -> bool:
-    """Whether the PV's required node affinity names ``node`` by ``kubernetes.io/hostname`` (how
-    the local static provisioner, TopoLVM and OpenEBS pin their volumes)."""
+def pinned_to(pv: Obj, node: Obj) -> bool:
+    """Whether the PV's required node affinity pins it to ``node``: a term with an ``In``
+    expression whose value is the node's name, or the node's own label for that key (any key but
+    those many nodes share, a zone, a type). That covers ``kubernetes.io/hostname`` (the local
+    static provisioner, local-path, OpenEBS hostpath), TopoLVM's ``topology.topolvm.io/node``
+    (``topology.topolvm.cybozu.com/node`` before 0.18), OpenEBS LVM's ``openebs.io/nodename`` and
+    ZFS's ``openebs.io/nodeid`` (a node label, the node's name unless set), and a driver's own."""
+    name = str(meta(node).get("name") or "")
+    labels = meta(node).get("labels") or {}
     terms = ((((pv.get("spec") or {}).get("nodeAffinity") or {}).get("required") or {})
              .get("nodeSelectorTerms") or ())
-    return any(e.get("key") == "kubernetes.io/hostname" and node in (e.get("values") or ())
-               for t in terms for e in t.get("matchExpressions") or ())
+    for term in terms:
+        for e in term.get("matchExpressions") or ():
+            key, values = str(e.get("key") or ""), e.get("values") or ()
+            if e.get("operator", "In") != "In" or key in SHARED_KEYS:
+                continue
+            if (key in NODE_KEYS and name in values) or (key in labels and labels[key] in values):
+                return True
+        if any(f.get("key") == "metadata.name" and f.get("operator", "In") == "In"
+               and name in (f.get("values") or ()) for f in term.get("matchFields") or ()):
+            return True
+    return False
 
 
 def _path(pv: Obj) -> str | None:
@@ -144,7 +171,7 @@ def find(env: Env, *, instance_id: str, instance: Obj | None = None) -> LocalDat
         pods = sorted(users.get(claim, ()))
         # on this machine: a pod here mounts it, or its node affinity pins it here (a pod of it
         # force-deleted already still has its data on this machine)
-        if not pods and not any(_pinned_to(pv, n) for n in names):
+        if not pods and not any(pinned_to(pv, n) for n in nodes):
             continue
         found.volumes.append({"pv": str(meta(pv)["name"]), "kind": kind, "claim": claim or None,
                               "pods": pods, "path": _path(pv)})

@@ -13,6 +13,8 @@ fact is added, so those plans hash as they always did.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from bot.actions.env import Env
 from bot.actions.objects import Obj, instance_state
 from bot.engine.plan import Fact
@@ -26,13 +28,15 @@ def holders(volume: Obj) -> list[Obj]:
     return atts if len({a.get("InstanceId") for a in atts}) > 1 else []
 
 
-def fact(env: Env, volume: Obj, *, target: str | None) -> Fact:
+def fact(env: Env, volume: Obj, *, target: str | None,
+         instances: Mapping[str, Obj] | None = None) -> Fact:
     """Every holder of the volume: its attachment's state, its instance's state (one
-    DescribeInstances for all of them), and whether it is ``target``, the instance the step
-    detaches the volume from (or fences)."""
+    DescribeInstances for all of them, unless ``instances`` already holds them), and whether it
+    is ``target``, the instance the step detaches the volume from (or fences)."""
     atts = sorted(holders(volume), key=lambda a: str(a.get("InstanceId")))
     ids = sorted({str(a.get("InstanceId")) for a in atts})
-    states = env.ec2.describe_instances(ids) if ids else {}
+    states = instances if instances is not None else (
+        env.ec2.describe_instances(ids) if ids else {})
     return env.fact(f"volume {volume['VolumeId']}", "attachments", [
         {"instance_id": str(a.get("InstanceId")), "state": a.get("State"),
          "instance_state": instance_state(states.get(str(a.get("InstanceId")))),

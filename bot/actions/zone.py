@@ -11,20 +11,24 @@ poll), so the reads do not grow with the number of nodes, and one approval cover
   out-of-service as soon as its own machine is off, each node on its own clock.
 - ``k8s.zone.wait_detached`` waits for the VolumeAttachments of all the nodes together.
 - ``k8s.zone.held_volumes`` lists the data volumes EC2 still attaches to their instances although
-  Kubernetes let go of them: what a forced detach (``aws.ec2.volume.detach``) may free.
+  Kubernetes let go of them: what a forced detach (``aws.ec2.volumes.detach``) may free.
 - ``k8s.zone.placement`` says, per claim, whether its pod runs again, or why it cannot: an EBS
   volume lives in one zone, so its pod needs a node in that zone.
 
 The interlocks are the shipped ones, fed by the batch's reads: zone-scope (9) for every node,
 fence-live (8) for every instance stopped (one list of the node Leases and one
 DescribeInstanceStatus for the batch), oos-taint (1) for every node tainted, and blast-radius
-(5) for the whole batch, whose break-glass names how many nodes it allows.
+(5) for the whole batch, whose break-glass names how many nodes it allows. What EC2 and the
+deleted nodes leave behind is released in batches too: ``aws.ec2.volumes.detach`` and
+``k8s.volumeattachments.delete`` (rules 2 and 10, for every volume on one set of reads).
+
+The waits poll every 15 s for their first two minutes, then every 30 s (``bot.actions.polling``).
 """
 
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from bot.actions import interlocks as il
@@ -55,11 +59,11 @@ from bot.actions.objects import (
     va_node,
     zone_of_node,
 )
+from bot.actions.polling import poll_interval
 from bot.actions.registry import ActionSpec, action
 from bot.engine.plan import Plan, Result, canonical_json
 from bot.errors import PermanentError
 
-POLL_SECONDS = 15.0
 TAINT_VALUE = "nodeshutdown"
 TAINT_EFFECT = "NoExecute"
 GROUP_LABELS = (("eks.amazonaws.com/nodegroup", "node group"), ("karpenter.sh/nodepool", "NodePool"))
@@ -184,14 +188,16 @@ def apply_wait_detached(plan: Plan, p: ZoneWaitParams, env: Env) -> Result:
         return Result(data=data, progress=progress,
                       message=f"no VolumeAttachment names any of the {len(p.nodes)} nodes")
     started = datetime.fromisoformat(str(plan.data.get("started_at") or env.now_iso()))
-    wait = p.timeout - (env.ctx.clock.now() - started).total_seconds()
+    now = env.ctx.clock.now()
+    wait = p.timeout - (now - started).total_seconds()
     if wait <= 0:
         raise PermanentError(
             f"{remaining} VolumeAttachment(s) on {len(left)} node(s) remain after {p.timeout:.0f}s "
             f"({', '.join(sorted(left)[:5])}): the EC2 check decides whether a forced detach is "
             "needed", service="kubernetes", operation="wait_detached", code="Timeout")
     env.ctx.progress = progress
-    return Result(data=data, done=False, progress=progress, retry_after=min(POLL_SECONDS, wait))
+    return Result(data=data, done=False, progress=progress, retry_after=poll_interval(
+        started=started, now=now, deadline=started + timedelta(seconds=p.timeout)))
 
 
 # -- what EC2 still holds ---------------------------------------------------------------------
@@ -249,7 +255,8 @@ def plan_placement(p: ZonePlacementParams, env: Env) -> Plan:
 
 def apply_placement(plan: Plan, p: ZonePlacementParams, env: Env) -> Result:
     dead = set(p.nodes)
-    nodes = env.kube.list_nodes()
+    # the nodes say only why a claim is not running yet: read once one is not, never otherwise
+    nodes: list[Obj] | None = None
     pods = env.kube.list_pods() if p.pvs else []
     wanted = set(p.pvs)
     by_claim: dict[str, Obj] = {}
@@ -275,6 +282,7 @@ def apply_placement(plan: Plan, p: ZonePlacementParams, env: Env) -> Result:
         if pod is not None and phase == "Running" and where not in dead:
             item["outcome"], item["reason"] = "running", f"running on {where}"
         else:
+            nodes = env.kube.list_nodes() if nodes is None else nodes
             item["outcome"], item["reason"] = _why_not(claim, zone, pod, nodes, dead)
         items.append(item)
     _check_volumes(env, items)

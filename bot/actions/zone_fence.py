@@ -19,6 +19,13 @@ one untagged instance. So ``k8s.zone.fence_taint`` gives each node its own small
   or the cloud controller replaced it): an outcome, never a zone-scope violation. Interlock 9
   still refuses a node that exists in another zone.
 
+A machine whose pods' data lives on its own disks (instance store, local volumes) is left out of
+the batch, named with what it holds (``bot.actions.zone_local``): its fence is one for
+``node-dead-ngns``, where one more person reads what is lost. Every refusal of the batch as a whole
+(blast radius) comes before its fence; once the apply has written anything, an error on one node
+is that node's outcome (a throttled taint is tried again at the next check, until
+``stop_timeout``), never an exception that would lose what the batch already did.
+
 The plan gives each node its own hash (``data["batch"]``), so a node whose facts change before
 apply is dropped from the batch and the rest apply as approved (``bot.engine.plan.narrowed``).
 """
@@ -30,6 +37,7 @@ from datetime import timedelta
 from typing import Any
 
 from bot.actions import interlocks as il
+from bot.actions import zone_local
 from bot.actions.declarations import ZoneBatchParams
 from bot.actions.ec2 import must_terminate
 from bot.actions.env import Env
@@ -46,10 +54,11 @@ from bot.actions.objects import (
     ready_condition,
     set_taint,
 )
+from bot.actions.polling import poll_interval
 from bot.actions.registry import ActionSpec, action
-from bot.actions.zone import POLL_SECONDS, TAINT_EFFECT, TAINT_VALUE, digest, is_spot, node_name
+from bot.actions.zone import TAINT_EFFECT, TAINT_VALUE, digest, is_spot, node_name
 from bot.engine.plan import Change, Fact, Plan, Result
-from bot.errors import InterlockBlocked, PermanentError
+from bot.errors import InterlockBlocked, PermanentError, RetryableError
 
 # EC2 (or IAM) answers that refuse a whole StopInstances/TerminateInstances call for one instance
 ONE_REFUSES_ALL = frozenset({"UnsupportedOperation", "OperationNotPermitted",
@@ -64,7 +73,7 @@ class _Batch:
     status checks and Leases rule 8 needs are read only when a machine may be fenced now."""
 
     def __init__(self, env: Env, p: ZoneBatchParams, facts: list[Fact],
-                 extra_ids: tuple[str, ...] = ()) -> None:
+                 extra_ids: tuple[str, ...] = (), only: frozenset[str] | None = None) -> None:
         self.env = env
         self.nodes = env.kube.list_nodes()
         by_name = {node_name(n): n for n in self.nodes}
@@ -73,10 +82,13 @@ class _Batch:
         il.check_zone(env, zone=p.zone, named=[n for n in p.nodes if n in by_name],
                       nodes=self.nodes, facts=facts)
         self.batch = [by_name[n] for n in p.nodes if n in by_name]
-        ids = sorted({i for i in (instance_id_of(n) for n in self.batch) if i} | set(extra_ids))
+        # ``only``: a poll reads the instances of the nodes not settled yet, no others
+        ids = sorted({i for i in (instance_id_of(n) for n in self.batch
+                                  if only is None or node_name(n) in only) if i} | set(extra_ids))
         self.instances = env.ec2.describe_instances(ids) if ids else {}
         self._statuses: dict[str, Obj] | None = None
         self._leases: dict[str, Obj] | None = None
+        self.local = zone_local.BatchLocalData(env, self.batch, self.instances)
 
     def statuses(self) -> dict[str, Obj]:
         if self._statuses is None:
@@ -130,6 +142,10 @@ def _assess(env: Env, b: _Batch, node: Obj, facts: list[Fact], *,
             return [], (f"instance {iid} is an EKS Auto Mode machine ({operator_of(inst)} manages "
                         "it), which EC2 lets only EKS stop or terminate: fence it on its own "
                         "(node-dead-ngns deletes its NodeClaim)")
+        lost = b.local.of(iid, inst)
+        if lost:  # shown with the batch's plan; its fence is one for two people who read it
+            facts.extend(lost.facts(env))
+            return [], zone_local.left_out(lost)
         if is_spot(node, inst) or (inst is not None and must_terminate(inst)):
             why = "Spot" if is_spot(node, inst) else "instance-store root"
             changes.append(Change(target_kind="Instance", target=iid, operation="terminate",
@@ -196,13 +212,11 @@ def _fence(env: Env, ids: list[str], *, terminate: bool) -> tuple[dict[str, str]
         if len(ids) == 1:
             failed[ids[0]] = f"{e.code}: {e}"
             return states, failed
-    for iid in ids:
+    for iid in ids:  # the others may be fenced already: whatever refuses one is its own outcome
         try:
             call([iid])
-        except PermanentError as e:
-            if e.code not in ONE_REFUSES_ALL:
-                raise
-            failed[iid] = f"{e.code}: {e}"
+        except (PermanentError, RetryableError) as e:
+            failed[iid] = f"{e.code or type(e).__name__}: {e}"
     return states, failed
 
 
@@ -215,16 +229,23 @@ def apply_fence_taint(plan: Plan, p: ZoneBatchParams, env: Env) -> Result:
     batch_info = plan.data.get("batch") or {}
     outcomes: dict[str, Obj] = {n: _outcome(n, None, "dropped", why)
                                 for n, why in (batch_info.get("dropped") or {}).items()}
-    if env.ctx.poll:  # what earlier applies settled stays settled (a failed stop, a stuck host)
+    # a poll follows an apply that returned; an apply the engine tries again after a transient
+    # error (a poll with nothing returned before) is still the first: it has not fenced yet
+    polling = env.ctx.poll and env.ctx.last_result is not None
+    if polling:  # what earlier applies settled stays settled (a failed stop, a stuck host)
         outcomes |= {str(o["node"]): dict(o) for o in (env.ctx.last_result or {}).get("items") or ()
                      if o.get("outcome") in FINAL}
-    if env.ctx.poll and not p.without_stop:
+    if polling and not p.without_stop:
         quick = _still_stopping(env, p, approved, outcomes)
         if quick is not None:
             return quick
-    gone_ids = tuple(str(v["instance_id"]) for v in approved.values() if v.get("instance_id"))
-    # live reads, never the plan's facts: a node may have come back, or gone, since approval
-    b = _Batch(env, p, [], extra_ids=gone_ids)
+    unsettled = {n: str(v["instance_id"]) for n, v in approved.items()
+                 if v.get("instance_id") and (not polling or n not in outcomes)}
+    # live reads, never the plan's facts: a node may have come back, or gone, since approval. A
+    # poll reads only the instances still open, which its quick check above may just have read
+    # (then served from this pass, not asked twice)
+    b = _Batch(env, p, [], extra_ids=tuple(sorted(set(unsettled.values()))),
+               only=frozenset(unsettled) if polling else None)
     for name in b.gone:
         if name in approved and name not in outcomes:
             iid = approved[name].get("instance_id")
@@ -243,12 +264,12 @@ def apply_fence_taint(plan: Plan, p: ZoneBatchParams, env: Env) -> Result:
         if name not in approved or name in outcomes:
             continue
         state = instance_state(b.instances.get(iid or ""))
-        if env.ctx.poll and state in ("running", "pending") and not p.without_stop:
+        if polling and state in ("running", "pending") and not p.without_stop:
             outcomes[name] = _outcome(name, iid, "dropped", (
                 f"its instance is {state} again after the fence (someone started it?): not "
                 "tainted"), state=state)
             continue
-        if env.ctx.poll and state in MOVING and not p.without_stop:
+        if polling and state in MOVING and not p.without_stop:
             pending.append(node)  # fenced at the first apply: only its state is read now
             continue
         _, problem = _assess(env, b, node, [], without_stop=p.without_stop)
@@ -258,8 +279,10 @@ def apply_fence_taint(plan: Plan, p: ZoneBatchParams, env: Env) -> Result:
             pending.append(node)
     states = {i: instance_state(b.instances.get(i)) for i in (instance_id_of(n) for n in pending)
               if i}
-    fenced = not env.ctx.poll and not p.without_stop and _fence_first(
-        env, pending, approved, states, outcomes)
+    first = not polling and not p.without_stop
+    if first and pending:  # before any fence: a refusal of the batch never follows StopInstances
+        il.check_blast_radius(env, targets=[node_name(n) for n in pending], nodes=b.nodes, facts=[])
+    fenced = first and _fence_first(env, pending, approved, states, outcomes)
     taint_now = [n for n in pending if node_name(n) not in outcomes
                  and (states.get(instance_id_of(n) or "") in FENCED_STATES
                       or (p.without_stop and states.get(instance_id_of(n) or "") in MOVING))]
@@ -267,14 +290,25 @@ def apply_fence_taint(plan: Plan, p: ZoneBatchParams, env: Env) -> Result:
         if p.without_stop:  # refused here, blocking the step, unless two people broke glass
             for node in taint_now:
                 il.check_out_of_service_taint(env, node=node, facts=[], instances=b.instances)
-        il.check_blast_radius(env, targets=[node_name(n) for n in taint_now], nodes=b.nodes, facts=[])
+        if not first:  # the first apply checked the whole batch before its fence
+            il.check_blast_radius(env, targets=[node_name(n) for n in taint_now], nodes=b.nodes,
+                                  facts=[])
+    again: dict[str, str] = {}  # taints that met a transient error: tried again at the next check
     for node in taint_now:
-        outcomes[node_name(node)] = _taint(env, node, b)
+        done = _taint(env, node, b)
+        if done["outcome"] == "again" and now < deadline:
+            again[node_name(node)] = done["reason"]
+            continue
+        if done["outcome"] == "again":  # tried at every check since the batch began: give up
+            done["outcome"] = "failed"
+            done["reason"] += (f", still {p.stop_timeout:.0f} s after its batch began: re-run "
+                               "this runbook for it")
+        outcomes[node_name(node)] = done
     # one override is one audit event, however many nodes and checks it let through
     env.ctx.overridden[:] = list(dict.fromkeys(env.ctx.overridden))
     for node in pending:
         name, iid = node_name(node), instance_id_of(node)
-        if name in outcomes:
+        if name in outcomes or name in again:
             continue
         state = states.get(iid or "", "unknown")
         if state in MOVING and now >= deadline:
@@ -284,21 +318,25 @@ def apply_fence_taint(plan: Plan, p: ZoneBatchParams, env: Env) -> Result:
                 "have failed), or, if the zone outage is declared, have two people break glass "
                 "on the step that taints stuck nodes without a confirmed stop"), state=state)
     waiting = [n for n in pending if node_name(n) not in outcomes]
-    data = _summary(outcomes, waiting, states)
+    data = _summary(outcomes, waiting, states, again)
     if waiting:
         left = (deadline - now).total_seconds()
-        progress = (f"{len(data['out_of_service'])} node(s) out of service, {len(waiting)} "
-                    f"instance(s) still stopping (each called stuck {max(0.0, left):.0f} s from now)")
+        progress = f"{len(data['out_of_service'])} node(s) out of service"
+        if len(waiting) > len(again):
+            progress += (f", {len(waiting) - len(again)} instance(s) still stopping (each called "
+                         f"stuck {max(0.0, left):.0f} s from now)")
+        if again:
+            progress += f", {len(again)} taint(s) to try again after a transient error"
         env.ctx.progress = progress
-        return Result(data=data, done=False, progress=progress,
-                      retry_after=min(POLL_SECONDS, max(1.0, left)))
+        return Result(data=data, done=False, progress=progress, retry_after=poll_interval(
+            started=env.ctx.applying_since, now=now, deadline=deadline))
     changed = [o for o in outcomes.values() if o["outcome"] == "tainted"]
     if changed or data["out_of_service"]:
         data["compensation"] = (f"out-of-service taint and stopped instances stay on "
                                 f"{len(data['out_of_service'])} node(s) of {p.zone}: run "
                                 "node-recovered on each once it is repaired and Ready")
     counts = {k: sum(1 for o in outcomes.values() if o["outcome"] == k) for k in FINAL}
-    return Result(data=data, already_done=not changed and not fenced and not env.ctx.poll,
+    return Result(data=data, already_done=not changed and not fenced and not polling,
                   message=", ".join(f"{v} {k}" for k, v in counts.items() if v) or "nothing to do")
 
 
@@ -329,7 +367,8 @@ def _still_stopping(env: Env, p: ZoneBatchParams, approved: dict[str, Obj],
     progress = (f"{done} node(s) out of service, {len(open_)} instance(s) still stopping "
                 f"(each called stuck {left:.0f} s from now)")
     env.ctx.progress = progress
-    return Result(data=data, done=False, progress=progress, retry_after=min(POLL_SECONDS, left))
+    return Result(data=data, done=False, progress=progress, retry_after=poll_interval(
+        started=env.ctx.applying_since, now=now, deadline=deadline))
 
 
 def _fence_first(env: Env, pending: list[Obj], approved: dict[str, Obj], states: dict[str, str],
@@ -344,9 +383,16 @@ def _fence_first(env: Env, pending: list[Obj], approved: dict[str, Obj], states:
     to_term = sorted(i for i, s in states.items() if i in planned_term
                      and s in ("running", "stopping", "stopped", "pending"))
     failed: dict[str, str] = {}
+    wrote = False
     for ids, terminate in ((to_stop, False), (to_term, True)):
         if ids:
-            now, bad = _fence(env, ids, terminate=terminate)
+            try:
+                now, bad = _fence(env, ids, terminate=terminate)
+            except (PermanentError, RetryableError) as e:
+                if not wrote:
+                    raise  # nothing written yet: the engine tries the apply again, or fails it
+                now, bad = {}, {i: f"{e.code or type(e).__name__}: {e}" for i in ids}
+            wrote = wrote or len(bad) < len(ids)
             states.update(now)
             failed.update(bad)
     for node in pending:
@@ -380,17 +426,23 @@ def _taint(env: Env, node: Obj, b: _Batch) -> Obj:
         if e.code == "NotFound":  # deleted between the read and the write
             return _outcome(name, iid, "gone", "the Node was deleted before its taint")
         return _outcome(name, iid, "failed", str(e))
+    except RetryableError as e:  # throttled, a server error, conflicts past their retries
+        return _outcome(name, iid, "again", f"its taint met a transient error "
+                                            f"({e.code or type(e).__name__}: {e})")
     if not has_taint(written, OUT_OF_SERVICE_TAINT):
         return _outcome(name, iid, "failed", "the taint is not on the node after the write")
     return _outcome(name, iid, "tainted" if changed else "done",
                     "fenced and out of service" if changed else "already out of service")
 
 
-def _summary(outcomes: dict[str, Obj], waiting: list[Obj], states: dict[str, str]) -> Obj:
+def _summary(outcomes: dict[str, Obj], waiting: list[Obj], states: dict[str, str],
+             again: dict[str, str]) -> Obj:
     for node in waiting:
-        outcomes.setdefault(node_name(node), _outcome(
-            node_name(node), instance_id_of(node), "fencing",
-            f"instance {states.get(instance_id_of(node) or '')}"))
+        name = node_name(node)
+        outcomes.setdefault(name, _outcome(
+            name, instance_id_of(node), "fencing",
+            f"{again[name]}: tried again at the next check" if name in again
+            else f"instance {states.get(instance_id_of(node) or '')}"))
     for o in outcomes.values():
         if o.get("instance_id") in states:
             o["state"] = states[o["instance_id"]]

@@ -5,7 +5,8 @@
 included. Both exit 0 on an intact chain, 1 naming the first bad seq after any edit, deletion,
 insertion, reordering or truncation (or a keyed chain rewritten without its key), and 2 when the
 chain was written with a key that was not given ("written with key K, you gave none / another"),
-which says nothing about tampering. ``--head SEQ:HASH`` compares with a head published earlier.
+or a document was sealed without it, which says nothing about tampering (``exit_status``; the
+same rule as ``export``). ``--head SEQ:HASH`` compares with a head published earlier.
 
 ``head RUN_ID`` prints the run's head, to paste where the database's writers cannot reach (the
 incident ticket) for a run that had no Slack thread.
@@ -58,7 +59,7 @@ def _published(text: str) -> tuple[int, str]:
 def cmd_verify(args: argparse.Namespace) -> int:
     from bot.config import load_settings
     from bot.errors import ConfigError
-    from bot.store.integrity import verify_document, verify_run
+    from bot.store.integrity import exit_status, verify_document, verify_run
 
     settings = load_settings()
     key = settings.audit_key.encode() if settings.audit_key else None
@@ -84,19 +85,20 @@ def cmd_verify(args: argparse.Namespace) -> int:
     else:
         raise ConfigError("give a RUN_ID or --file EXPORT.json")
     notes = "".join(f" ({n})" for n in verdict.notes)
-    if verdict.ok:
+    code = exit_status(verdict)
+    if code == 0:
         how = (f"HMAC-SHA256, key {verdict.key_id}" if verdict.key_id
                else "HMAC-SHA256" if key else
                "plain SHA-256, not HMAC: no RUNBOOK_BOT_AUDIT_KEY")
         print(f"{where}: audit chain intact: {verdict.count} events, head {head_hash or '-'} "
               f"({how}){notes}")
-        return 0
-    if verdict.kind == "key":
+    elif code == 2:
         print(f"{where}: cannot verify: {verdict.reason}")
-        return 2
-    print(f"{where}: audit chain BROKEN at seq {verdict.first_bad_seq}: {verdict.reason} "
-          f"({verdict.count} events before it verify){notes}")
-    return 1
+    else:
+        at = f" at seq {verdict.first_bad_seq}" if verdict.first_bad_seq is not None else ""
+        print(f"{where}: audit chain BROKEN{at}: {verdict.reason} "
+              f"({verdict.count} events before it verify){notes}")
+    return code
 
 
 def cmd_head(args: argparse.Namespace) -> int:

@@ -1,8 +1,11 @@
 """``export RUN_ID``: the post-incident transcript of a run, as Markdown, HTML or JSON.
 
 The transcript is built from the store (the run, its audit chain and head) and the chain is
-verified on the way, so the document states whether its record is intact. The JSON format carries
-every audit event, so ``audit verify --file`` can check the export later without a database.
+verified on the way, so the document states whether its record is intact, broken (naming the first
+bad seq), or unverified (written with an audit key this process was not given). The exit status is
+``audit verify``'s: 0 intact, 1 tampered, 2 cannot verify; the document is written in every case,
+and a line on standard error says why the status is not 0. The JSON format carries every audit
+event, so ``audit verify --file`` can check the export later without a database.
 
 The run's Slack conversation is merged into the timeline when given with ``--thread FILE``: the
 messages of the thread as a JSON list of ``{"ts", "user", "name", "text"}`` (what the Slack
@@ -53,20 +56,29 @@ def cmd_export(args: argparse.Namespace) -> int:
     from bot.cli.wiring import open_store, run_id_arg
     from bot.config import load_settings
     from bot.errors import ConfigError
-    from bot.present.transcript import export
+    from bot.present.transcript import export_verified
+    from bot.store.integrity import exit_status
 
     thread = _thread(args.thread)
     store = open_store(load_settings())
     try:
-        text = export(store, run_id_arg(args.run_id), fmt=args.fmt, tz=args.tz, thread=thread)
+        text, verdict = export_verified(store, run_id_arg(args.run_id), fmt=args.fmt, tz=args.tz,
+                                        thread=thread)
     finally:
         store.close()
     if not args.output:
         sys.stdout.write(text)
-        return 0
-    try:
-        Path(args.output).write_text(text, encoding="utf-8")
-    except OSError as e:
-        raise ConfigError(f"cannot write {args.output}: {e}") from e
-    print(f"wrote {args.output} ({args.fmt}, {len(text.encode()):,} bytes)", file=sys.stderr)
-    return 0
+    else:
+        try:
+            Path(args.output).write_text(text, encoding="utf-8")
+        except OSError as e:
+            raise ConfigError(f"cannot write {args.output}: {e}") from e
+        print(f"wrote {args.output} ({args.fmt}, {len(text.encode()):,} bytes)", file=sys.stderr)
+    code = exit_status(verdict)
+    if code == 2:
+        print(f"{args.run_id}: audit chain unverified, cannot verify: {verdict.reason}",
+              file=sys.stderr)
+    elif code == 1:
+        at = f" at seq {verdict.first_bad_seq}" if verdict.first_bad_seq is not None else ""
+        print(f"{args.run_id}: audit chain BROKEN{at}: {verdict.reason}", file=sys.stderr)
+    return code

@@ -40,6 +40,9 @@ def register(sub: Any) -> None:
                         description="List the scenarios `sim up` can stage.")
     ls.set_defaults(handler=cmd_scenarios)
 
+    from bot.cli import explore
+    explore.register(sim)
+
 
 def cmd_scenarios(args: argparse.Namespace) -> int:
     from bot.sim.scenarios import SCENARIOS

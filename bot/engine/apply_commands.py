@@ -69,6 +69,10 @@ class Commandable(Protocol):
     def set_run(self, tick: Tick, status: RunStatus) -> None: ...
     def finish(self, now: datetime, tick: Tick, status: RunStatus, outcome: str) -> Finished: ...
 
+    def passed_over(self, s: StepState, tick: Tick) -> bool:
+        """Whether the run goes on past ``s``, rejected (its ``on_failure`` is ``continue``)."""
+        ...
+
 
 def apply_command(c: Commandable, cmd: Command, now: datetime, tick: Tick) -> Outcome:
     """Apply one command; the outcome says what happened, or why nothing did."""
@@ -189,8 +193,13 @@ def _reject(c: Commandable, s: StepState, cmd: Reject, now: datetime, tick: Tick
     c.set_step(tick, s, S.REJECTED)
     c.event(tick, ev.approval_rejected(s.key, plan_hash=s.plan_hash, reason=reason), now,
             actor=cmd.actor)
+    if c.passed_over(s, tick):  # on_failure: continue: declined, as if it failed; the run goes on
+        s.error = f"rejected by {cmd.actor}: {reason}; nothing of it was applied"
+        return Outcome(True, f"rejected step {s.key}; nothing of it was applied and the run goes "
+                             "on (its on_failure is continue; abort the run to stop it)",
+                       c.state.run_id, s.key)
     c.finish(now, tick, R.FAILED, f"step {s.key} was rejected by {cmd.actor}: {reason}; "
-                                   "nothing was applied")
+                                   f"{c.state.nothing_applied(s.key)}")
     return Outcome(True, f"rejected step {s.key}; the run has stopped", c.state.run_id, s.key)
 
 
@@ -212,8 +221,10 @@ def _break_glass(c: Commandable, s: StepState, cmd: BreakGlass, now: datetime, t
                    policy=c.policy, membership=c.membership, kind="break_glass",
                    owner=c.state.current_owner)
     interlock = s.blocked["rule"]
+    # bound to the plan the person was shown (the refused one, raise and all; None: no plan):
+    # it approves the plan made after the override only if that asks the same (conductor)
     s.votes.append(Vote(by=cmd.actor, at=iso(now), kind="break_glass", reason=reason,
-                        rule=interlock, nodes=cmd.nodes))
+                        rule=interlock, nodes=cmd.nodes, plan_hash=s.plan_hash))
     count = len(prior) + 1
     tick.dirty.add(s.key)
     c.event(tick, ev.override_requested(s.key, rule=interlock, reason=reason, count=count,

@@ -18,6 +18,8 @@ rules:
   requester may approve, like anyone else in the groups;
 - a rejection needs a reason; approvals expire after ``expires_after``;
 - break-glass (overriding an interlock) needs two distinct eligible people, each with a reason;
+  their votes approve the plan made after the override only if it is the one they were shown
+  (``shown_alike``: the same changes, no approvers raise they did not read);
 - a plan may raise its step's approver count (``raised``): what it found makes the change worse
   than the runbook foresaw (a fence that destroys data no other machine holds). The raise is in
   the plan's data, so it is bound to the plan's hash like everything else an approval covers;
@@ -36,7 +38,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from bot.config import PolicyConfig
-from bot.engine.runstate import RunState
+from bot.engine.runstate import RunState, StepState
 from bot.engine.state import StepStatus
 from bot.errors import PolicyError
 from bot.runbook.model import Approval
@@ -116,6 +118,35 @@ def raised(rule: ApprovalRule, plan: Mapping[str, object] | None) -> ApprovalRul
         f"{rule.min_approvers + by} approvers, {by} more than the step otherwise needs: {why}")
     return replace(rule, required=True, min_approvers=rule.min_approvers + by, raised_by=by,
                    raised_why=why, reason=reason)
+
+
+def shown_alike(shown: Mapping[str, object] | None, plan: Mapping[str, object]) -> bool:
+    """Whether ``plan`` (made after a break-glass) asks what ``shown`` (the plan its people were
+    shown; None: the refusal came with no plan) asked of them: the same changes, and no approvers
+    raise they did not read. Their break-glass votes approve ``plan`` only then."""
+    def raise_of(p: Mapping[str, object] | None) -> object:
+        data = (p or {}).get("data")
+        return data.get(RAISE_KEY) if isinstance(data, Mapping) else None
+
+    new = raise_of(plan)
+    if shown is None:
+        return not new
+    return shown.get("changes") == plan.get("changes") and (not new or new == raise_of(shown))
+
+
+def bind_break_glass(s: StepState, *, shown: Mapping[str, object] | None,
+                     shown_hash: str | None) -> list[str]:
+    """Bind the break-glass votes of ``s`` to its new plan if it is the one their people were shown
+    (``shown``: the step's plan when they voted). Otherwise the override stands and their approval
+    does not: returns who they are, and the new plan is asked for like any other."""
+    glass = [v for v in s.votes if v.kind == "break_glass" and v.plan_hash != s.plan_hash
+             and v.plan_hash in (None, shown_hash)]
+    seen = shown if all(v.plan_hash == shown_hash for v in glass) else None
+    if glass and not shown_alike(seen, s.plan or {}):
+        return [v.by for v in glass]
+    for v in glass:
+        v.plan_hash = s.plan_hash
+    return []
 
 
 def _narrowed(step: tuple[str, ...], runbook: tuple[str, ...]) -> tuple[str, ...]:

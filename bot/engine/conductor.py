@@ -28,7 +28,14 @@ from typing import Any
 from bot.config import PolicyConfig
 from bot.engine import events as ev
 from bot.engine import outcome as run_outcome
-from bot.engine.approvals import SYSTEM_ACTOR, ApprovalRule, Membership, effective_rule, raised
+from bot.engine.approvals import (
+    SYSTEM_ACTOR,
+    ApprovalRule,
+    Membership,
+    bind_break_glass,
+    effective_rule,
+    raised,
+)
 from bot.engine.decisions import (
     ApplyStep,
     AwaitPeople,
@@ -47,9 +54,14 @@ from bot.engine.runstate import RunState, StepState
 from bot.engine.scope import Scope
 from bot.engine.state import RUN_TERMINAL, STEP_FINAL, RunStatus, StepStatus, advance_run, advance_step
 from bot.errors import ExpressionError, InterlockBlocked, RetryableError, RunbookBotError
-from bot.runbook.model import MAX_BATCH, Runbook, Step
+from bot.runbook.model import MAX_BATCH, Retries, Runbook, Step
 from bot.runbook.params import written_params
 from bot.runbook.templating import evaluate, render, render_known, render_value
+
+# A step that declares no retries still outlives a burst of transient errors (a 429 or 5xx from
+# the API server, a conflict, a timeout): every apply re-reads before it writes, so trying again
+# is safe, and failing a recovery half-way for one throttled request is not what anyone expects.
+TRANSIENT_RETRIES = Retries(count=3, backoff=10.0, factor=2.0, max_backoff=60.0)
 
 S = StepStatus
 R = RunStatus
@@ -88,6 +100,7 @@ class Conductor:
         self.state = state
         self._index = {s.id: i for i, s in enumerate(runbook.spec.steps)}
         self.scope = Scope(state, frozenset(s.id for s in runbook.spec.steps if s.foreach))
+        self._began: set[str] = set()  # steps this conductor moved to applying
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -216,7 +229,15 @@ class Conductor:
                 return None
             self.set_run(tick, R.AWAITING_APPROVAL)
             return AwaitPeople(s.key, until)
-        if s.status == S.APPLYING:  # interrupted mid-apply: apply again, idempotently
+        if s.status == S.APPLYING and s.key not in self._began:
+            # interrupted mid-apply (a worker died between its write and its record): apply
+            # again, idempotently, and say so: an already-done answer is the dead worker's write
+            self._began.add(s.key)
+            self.event(tick, ev.step_applying(
+                s.key, attempt=s.attempt + 1, plan_hash=s.plan_hash, resumed=True,
+                approvers=[v.by for v in s.approvals() if v.plan_hash == s.plan_hash]), now)
+            return self._apply_decision(s, step, poll=False)
+        if s.status == S.APPLYING:
             return self._apply_decision(s, step, poll=False)
         if s.status == S.WAITING:
             due = parse_iso(s.next_check_at) if s.next_check_at else now
@@ -362,10 +383,12 @@ class Conductor:
         rule = self.rule_for(s)  # the plan may have raised the approvers the step needs
         confirm = step.action == "manual.confirm"
         if rule.required or confirm:
-            # break-glass voters saw this step's change and the interlock; they approve this plan
-            for v in s.votes:
-                if v.kind == "break_glass" and v.plan_hash is None:
-                    v.plan_hash = new_hash
+            # break-glass votes approve this plan if it is the one their people were shown
+            if voided := bind_break_glass(s, shown=old_plan, shown_hash=old_hash):
+                self.event(tick, ev.approval_invalidated(
+                    s.key, old_hash=old_hash, new_hash=new_hash, voided=voided,
+                    reason="the plan made after break-glass is not the one its people were shown: "
+                           "the override stands, their approval does not"), now)
             self._request_approval(s, step, now, tick, confirm=confirm)
             return
         self._to_applying(s, now, tick)
@@ -437,6 +460,7 @@ class Conductor:
         self.set_run(tick, R.AWAITING_APPROVAL)
 
     def _to_applying(self, s: StepState, now: datetime, tick: Tick) -> None:
+        self._began.add(s.key)
         s.applying_since = s.applying_since or iso(now)
         self.set_step(tick, s, S.APPLYING)
         self.set_run(tick, R.RUNNING)
@@ -558,8 +582,14 @@ class Conductor:
 
     def _blocked(self, s: StepState, now: datetime, tick: Tick, e: InterlockBlocked, *,
                  phase: str, calls: list[dict[str, Any]]) -> None:
+        shown = dict(e.plan) if e.plan is not None and phase == "plan" and not self.state.dry_run \
+            else None
+        if shown is not None:  # the refused plan is what the people asked read, raise and all
+            s.plan, s.plan_hash = shown, Plan.from_dict(shown).hash()
+            tick.dirty.add(s.key)
         self.event(tick, ev.interlock_blocked(s.key, rule=e.rule, message=e.message, phase=phase,
-                                              calls=calls), now)
+                                              calls=calls, plan=shown,
+                                              plan_hash=s.plan_hash if shown else None), now)
         if self.state.dry_run:
             self._skip(s, now, tick, f"dry run: interlock {e.rule} would refuse: {e.message}")
             return
@@ -574,7 +604,7 @@ class Conductor:
     def _error(self, s: StepState, step: Step, now: datetime, tick: Tick, e: BaseException, *,
                phase: str, calls: list[dict[str, Any]]) -> None:
         text = str(e) if isinstance(e, RunbookBotError) else f"{type(e).__name__}: {e}"
-        retries = step.retries
+        retries = step.retries if step.retries is not None else TRANSIENT_RETRIES
         s.attempt += 1  # failed tries so far
         if isinstance(e, RetryableError) and retries is not None and s.attempt <= retries.count \
                 and not self.state.dry_run:
@@ -601,8 +631,17 @@ class Conductor:
         s.finished_at = iso(now)
         self.set_step(tick, s, S.EXPIRED)
         self.event(tick, ev.approval_expired(s.key, expires_at=s.expires_at), now)
-        self.finish(now, tick, R.FAILED,
-                     f"approval for {s.key} expired at {s.expires_at}; nothing was applied")
+        self.finish(now, tick, R.FAILED, f"approval for {s.key} expired at {s.expires_at}; "
+                                         f"{self.state.nothing_applied(s.key)}")
+
+    def passed_over(self, s: StepState, tick: Tick) -> bool:
+        """Whether the run goes on past ``s``, rejected: only under ``on_failure: continue`` (the
+        runbook can do without the step), as after its failure; the cursor then moves on."""
+        if self.step_of(s).on_failure != "continue":
+            return False
+        self._advance_cursor(s)
+        self.set_run(tick, R.RUNNING)
+        return True
 
     def _after_failure(self, s: StepState, now: datetime, tick: Tick, outcome: str) -> None:
         step = self.step_of(s)

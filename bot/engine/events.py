@@ -199,9 +199,13 @@ def step_confirmed(step: str, *, note: str) -> EventData:
 
 # -- interlocks -------------------------------------------------------------------------------------
 
-def interlock_blocked(step: str, *, rule: str, message: str, phase: str, calls: Calls) -> EventData:
+def interlock_blocked(step: str, *, rule: str, message: str, phase: str, calls: Calls,
+                      plan: dict[str, Any] | None = None, plan_hash: str | None = None) -> EventData:
+    """``plan``/``plan_hash``: the plan the refused action would have made, shown to the people
+    who may break glass (only when the action gave it: older chains have neither)."""
+    extra = {"plan": plan, "plan_hash": plan_hash} if plan is not None else {}
     return _e(EventType.INTERLOCK_BLOCKED, step=step, rule=rule, message=message, phase=phase,
-              calls=calls)
+              calls=calls, **extra)
 
 
 def override_requested(step: str, *, rule: str, reason: str, count: int, needed: int,
@@ -228,9 +232,12 @@ def interlock_overridden(step: str, *, rule: str, approvers: list[str],
 # -- applying ---------------------------------------------------------------------------------------
 
 def step_applying(step: str, *, attempt: int, plan_hash: str | None,
-                  approvers: list[str]) -> EventData:
+                  approvers: list[str], resumed: bool = False) -> EventData:
+    """``resumed``: a worker died between this step's write and its record; this attempt checks
+    what the interrupted one did (an ``already_done`` after it is that attempt's own write)."""
+    extra = {"resumed": True} if resumed else {}
     return _e(EventType.STEP_APPLYING, step=step, attempt=attempt, plan_hash=plan_hash,
-              approvers=approvers)
+              approvers=approvers, **extra)
 
 
 def step_applied(step: str, *, calls: Calls, message: str, already_done: bool,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -102,9 +103,10 @@ def narrowed(approved: Mapping[str, Any] | None, new: Plan) -> dict[str, str] | 
 
     A batch action describes its plan in ``data["batch"]``: ``common`` (a hash of what concerns the
     whole batch), ``items`` (item -> a hash of that item's changes and facts) and ``dropped`` (item
-    -> why it is left out). ``new`` narrows ``approved`` when ``common`` is the same and every item
-    it keeps is in ``approved`` with the same hash: it does a part of what was approved, nothing
-    else. Returns the dropped items with their reasons, or None when the plan changed otherwise.
+    -> why it is left out). ``new`` narrows ``approved`` when ``common`` is the same, every item it
+    keeps is in ``approved`` with the same hash, and nothing outside the batch's items differs
+    (``_same_outside``): it does a part of what was approved, nothing else. Returns the dropped
+    items with their reasons, or None when the plan changed otherwise.
     """
     if approved is None:
         return None
@@ -119,8 +121,38 @@ def narrowed(approved: Mapping[str, Any] | None, new: Plan) -> dict[str, str] | 
     old_items, new_items = dict(old_batch.get("items") or {}), dict(new_batch.get("items") or {})
     if any(old_items.get(k) != h for k, h in new_items.items()):
         return None
+    if not _same_outside(approved, new.to_dict(), items=set(old_items), kept=set(new_items)):
+        return None
     reasons = dict(new_batch.get("dropped") or {})
     return {k: str(reasons.get(k, "its facts changed")) for k in old_items if k not in new_items}
+
+
+def _same_outside(old: Mapping[str, Any], new: Mapping[str, Any], *, items: set[str],
+                  kept: set[str]) -> bool:
+    """Whether ``new`` differs from ``old`` only by the items it dropped: every data entry but the
+    batch is the same (an approvers raise above all; a mapping keyed by items is the old one
+    without the dropped items), each change it makes was approved, and each fact it shows that
+    was not shown is about a dropped item (its subject names the item or a dropped change's
+    target)."""
+    old_data, new_data = dict(old.get("data") or {}), dict(new.get("data") or {})
+    for key in (set(old_data) | set(new_data)) - {"batch"}:
+        was, now = old_data.get(key), new_data.get(key)  # stored plans went through JSON: compare so
+        if canonical_json(was) == canonical_json(now):
+            continue
+        if not (isinstance(was, Mapping) and isinstance(now, Mapping) and was
+                and set(was) <= items and set(now) <= kept
+                and canonical_json(now) == canonical_json({k: v for k, v in was.items() if k in kept})):
+            return False
+    left = Counter(canonical_json(c) for c in old.get("changes") or ())
+    left.subtract(canonical_json(c) for c in new.get("changes") or ())
+    if any(n < 0 for n in left.values()):
+        return False  # a change that was not approved
+    about = (items - kept) | {json.loads(c)["target"] for c, n in left.items() if n > 0}
+    shown = {canonical_json([f.get("subject"), f.get("name"), f.get("value")])
+             for f in old.get("facts") or ()}
+    return all(str(f.get("subject", "")).rsplit(" ", 1)[-1] in about
+               for f in new.get("facts") or ()
+               if canonical_json([f.get("subject"), f.get("name"), f.get("value")]) not in shown)
 
 
 @dataclass(frozen=True)

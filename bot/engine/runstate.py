@@ -154,6 +154,19 @@ class RunState:
         """Who answers for the run now: the last person it was handed to, else its requester."""
         return self.owner or self.requester
 
+    def nothing_applied(self, key: str) -> str:
+        """What a run that stops at step ``key`` before applying it leaves: "nothing was applied",
+        or, once earlier steps applied changes, that nothing of this step was and which did."""
+        at = self.steps[key].position
+        changed = [s.key for s in self.steps.values() if s.position < at and s.applying_since
+                   and (s.plan or {}).get("changes")
+                   and s.status in (StepStatus.SUCCEEDED, StepStatus.FAILED)]
+        if not changed:
+            return "nothing was applied"
+        named = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
+        return (f"nothing of {key} was applied, but earlier steps applied changes ({named}): see "
+                "what stays in place")
+
     def instances(self, step_id: str) -> list[StepState]:
         """A step's instances by key (``id``, or ``id[0]``, ``id[1]``...), without a scan."""
         one = self.steps.get(step_id)

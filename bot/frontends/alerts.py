@@ -4,7 +4,8 @@ Alertmanager posts a group of alerts (webhook payload version 4) as its ``http_c
 ``Authorization: Bearer <token>`` or HTTP basic auth. Anything else is 401 (credentials are
 compared in constant time); a body over the limit is 413 before it is read
 (``bot.frontends.http``); a body that is not a version 4 payload is 400 naming the first field
-that is wrong. Nothing is done for a refused request.
+that is wrong, and so is JSON nested too deeply to parse (one log line, not a traceback). Nothing
+is done for a refused request.
 
 For each alert: its cluster is the value of the configured label (``cluster`` by default), which
 must name a configured cluster; with one configured cluster an alert without the label is that
@@ -12,12 +13,14 @@ cluster's. Runbooks whose ``spec.triggers`` match it (``bot.runbook.triggers``) 
 suggested, with the params its labels fill. An alert no runbook answers, or of an unknown cluster,
 is ignored and counted (``runbook_bot_alerts``). The rest are recorded by fingerprint in the
 shared store (``bot.store.alerts``), where a repeat, or a delivery another replica already
-handled, changes nothing. What did change is handed on, off the request thread: a scan of the
+handled, changes nothing, and labels that differ from those recorded under the same fingerprint
+are refused and logged (``conflict``). What did change is handed on, off the request thread: a scan of the
 alert's subject (``diagnose``), whose findings then decide what the card offers (``vetted``: the
 runbooks the scan names, so a node whose kubelet is alive is offered its triage, never a fence),
 and the group's card
 (``Cards``: a Slack card with Dry run / Run buttons, or a log line without Slack) is posted or
-updated, and a runbook that opted into ``auto_run`` (never one with a destructive step) is started
+updated, and a runbook that opted into ``auto_run`` (only one whose every step reads: any write
+needs a person, ``bot.runbook.autorun``) is started
 with the bot's system actor as its requester, which can never approve anything. Nothing else is
 started by an alert: people start runs from the card.
 
@@ -104,6 +107,9 @@ def parse_payload(body: bytes) -> WebhookPayload:
         data = json.loads(body.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as e:
         raise Malformed(f"the body is not JSON: {str(e)[:100]}") from None
+    except RecursionError:
+        # the decoder stops at the interpreter's recursion limit; a webhook payload nests 4 deep
+        raise Malformed("the body nests too deeply to be an Alertmanager webhook payload") from None
     if not isinstance(data, dict):
         raise Malformed(f"the body is a JSON {type(data).__name__}, not an object")
     try:
@@ -301,6 +307,13 @@ class AlertIntake:
                                     for s in found]}
             change = self.log.note(key=key, group_key=group_key, status=alert.status,
                                    starts_at=alert.starts_at, data=data, now=now)
+            if change == "conflict":
+                # Alertmanager derives the fingerprint from the labels: these are not its alert's
+                log.warning("refused alert %s on %s: its labels %r differ from those recorded under "
+                            "its fingerprint; a forged or broken delivery, nothing was changed",
+                            alert.fingerprint, cluster, dict(alert.labels))
+                self._count(receipt, "conflict")
+                continue
             if change == "same":
                 self._count(receipt, "duplicate")
                 continue

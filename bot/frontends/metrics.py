@@ -90,7 +90,8 @@ class Metrics:
         self.alerts = Counter("runbook_bot_alerts", "Alerts received from Alertmanager, by "
                               "outcome: suggested (a runbook answers it), duplicate (heard "
                               "before), resolved, unmatched (no runbook answers it), "
-                              "unknown_cluster, auto_run (a read-only run started)",
+                              "unknown_cluster, conflict (labels differing from those recorded "
+                              "under its fingerprint: refused), auto_run (a read-only run started)",
                               ["outcome"], registry=r)
         self.alert_requests = Counter("runbook_bot_alert_requests", "Alertmanager webhook "
                                       "requests, by answer: accepted, unauthorized, malformed",

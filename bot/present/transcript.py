@@ -41,9 +41,9 @@ from bot.present.dryrun import dry_run_verdict
 from bot.present.events import describe
 from bot.present.templates import environment, when_text, zone
 from bot.present.views import params_as_written, run_view
-from bot.store.audit import Event, Verdict
+from bot.store.audit import HMAC_MODE, Event, Verdict
 from bot.store.db import Database
-from bot.store.integrity import document_seal, verify_run
+from bot.store.integrity import INTACT, document_seal, verdict_status, verify_run
 
 FORMAT = "runbook-bot/transcript"
 VERSION = 1
@@ -61,7 +61,8 @@ class RunSummary:
     runbook_file: str
     requester: str
     cluster: str | None
-    params: dict[str, Any]
+    params: dict[str, Any]  # the normal form, as run.created records it (bot.runbook.params)
+    params_written: dict[str, Any]  # the same as people write them (a duration is 6m)
     dry_run: bool
     status: str
     outcome: str
@@ -211,6 +212,8 @@ class Integrity:
     head_mac: str | None = None  # the head's signature under the audit key
     key_id: str | None = None  # the key the chain records it was written with
     notes: tuple[str, ...] = ()
+    # intact, broken, or unverified (written with a key the exporter was not given)
+    status: str = INTACT
 
     @property
     def published(self) -> str:
@@ -442,22 +445,26 @@ def build(*, state: RunState, events: Sequence[Event], head: tuple[int, str | No
              for s in state.steps.values()]
     # steps a goto removed from the state are still in the record
     steps += [_step(k, log, state, clock) for k, log in logs.items()]
-    params = params_as_written(state)
+    params = dict(state.params)
     # the cluster the run named, else the one it was resolved to (the only one configured)
     cluster = params.get("cluster") or (context[0].cluster if context else None)
     run = RunSummary(
         run_id=state.run_id, runbook=state.runbook, title=state.title,
         runbook_file=state.runbook_file, requester=state.requester,
         cluster=str(cluster) if cluster is not None else None, params=params,
+        params_written=params_as_written(state),
         dry_run=state.dry_run, status=str(state.status), outcome=_outcome(state),
         created_at=clock.convert(state.created_at), started_at=clock.opt(state.started_at),
         finished_at=clock.opt(state.finished_at), duration_seconds=duration,
         origin=dict(state.origin), owner=links["owner"], parent=links.get("parent"),
         incident=links.get("incident"), suggested_by=links.get("suggested_by"))
-    integrity = Integrity(verified=verdict.ok, algorithm="HMAC-SHA256" if keyed else "SHA-256",
+    # the algorithm the chain records it was written with, else the one it was verified with
+    hmac_chain = verdict.mode == HMAC_MODE if verdict.mode is not None else keyed
+    integrity = Integrity(verified=verdict.ok, algorithm="HMAC-SHA256" if hmac_chain else "SHA-256",
                           events=len(events), head_seq=head[0], head_hash=head[1],
                           first_bad_seq=verdict.first_bad_seq, reason=verdict.reason,
-                          head_mac=head_mac, key_id=verdict.key_id, notes=verdict.notes)
+                          head_mac=head_mac, key_id=verdict.key_id, notes=verdict.notes,
+                          status=verdict_status(verdict))
     exported = (exported_at or datetime.now(UTC)).astimezone(clock.tz).isoformat()
     summary = build_summary(events=events, steps=steps, at=clock.convert, status=run.status,
                             outcome=run.outcome, dry_run=run.dry_run, requester=run.requester,
@@ -556,6 +563,14 @@ def _no_gc() -> Iterator[None]:
 def export(store: Database, run_id: str, *, fmt: str, tz: str | None = None,
            thread: Sequence[Mapping[str, Any]] = (), exported_at: datetime | None = None) -> str:
     """The rendered transcript of a stored run, its audit chain verified on the way."""
+    return export_verified(store, run_id, fmt=fmt, tz=tz, thread=thread,
+                           exported_at=exported_at)[0]
+
+
+def export_verified(store: Database, run_id: str, *, fmt: str, tz: str | None = None,
+                    thread: Sequence[Mapping[str, Any]] = (),
+                    exported_at: datetime | None = None) -> tuple[str, Verdict]:
+    """The rendered transcript of a stored run and the verdict on its chain it states."""
     if fmt not in FORMATS:
         raise ConfigError(f"unknown transcript format {fmt!r}: choose one of {', '.join(FORMATS)}")
     zone(tz)  # an unknown zone fails before any work
@@ -567,4 +582,4 @@ def export(store: Database, run_id: str, *, fmt: str, tz: str | None = None,
         t = build(state=state, events=events, head=(seq, hash_), verdict=verdict,
                   keyed=bool(store.key), thread=thread, tz=tz, exported_at=exported_at,
                   head_mac=mac, seal_key=store.key)
-        return render(t, fmt)
+        return render(t, fmt), verdict

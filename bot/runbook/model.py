@@ -298,7 +298,8 @@ class Spec(_Strict):
         default=(), description="The alerts this runbook answers (docs/alerts.md).")
     auto_run: bool = Field(
         default=False, description="Start a run when a trigger's alert fires, with the bot as "
-                                   "requester; only for a runbook with no destructive step.")
+                                   "requester; only for a runbook whose every step only reads "
+                                   "(reads, reports, notify).")
     steps: Annotated[tuple[Step, ...], Field(min_length=1)]
     outcome: tuple[OutcomeRule, ...] = Field(
         default=(), description="How a run that finished every step ends: ordered rules, the "

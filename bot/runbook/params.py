@@ -1,6 +1,15 @@
 """Run parameters: turn what a person typed (``-p node=ip-10-0-1-2``, a Slack modal) into typed
 values, or say exactly which parameter is wrong and what would be valid. Nothing runs until every
-parameter is valid."""
+parameter is valid.
+
+A run's params have one normal form, decided here by ``check_params``: every declared param
+present (its default filled in, None for an optional one not given), typed, and a duration in
+seconds (a float: ``6m`` is 360.0). It is what ``run.created`` records and the audit chain hashes,
+what the run's header holds, and what an exported transcript's ``run.params`` carries, so the
+audit check compares them as they are. ``written_params`` is for showing only (a duration back as
+``6m``); ``shown_as_recorded`` is the one place that accepts that written form against the
+recorded one, for exports made while transcripts put it in ``run.params``.
+"""
 
 from __future__ import annotations
 
@@ -167,6 +176,20 @@ def written_params(runbook: Runbook, values: Mapping[str, Any]) -> dict[str, Any
         if spec.type == "duration" and isinstance(value, int | float) and not isinstance(value, bool):
             out[name] = format_duration(value)
     return out
+
+
+def shown_as_recorded(shown: Any, recorded: Any) -> bool:
+    """Whether a param value as a transcript showed it is the value the run recorded: the same
+    value, or a duration written as text (``1h30m``) for the seconds recorded (5400.0)."""
+    if shown == recorded and type(shown) is type(recorded):
+        return True
+    if (isinstance(shown, str) and isinstance(recorded, int | float)
+            and not isinstance(recorded, bool)):
+        try:
+            return parse_duration(shown) == float(recorded)
+        except ValueError:
+            return False
+    return False
 
 
 def parse_assignments(pairs: list[str]) -> dict[str, str]:

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from bot.errors import ExpressionError
+from bot.runbook.autorun import may_auto_run
 from bot.runbook.model import Runbook
 from bot.runbook.templating import render
 
@@ -43,7 +44,8 @@ def fill(runbook: Runbook, labels: Mapping[str, str],
         if empty:
             return [Suggestion(runbook.name, params, False,
                                f"the alert leaves {', '.join(empty)} empty")]
-        return [Suggestion(runbook.name, params, runbook.spec.auto_run)]
+        # validation refuses auto_run on a runbook that writes; checked again where it acts
+        return [Suggestion(runbook.name, params, may_auto_run(runbook))]
     return []
 
 

@@ -24,6 +24,7 @@ from jinja2 import nodes
 from pydantic import BaseModel, ValidationError
 
 from bot.errors import ExpressionError, ParamError, Problem
+from bot.runbook.autorun import writing_steps
 from bot.runbook.model import MAX_BATCH, Approval, Runbook, Step
 from bot.runbook.params import coerce_param
 from bot.runbook.templating import parse_expression, parse_template
@@ -363,7 +364,8 @@ class _Checker:
 
     def triggers(self) -> None:
         """Each trigger fills declared params from ``labels``/``annotations`` only; ``auto_run``
-        only on a runbook with no destructive step, whose triggers fill every required param."""
+        only on a runbook whose every step only reads (``bot.runbook.autorun``), whose triggers
+        fill every required param."""
         spec = self.runbook.spec
         declared = list(spec.params)
         for t, trigger in enumerate(spec.triggers):
@@ -387,15 +389,17 @@ class _Checker:
         if not spec.triggers:
             self.add(("spec", "auto_run"), "auto_run: true needs at least one trigger in "
                      "spec.triggers (the alerts that start it)")
-        if self.catalog is None:
-            return
-        for index, step in enumerate(spec.steps):
-            if (step.action is not None and step.action in self.catalog
-                    and self.catalog.get(step.action).destructive):
-                self.add(("spec", "auto_run"),
-                         f"auto_run: true is only for runbooks that change nothing, and step "
-                         f"{step.id!r} (line {self.locate(('spec', 'steps', index), '').line}) runs "
-                         f"destructive action {step.action!r}; remove auto_run, or the step")
+        catalog = self.catalog
+
+        def destructive(action: str) -> bool:
+            return catalog is not None and action in catalog and catalog.get(action).destructive
+
+        for index, step, does in writing_steps(self.runbook, destructive):
+            self.add(("spec", "auto_run"),
+                     f"auto_run: true is only for runbooks whose every step only reads (reads, "
+                     f"reports, notify): any write needs a person to start the run, and step "
+                     f"{step.id!r} (line {self.locate(('spec', 'steps', index), '').line}) "
+                     f"{does}; remove auto_run, or the step")
 
     def alert_template(self, loc: Loc, source: str) -> None:
         try:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import http.client
 import logging
+import os
 import random
 import threading
 import uuid
@@ -145,6 +146,7 @@ class Ec2Sim(InstanceLifecycle, ZoneFailures):
         self.boots = {}
         self.sts = StsLog()
         self.wire: list[WireCall] = []  # every EC2 request that crossed the endpoint, in order
+        self.answered_error: list[WireCall] = []  # those the proxy refused (throttled, IAM, ...)
         self.refused: list[tuple[str, str, str]] = []  # (access key, action, message) IAM refused
         self.seeding = False  # a scenario is arranging through SeedClient: no stale views kept
         self.stale = StaleReads(lag=lambda: self.timing.describe_lag, now=self.now,
@@ -186,7 +188,10 @@ class Ec2Sim(InstanceLifecycle, ZoneFailures):
         return f"http://{host!r}:{port}".replace("'", "")
 
     def start(self) -> None:
-        # moto keeps its state in process-wide backends: start each sandbox from a clean region.
+        # moto keeps its state in process-wide backends: start each sandbox from a clean region,
+        # without moto's catalogue of public AMIs (a fifth of a second per sandbox; the sandbox
+        # launches from one image id, which moto does not check)
+        os.environ["MOTO_EC2_LOAD_DEFAULT_AMIS"] = "false"
         self.backend.reset()
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
         self._moto = MotoServer()
@@ -677,11 +682,13 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             self._forward(method, raw, action, before_reply=lambda data: self.ec2.sts.record(
                 params, access_key=key, answer=data))
             return
-        self.ec2.wire.append(WireCall(action=action, access_key=key,
-                                      dry_run=params.get("DryRun", "").lower() == "true"))
+        call = WireCall(action=action, access_key=key,
+                        dry_run=params.get("DryRun", "").lower() == "true")
+        self.ec2.wire.append(call)
         try:
             answer = self.ec2.handle(params, key=key)
         except Ec2Error as e:
+            self.ec2.answered_error.append(call)
             self._reply(e.status, error_xml(e.code, e.message))
             return
         if answer is not None:

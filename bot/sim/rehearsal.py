@@ -118,6 +118,9 @@ class Rehearsal:
         if self.policy:
             self.settings = dataclasses.replace(
                 self.settings, policy=dataclasses.replace(self.settings.policy, **self.policy))
+        self._wire_runner(url)
+
+    def _wire_runner(self, url: str) -> None:
         clients = self.clients()
         self.store = Database(url, audit_key=self.audit_key)
         catalog = build_catalog(self.settings, clients_factory=lambda _cfg: clients,
@@ -148,10 +151,18 @@ class Rehearsal:
                                                 max_attempts=self.ec2_attempts),
                             sts=boto3_client(region=sb.region, endpoint_url=endpoint,
                                              credentials=CREDENTIALS, service="sts"))
+        # the client's backoff between read retries passes on the sandbox clock, as every
+        # other wait of a rehearsal does
         return ClusterClients.of(
             kube=KubeClient.from_config(kubeconfig=self.kubeconfig or str(sb.kubeconfig_path),
-                                        context=BOT_CONTEXT),
+                                        context=BOT_CONTEXT, sleep=self.clock.advance),
             ec2=ec2)
+
+    def resume(self) -> None:
+        """A new worker in place of one that died: fresh clients, database connection and runner
+        over the same database; the dead worker's lease is left to expire."""
+        self.store.close()
+        self._wire_runner(self.store.url)
 
     def stop(self) -> None:
         self.sandbox.stop()

@@ -91,6 +91,7 @@ class Sandbox:
         self.informer_lag = float(self.options.get("informer_lag", 0.0))
         self._unreacted: list[tuple[datetime, str]] = []
         self.invariants = InvariantLog()
+        self.api_writes: list[str] = []  # "METHOD path by user" of every API write, in order
         self.ctx: Context | None = None
         self._lock = threading.RLock()
         self._pending = False
@@ -293,6 +294,7 @@ class Sandbox:
                 self.settle()
 
     def _on_api_write(self, what: str = "") -> None:
+        self.api_writes.append(what)
         if self.informer_lag > 0:
             with self._lock:
                 self._unreacted.append((self.clock.now(), what))

@@ -7,6 +7,12 @@ conditional writes: only the replica whose insert or update went through sees an
 (or as resolved), posts or updates the group's card, and starts an auto-run. A group's card is
 claimed the same way (``claim_card``), so one group has one card.
 
+A repeat changes nothing but when the alert was last heard of: what was stored for it (its
+labels, annotations, suggestions and what a scan found) stays as first recorded until the alert
+resolves or fires again. Alertmanager derives the fingerprint from the labels, so a delivery whose
+labels differ from those recorded under its fingerprint is forged or broken: ``note`` refuses it
+(``conflict``) and writes nothing.
+
 An alert is kept while it fires and for a day after it was last heard of (resolved, or no longer
 repeated); ``prune`` drops the rest.
 """
@@ -25,7 +31,7 @@ from bot.store.db import alerts_t, groups_t
 
 KEEP_AFTER = 86400.0  # a day after the alert was last heard of
 
-Change = Literal["new", "resolved", "same"]
+Change = Literal["new", "resolved", "same", "conflict"]
 
 
 @dataclass(frozen=True)
@@ -49,12 +55,13 @@ class AlertLog:
 
         ``new``: first heard of, or firing again after it resolved (a new ``startsAt``);
         ``resolved``: it fired and now resolved; ``same``: a repeat, or another replica
-        recorded the change first.
+        recorded the change first; ``conflict``: ``data["labels"]`` differ from the labels
+        recorded under this key, so nothing is written.
         """
         text = json.dumps(data, sort_keys=True, separators=(",", ":"))
         expires = now + KEEP_AFTER
         with self.engine.begin() as conn:
-            row = conn.execute(select(alerts_t.c.status, alerts_t.c.starts_at)
+            row = conn.execute(select(alerts_t.c.status, alerts_t.c.starts_at, alerts_t.c.data)
                                .where(alerts_t.c.key == key)).first()
         if row is None:
             try:
@@ -65,15 +72,24 @@ class AlertLog:
             except IntegrityError:
                 return "same"  # another replica recorded it a moment ago
             return "new" if status == "firing" else "resolved"
-        changed = (row.status, row.starts_at) != (status, starts_at)
+        if json.loads(row.data).get("labels") != data.get("labels"):
+            return "conflict"
+        if (row.status, row.starts_at) == (status, starts_at):
+            # a repeat: only when it was last heard of moves on
+            with self.engine.begin() as conn:
+                conn.execute(update(alerts_t).where(and_(
+                    alerts_t.c.key == key, alerts_t.c.status == row.status,
+                    alerts_t.c.starts_at == row.starts_at)).values(
+                        seen_at=now, expires_at=expires))
+            return "same"
         with self.engine.begin() as conn:
             done = conn.execute(update(alerts_t).where(and_(
                 alerts_t.c.key == key, alerts_t.c.status == row.status,
                 alerts_t.c.starts_at == row.starts_at)).values(
                     group_key=group_key, status=status, starts_at=starts_at, data=text,
                     seen_at=now, expires_at=expires)).rowcount
-        if not changed or not done:
-            return "same"
+        if not done:
+            return "same"  # another replica recorded the change first
         if status == "resolved":
             return "resolved"
         return "new"

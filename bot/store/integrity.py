@@ -26,7 +26,16 @@ from typing import Any, Protocol
 
 from bot.engine.plan import canonical_json
 from bot.engine.state import RUN_TERMINAL
-from bot.store.audit import Event, Redactor, Verdict, key_id, payload_of, verify_events
+from bot.runbook.params import shown_as_recorded
+from bot.store.audit import (
+    HMAC_MODE,
+    Event,
+    Redactor,
+    Verdict,
+    key_id,
+    payload_of,
+    verify_events,
+)
 
 TERMINAL = frozenset(str(s) for s in RUN_TERMINAL)
 
@@ -40,9 +49,23 @@ class RunReader(Protocol):
                limit: int | None = None) -> list[Event]: ...
 
 
+def params_agree(shown: Any, recorded: Any, *, written: bool) -> bool:
+    """Whether params shown agree with those ``run.created`` recorded: in the normal form
+    (``bot.runbook.params``), or with ``written``, each value as written or as recorded."""
+    if canonical_json(shown) == canonical_json(recorded):
+        return True
+    if not (written and isinstance(shown, Mapping) and isinstance(recorded, Mapping)
+            and set(shown) == set(recorded)):
+        return False
+    return all(shown_as_recorded(shown[k], recorded[k]) for k in recorded)
+
+
 def header_problem(header: Mapping[str, Any], events: Sequence[Event],
-                   redact: Redactor) -> str:
-    """Why the header a run shows disagrees with its ``run.created`` event ("" if it agrees)."""
+                   redact: Redactor, *, written_params: bool = False) -> str:
+    """Why the header a run shows disagrees with its ``run.created`` event ("" if it agrees).
+
+    ``written_params``: the header may show a param as written (``6m``) instead of as recorded
+    (360.0), which exports did while their run section showed params that way."""
     if not events or events[0].type != "run.created":
         return "the chain does not start with run.created"
     first = events[0]
@@ -56,9 +79,15 @@ def header_problem(header: Mapping[str, Any], events: Sequence[Event],
     columns = header.get("_columns") or {}
     for name, want in expect.items():
         for where, shown in (("header", header.get(name)), ("row", columns.get(name, want))):
-            if canonical_json(redact(shown)) != canonical_json(want):
+            agree = (params_agree(redact(shown), want, written=written_params) if name == "params"
+                     else canonical_json(redact(shown)) == canonical_json(want))
+            if not agree:
                 return (f"the run's {name} ({where}) says {shown!r} but its run.created event "
                         f"says {want!r}")
+    if "params_written" in header and not params_agree(
+            redact(header["params_written"]), expect["params"], written=True):
+        return (f"the run's params as written say {header['params_written']!r} but its "
+                f"run.created event says {expect['params']!r}")
     origin = header.get("origin") or {}
     for name, want in (said.get("origin") or {}).items():
         if canonical_json(redact(origin.get(name))) != canonical_json(want):
@@ -149,7 +178,9 @@ def verify_document(doc: Mapping[str, Any], *, key: bytes | None,
                             finished=status if status in TERMINAL else None)
     if not verdict.ok:
         return verdict
-    problem = header_problem(run, events, Redactor())
+    # exports that carry params_written show run.params in the normal form; older ones showed
+    # them as written there, which still verifies for them
+    problem = header_problem(run, events, Redactor(), written_params="params_written" not in run)
     if problem:
         return replace(verdict, ok=False, first_bad_seq=1, kind="tampered", reason=problem)
     seal = doc.get("seal")
@@ -159,8 +190,33 @@ def verify_document(doc: Mapping[str, Any], *, key: bytes | None,
                            reason="the document's seal is missing")
         return replace(verdict, notes=(*verdict.notes, "document not sealed (older export): "
                                        "only its events and run section are checked"))
+    if key and isinstance(seal, Mapping) and seal.get("mode") != HMAC_MODE:
+        # exported without the key: anyone can recompute a plain seal, so the sections it covers
+        # cannot be vouched for; neither intact nor tampered
+        return replace(verdict, ok=False, kind="key",
+                       reason="the document was sealed without the audit key (exported without "
+                       "RUNBOOK_BOT_AUDIT_KEY): its events verify, its other sections cannot be; "
+                       "export it again with the key")
     if seal != document_seal(doc, key):
         return replace(verdict, ok=False, kind="tampered",
                        reason="the document's seal does not match: a section other than the "
                        "events (run, steps, timeline...) was edited")
     return _published(verdict, events, published)
+
+
+# -- what a verdict means to a person and to a shell ---------------------------------------------
+
+INTACT, BROKEN, UNVERIFIED = "intact", "broken", "unverified"
+
+
+def verdict_status(verdict: Verdict) -> str:
+    """``intact``; ``unverified`` when the chain (or a document's seal) was written with a key that
+    was not given, which says nothing about tampering; else ``broken``."""
+    if verdict.ok:
+        return INTACT
+    return UNVERIFIED if verdict.kind == "key" else BROKEN
+
+
+def exit_status(verdict: Verdict) -> int:
+    """The exit status of ``audit verify`` and ``export``: 0 intact, 1 tampered, 2 cannot verify."""
+    return {INTACT: 0, BROKEN: 1, UNVERIFIED: 2}[verdict_status(verdict)]

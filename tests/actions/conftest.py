@@ -81,9 +81,9 @@ class World:
     facts: dict[str, Any] = field(default_factory=dict)  # what a test's arrange step wants to keep
 
     def ctx(self, *, dry_run: bool = False, overrides: frozenset[str] | None = None,
-            poll: bool = False) -> StepContext:
+            poll: bool = False, last_result: dict[str, Any] | None = None) -> StepContext:
         ctx = StepContext(run_id="rb-test1", step_id="s1", requester="alice", clock=self.clock,
-                          dry_run=dry_run, poll=poll,
+                          dry_run=dry_run, poll=poll, last_result=last_result,
                           overrides=self.overrides if overrides is None else overrides)
         self.contexts.append(ctx)
         return ctx
@@ -93,10 +93,11 @@ class World:
         ctx = self.ctx(dry_run=dry_run, overrides=overrides)
         return self.catalog.plan(action, params, ctx), ctx.calls
 
-    def apply(self, plan: Plan, *, overrides: frozenset[str] | None = None, poll: bool = False
-              ) -> tuple[Result, list[ApiCall]]:
-        """``poll``: a later apply of a step whose first apply was not done, as the engine marks it."""
-        ctx = self.ctx(overrides=overrides, poll=poll)
+    def apply(self, plan: Plan, *, overrides: frozenset[str] | None = None, poll: bool = False,
+              last_result: dict[str, Any] | None = None) -> tuple[Result, list[ApiCall]]:
+        """``poll``: a later apply of a step whose first apply was not done, as the engine marks
+        it; ``last_result``: what the previous apply returned, which the engine hands a poll."""
+        ctx = self.ctx(overrides=overrides, poll=poll, last_result=last_result)
         return self.catalog.apply(plan.action, plan, ctx), ctx.calls
 
     def run(self, action: str, **params: Any) -> Result:
@@ -109,8 +110,10 @@ class World:
         """Apply, then poll as the engine would until done: every poll's result, and all calls."""
         calls: list[ApiCall] = []
         results: list[Result] = []
+        last: dict[str, Any] | None = None
         for n in range(limit):
-            result, more = self.apply(plan, overrides=overrides, poll=n > 0)
+            result, more = self.apply(plan, overrides=overrides, poll=n > 0, last_result=last)
+            last = dict(result.data) if result.data else last
             calls.extend(more)
             results.append(result)
             if result.done:

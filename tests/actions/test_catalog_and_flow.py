@@ -61,10 +61,20 @@ def _arrange(world, case):
         world.va("csi-0", node="gone-node", pv="pv-1")
         world.va("csi-1", node="gone-node", pv="pv-1")  # a bystander
         return action, {"name": "csi-0"}
+    if action == "k8s.volumeattachments.delete":
+        world.pv("pv-1", volume_id=world.volume())
+        world.va("csi-0", node="gone-node", pv="pv-1")
+        world.va("csi-1", node="gone-node", pv="pv-1")  # a bystander
+        return action, {"names": ["csi-0"]}
     if action == "aws.ec2.volume.detach":
         iid = world.instance(state="stopped")
         world.volume(attach_to=world.instance(state="stopped"))  # a bystander
         return action, {"volume_id": world.volume(attach_to=iid), "force": True}
+    if action == "aws.ec2.volumes.detach":
+        iid = world.instance(state="stopped")
+        world.volume(attach_to=world.instance(state="stopped"))  # a bystander
+        return action, {"volumes": [{"volume_id": world.volume(attach_to=iid),
+                                     "instance_id": iid}], "force": True}
     if action == "aws.ec2.volume.delete":
         world.volume()
         return action, {"volume_id": world.released_volume()}
@@ -115,8 +125,9 @@ DESTRUCTIVE = sorted(s.name for s in builtin_actions() if s.destructive)
 def test_the_destructive_actions_are_exactly_the_changing_ones():
     assert DESTRUCTIVE == ["aws.ec2.instance.stop", "aws.ec2.instance.terminate",
                            "aws.ec2.volume.delete", "aws.ec2.volume.detach",
-                           "k8s.finalizers.remove", "k8s.node.taint", "k8s.node.untaint",
-                           "k8s.nodeclaim.delete", "k8s.pod.delete", "k8s.volumeattachment.delete",
+                           "aws.ec2.volumes.detach", "k8s.finalizers.remove", "k8s.node.taint",
+                           "k8s.node.untaint", "k8s.nodeclaim.delete", "k8s.pod.delete",
+                           "k8s.volumeattachment.delete", "k8s.volumeattachments.delete",
                            "k8s.zone.fence_taint"]
 
 

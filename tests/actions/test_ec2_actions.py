@@ -44,9 +44,10 @@ def test_force_stop_fences_the_instance_and_a_second_apply_is_a_no_op(world):
     assert plan.summary == f"Stop EC2 instance {iid} (force)"
     # one live read of the instance: DescribeInstanceStatus gives the state and the status checks
     # and what the stop would destroy for good: the instance type's storage, the node's pods and
-    # the PVs (tests/actions/test_fence_local_data.py), and the volumes it shares
-    assert _ops(plan_calls) == ["DescribeInstanceStatus", "DescribeInstances", "list_node",
-                                "read_namespaced_lease", *LOCAL_DATA_READS]
+    # the PVs (tests/actions/test_fence_local_data.py), and the volumes it shares, read before
+    # interlock 8 (its Lease), so that a refused fence shows them too
+    assert _ops(plan_calls) == ["DescribeInstanceStatus", "list_node", "DescribeInstances",
+                                *LOCAL_DATA_READS, "read_namespaced_lease"]
     assert plan.fact(f"node {node}", "liveness")["verdict"] == "dead"
     result, calls = world.apply(plan)
     assert _ops(calls) == ["DescribeInstanceStatus", "DescribeInstances", "list_node",

@@ -89,6 +89,13 @@ def _detaching(w: Any) -> dict[str, Any]:
     return {"volume_ids": [w.facts["volume_id"]], "instance_id": iid}
 
 
+def _two_held(w: Any) -> dict[str, Any]:
+    """Two volumes EC2 still attaches to two stopped instances, that Kubernetes let go of."""
+    a, b = w.instance(state="stopped"), w.instance(state="stopped")
+    return {"volumes": [{"volume_id": w.volume(attach_to=a), "instance_id": a},
+                        {"volume_id": w.volume(attach_to=b), "instance_id": b}], "force": True}
+
+
 def _fenceable(w: Any) -> dict[str, Any]:
     iid = w.instance()
     w.dead_node(iid)
@@ -242,21 +249,22 @@ CASES: dict[str, Case] = {
         lambda w, p, r: (r.data["state"], r.data["state_code"]) == ("running", 16)),
     "aws.ec2.instance.stop": Case(
         _fenceable,
-        # the state and checks, then the instance's tags (whose cluster it is), then what the
-        # stop would destroy for good (its type's instance store, local volumes of its pods), and
-        # the io2 Multi-Attach volumes it shares
-        ["DescribeInstanceStatus", "DescribeInstances", "list_node", "read_namespaced_lease",
-         "DescribeInstanceTypes", "list_pod_for_all_namespaces", "list_persistent_volume",
-         "DescribeVolumes"],
+        # the state and checks, then what the stop would destroy for good (its type's instance
+        # store, local volumes of its pods: the instance's type and tags from DescribeInstances)
+        # and the io2 Multi-Attach volumes it shares, read before interlock 8 (the Lease) so that a
+        # refused fence shows them too
+        ["DescribeInstanceStatus", "list_node", "DescribeInstances", "DescribeInstanceTypes",
+         "list_pod_for_all_namespaces", "list_persistent_volume", "DescribeVolumes",
+         "read_namespaced_lease"],
         ["DescribeInstanceStatus", "DescribeInstances", "list_node", "read_namespaced_lease",
          "StopInstances", "DescribeInstances"],
         lambda w, p, r: w.instance_state(p["instance_id"]) == "stopped",
         again_ops=["DescribeInstanceStatus"]),
     "aws.ec2.instance.terminate": Case(
         _fenceable,
-        ["DescribeInstances", "DescribeInstanceStatus", "list_node", "read_namespaced_lease",
-         "DescribeInstanceTypes", "list_pod_for_all_namespaces", "list_persistent_volume",
-         "DescribeVolumes"],
+        ["DescribeInstances", "list_node", "DescribeInstanceTypes", "list_pod_for_all_namespaces",
+         "list_persistent_volume", "DescribeVolumes", "DescribeInstanceStatus",
+         "read_namespaced_lease"],
         ["DescribeInstances", "DescribeInstanceStatus", "list_node", "read_namespaced_lease",
          "TerminateInstances", "DescribeInstances"],
         lambda w, p, r: w.instance_state(p["instance_id"]) == "terminated",
@@ -270,6 +278,17 @@ CASES: dict[str, Case] = {
         # DELETE with the attacher's finalizer on: deleting, for the attacher to finish
         lambda w, p, r: bool(w.kube.get("volumeattachments", "csi-0")["metadata"]["deletionTimestamp"]),
         again_ops=["read_volume_attachment"]),
+    "k8s.volumeattachments.delete": Case(
+        lambda w: (w.pv("pv-1", volume_id=w.volume()), w.pv("pv-2", volume_id=w.volume()),
+                   w.va("csi-1", node="gone", pv="pv-1"), w.va("csi-2", node="gone", pv="pv-2"),
+                   {"names": ["csi-1", "csi-2"]})[-1],
+        # one read of each kind for both, rule 10 judged for each on them
+        ["list_volume_attachment", "list_persistent_volume", "list_node", "DescribeVolumes"],
+        ["list_volume_attachment", "list_persistent_volume", "list_node", "DescribeVolumes",
+         "delete_volume_attachment", "delete_volume_attachment"],
+        lambda w, p, r: all(w.kube.get("volumeattachments", n)["metadata"]["deletionTimestamp"]
+                            for n in p["names"]) and r.data["deleted"] in ([], p["names"]),
+        again_ops=["list_volume_attachment"]),
     "aws.ec2.volumes.list": Case(
         lambda w: {"volume_ids": [w.volume(), w.volume()]}, [], ["DescribeVolumes"],
         lambda w, p, r: sorted(i["volume_id"] for i in r.data["items"]) == sorted(p["volume_ids"])
@@ -284,6 +303,16 @@ CASES: dict[str, Case] = {
         ["DescribeVolumes", "DescribeInstances", "list_volume_attachment", "DetachVolume",
          "DescribeVolumes"],
         lambda w, p, r: w.volume_state(p["volume_id"]) == "available",
+        again_ops=["DescribeVolumes"]),
+    "aws.ec2.volumes.detach": Case(
+        _two_held,
+        # rule 2's reads once for both volumes, then EBS's status checks of both for the approvers
+        ["DescribeVolumes", "DescribeInstances", "list_volume_attachment", "DescribeVolumeStatus"],
+        ["DescribeVolumes", "DescribeInstances", "list_volume_attachment", "DetachVolume",
+         "DetachVolume", "DescribeVolumes"],
+        lambda w, p, r: all(w.volume_state(v["volume_id"]) == "available" for v in p["volumes"])
+        and r.data["detached"] == sorted(v["volume_id"] for v in p["volumes"])
+        and r.data["remaining"] == [],
         again_ops=["DescribeVolumes"]),
     "aws.ec2.volumes.wait_detached": Case(
         _detaching, [], ["DescribeVolumes", "DescribeVolumes"],
@@ -354,9 +383,9 @@ CASES: dict[str, Case] = {
         lambda w: (w.pv("pv-1", volume_id=w.volume(), claim=("default", "data-0")),
                    w.node("n2"), w.pod("es-0", node="n2", pvc="data-0"),
                    {"zone": ZONE, "nodes": ["n1"], "pvs": ["pv-1"]})[-1],
-        # EBS's status checks of the claims' volumes before any is called recovered
-        [], ["list_node", "list_pod_for_all_namespaces", "list_persistent_volume",
-             "DescribeVolumeStatus"],
+        # EBS's status checks of the claims' volumes before any is called recovered; the nodes
+        # are read only to say why a claim does not run, and this one runs
+        [], ["list_pod_for_all_namespaces", "list_persistent_volume", "DescribeVolumeStatus"],
         lambda w, p, r: ([(i["claim"], i["outcome"], i["volume_status"]) for i in r.data["items"]]
                          == [("default/data-0", "running", "ok")])),
 }

@@ -107,3 +107,90 @@ def test_a_fence_with_nothing_local_plans_as_before(world):
 ])
 def test_which_volumes_live_on_one_machine(spec, annotations, kind):
     assert local_kind({"metadata": {"annotations": annotations}, "spec": spec}) == kind
+
+
+# -- local volumes whose pod is gone: pinned by their driver's own topology key ---------------
+# Before, only ``kubernetes.io/hostname`` in a PV's required node affinity tied it to the machine,
+# so a TopoLVM or OpenEBS LVM/ZFS volume whose pod was force-deleted (the usual state of a dead
+# node's pods) was not seen, and its fence asked for one approver, naming no data.
+
+def _pinned_pv(world, name: str, *, driver: str, key: str, value: str) -> None:
+    world.kube.put("persistentvolumes", {
+        "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name},
+        "spec": {"csi": {"driver": driver, "volumeHandle": f"{name}-h"},
+                 "storageClassName": "local-fast",
+                 "claimRef": {"namespace": "db", "name": f"data-{name}"},
+                 "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                     {"key": key, "operator": "In", "values": [value]}]}]}}},
+        "status": {"phase": "Bound"}})
+
+
+def _label(world, node: str, **labels: str) -> None:
+    obj = world.kube.get("nodes", node)
+    obj["metadata"]["labels"].update(labels)
+    world.kube.put("nodes", obj)
+
+
+@pytest.mark.parametrize(("driver", "key", "label"), [
+    ("topolvm.io", "topology.topolvm.io/node", None),
+    ("topolvm.cybozu.com", "topology.topolvm.cybozu.com/node", None),  # TopoLVM before 0.18
+    ("local.csi.openebs.io", "openebs.io/nodename", None),  # OpenEBS LocalPV LVM
+    ("zfs.csi.openebs.io", "openebs.io/nodename", None),
+    # OpenEBS LocalPV ZFS: its node id is the node's label, which need not be its name
+    ("zfs.csi.openebs.io", "openebs.io/nodeid", "zfs-7f3a9c"),
+    # any driver's key the node carries with that value
+    ("topolvm.io", "topology.lvms.io/node", "worker-3"),
+])
+def test_a_local_volume_whose_pod_is_gone_is_found_by_its_drivers_topology_key(
+        world, driver, key, label):
+    iid, node = _dead(world, instance_type="m5.xlarge")
+    if label is not None:
+        _label(world, node, **{key: label})
+    _pinned_pv(world, "pvc-local", driver=driver, key=key, value=label or node)
+    plan, _ = world.plan("aws.ec2.instance.stop", instance_id=iid, force=True)
+    assert _facts(plan)["local_volumes"] == [{"pv": "pvc-local", "kind": driver,
+                                              "claim": "db/data-pvc-local", "pods": [],
+                                              "path": None}]
+    assert plan.data[RAISE_KEY]["by"] == 1 and "pvc-local" in plan.data[RAISE_KEY]["why"]
+
+
+@pytest.mark.parametrize(("key", "value", "labels"), [
+    ("topology.topolvm.io/node", "ip-10-9-9-9.ec2.internal", {}),  # another node's volume
+    ("openebs.io/nodeid", "zfs-other", {"openebs.io/nodeid": "zfs-7f3a9c"}),
+    # a zone names many nodes, not this machine
+    ("topology.kubernetes.io/zone", "ap-southeast-1a", {"topology.kubernetes.io/zone": "ap-southeast-1a"}),
+])
+def test_a_local_volume_pinned_elsewhere_or_only_to_a_zone_is_not_this_machines(
+        world, key, value, labels):
+    iid, node = _dead(world, instance_type="m5.xlarge")
+    _label(world, node, **labels)
+    _pinned_pv(world, "pvc-local", driver="topolvm.io", key=key, value=value)
+    plan, _ = world.plan("aws.ec2.instance.stop", instance_id=iid, force=True)
+    assert plan.data == {} and "local_volumes" not in _facts(plan)
+
+
+# -- a fence refused by interlock 8 shows what it would destroy -------------------------------
+
+@pytest.mark.parametrize("action", ["aws.ec2.instance.stop", "aws.ec2.instance.terminate"])
+def test_a_refused_fence_hands_its_plan_with_the_raise_to_the_refusal(world, action):
+    """Rule 8 refuses a fence of a machine whose kubelet is alive; the refusal carries the plan the
+    fence would have made, what it destroys and the approver it adds, for break-glass to read."""
+    from datetime import timedelta
+
+    from bot.errors import InterlockBlocked
+
+    iid, node = _dead(world, instance_type="i3.large")
+    world.lease(node, renewed=world.clock.now() - timedelta(seconds=3))  # the kubelet is alive
+    _local_pv(world, "local-pv-1", node=node, claim="cache-0",
+              spec={"local": {"path": "/mnt/disks/nvme1n1"}})
+    params = {"force": True} if action.endswith("stop") else {}
+    with pytest.raises(InterlockBlocked) as e:
+        world.plan(action, instance_id=iid, **params)
+    shown = e.value.plan
+    assert shown is not None and shown["action"] == action
+    assert [c["target"] for c in shown["changes"]] == [iid]
+    assert shown["data"][RAISE_KEY]["by"] == 1
+    assert "local-pv-1" in shown["data"][RAISE_KEY]["why"]
+    assert "the instance store of i3.large" in shown["data"][RAISE_KEY]["why"]
+    assert {f["name"] for f in shown["facts"]} >= {"local_volumes", "instance_store", "state"}
+    assert world.writes() == [] and world.instance_state(iid) == "running"

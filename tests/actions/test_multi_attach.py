@@ -87,6 +87,30 @@ def test_the_dead_instance_is_force_detached_while_the_live_peer_keeps_the_volum
     assert [v for v in d.sb.violations if v.kind == "detach-from-live"] == []
 
 
+def test_a_batched_force_detach_applies_the_same_rule_to_each_holder(shared):
+    """aws.ec2.volumes.detach judges rule 2 with the single detach's code: the batch naming the
+    live peer is refused; naming the dead instance, its busy attachment is forced off, the peer
+    keeps the volume."""
+    d = shared()
+    f = d.sb.facts
+    dead, peer, vid = f["instance_id"], f["peer_instance_id"], f["volume_id"]
+    with pytest.raises(InterlockBlocked) as e:
+        d.plan("aws.ec2.volumes.detach", volumes=[{"volume_id": vid, "instance_id": peer}],
+               force=True)
+    assert e.value.rule == RULE_FORCE_DETACH and f"{peer} (running)" in e.value.message
+    plan, _ = d.plan("aws.ec2.volumes.detach", volumes=[{"volume_id": vid, "instance_id": dead}],
+                     force=True)
+    assert [c.after for c in plan.changes] == [f"still attached to {peer} (Multi-Attach)"]
+    assert {(h["instance_id"], h["target"]) for h in plan.fact(f"volume {vid}", "attachments")} \
+        == {(dead, True), (peer, False)}
+    first, _ = d.apply(plan)
+    assert first.data["items"][0]["forced"]  # its attachment was busy: Force
+    result = d.until_done(plan)
+    assert result.data["detached"] == [vid]
+    assert dead not in _holders(d) and _holders(d)[peer] == "attached"
+    assert [v for v in d.sb.violations if v.kind == "detach-from-live"] == []
+
+
 def test_the_fence_plan_shows_every_holder_of_the_volumes_it_shares(shared):
     d = shared(hung=True)
     f = d.sb.facts

@@ -23,7 +23,7 @@ from bot.config import PolicyConfig
 from bot.engine.approvals import RAISE_KEY
 from bot.engine.plan import ApiCall, Change, Fact, Plan, Result
 from bot.engine.ports import StepContext
-from bot.errors import PermanentError, PolicyError, RetryableError
+from bot.errors import InterlockBlocked, PermanentError, PolicyError, RetryableError
 from bot.runbook.templating import render
 
 
@@ -140,17 +140,24 @@ def make_registry(world: World) -> Registry:
     @reg.planner("fake.set")
     def plan_set(p: SetParams, env: Any) -> Plan:
         current = world.get(p.name)
-        _lock_check(p, env)
         changes = () if current == p.value else (
             Change(target_kind="Thing", target=p.name, operation="set",
                    before=str(current), after=p.value),)
         # a thing marked precious asks for one more approver, as a fence of local data does
         precious = world.get(f"{p.name}/precious")
-        return Plan(action="fake.set", params={}, changes=changes,
+        noted = world.get(f"{p.name}/noted")  # a fact that changes nothing the plan does
+        plan = Plan(action="fake.set", params={}, changes=changes,
                     facts=(Fact(subject=f"thing {p.name}", name="value", value=current,
-                                read_at=env.now_iso()),),
+                                read_at=env.now_iso()),)
+                    + ((Fact(subject=f"thing {p.name}", name="note", value=noted),) if noted else ()),
                     data={RAISE_KEY: {"by": precious, "why": f"{p.name} is precious"}}
                     if precious else {})
+        try:
+            _lock_check(p, env)
+        except InterlockBlocked as e:
+            e.plan = plan.to_dict()  # shown with the refusal, as a fence shows what it destroys
+            raise
+        return plan
 
     @reg.applier("fake.set")
     def apply_set(plan: Plan, p: SetParams, env: Any) -> Result:

@@ -97,6 +97,7 @@ FLOW = runbook("flow", """
 """, params="""
 go: {type: boolean, default: false}
 node: {type: string, default: n1}
+settle: {type: duration, default: 90s}
 """)
 
 

@@ -4,11 +4,14 @@ it wrote: an untouched export verifies offline, an edited one names the first ba
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from bot.cli import main
 from tests.present.conftest import thread
+from tests.present.test_event_golden import STORIES
 
 
 @pytest.fixture
@@ -101,3 +104,44 @@ def test_an_unknown_run_is_an_error(cli):
     call, _, _ = cli
     code, _, err = call("export", "rb-44444")
     assert code == 1 and "no run rb-44444" in err
+
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def test_every_golden_json_export_verifies_offline_as_it_is(monkeypatch, capsys, tmp_path):
+    monkeypatch.setenv("RUNBOOK_BOT_DATABASE_URL", f"sqlite:///{tmp_path / 'none.db'}")
+    monkeypatch.setenv("RUNBOOK_BOT_AUDIT_KEY", "test-key")
+    monkeypatch.delenv("RUNBOOK_BOT_CONFIG", raising=False)
+    paths = sorted(GOLDEN.glob("**/*.json"))
+    assert len(paths) == len(STORIES) + 1  # every story, and the transcript's run
+    for path in paths:
+        assert main(["audit", "verify", "--file", str(path)]) == 0, capsys.readouterr().out
+
+
+@pytest.fixture
+def story_engine(make_engine, monkeypatch):
+    """The engine the golden stories are told on, its run ids spelt by the story."""
+    from tests.present.test_event_golden import CHANGE, FLOW
+
+    e = make_engine({"change": CHANGE, "flow": FLOW})
+    monkeypatch.setattr(e, "_run_ids", [], raising=False)
+    monkeypatch.setattr("bot.engine.ids.secrets", SimpleNamespace(choice=lambda _: e._run_ids.pop(0)))
+    return e
+
+
+@pytest.mark.parametrize("story", sorted(STORIES))
+def test_every_golden_run_exported_by_the_cli_verifies_offline(story_engine, story, tmp_path,
+                                                              monkeypatch, capsys):
+    """``export --format json`` of each golden story's stored run, then ``audit verify --file``
+    on the untouched file: intact. JSON is the one format that carries a seal; the Markdown and
+    HTML of the same run say intact too."""
+    run = STORIES[story](story_engine)
+    monkeypatch.setenv("RUNBOOK_BOT_DATABASE_URL", story_engine.db.url)
+    monkeypatch.setenv("RUNBOOK_BOT_AUDIT_KEY", "test-key")
+    monkeypatch.delenv("RUNBOOK_BOT_CONFIG", raising=False)
+    path = tmp_path / f"{story}.json"
+    assert main(["export", run, "--format", "json", "-o", str(path)]) == 0, capsys.readouterr()
+    monkeypatch.setenv("RUNBOOK_BOT_DATABASE_URL", f"sqlite:///{tmp_path / 'elsewhere.db'}")
+    assert main(["audit", "verify", "--file", str(path)]) == 0, capsys.readouterr().out
+    assert "audit chain intact" in capsys.readouterr().out

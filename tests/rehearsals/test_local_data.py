@@ -98,3 +98,82 @@ def test_local_data_that_appears_after_the_plan_was_shown_voids_a_single_approva
               and e.payload.get("step") == "fence"]
     assert voided and voided[0].payload["voided"] == [APPROVERS[0]]
     assert RAISE_KEY in fence.plan["data"] and added[0] in fence.approval_text
+
+
+# -- break-glass on a fence of local data ---------------------------------------------------
+# ``pod-force-deleted``: a partitioned node whose kubelet is alive, so interlock 8 refuses the
+# fence (``fence-live``) and only two people breaking glass lift it. Before the fence read what
+# it destroys ahead of the interlock, the refused fence showed no local data and no raise; the two
+# break-glass votes then counted towards the raise of the plan made after them, and the machine's
+# instance store and local volume were wiped without anyone being shown that.
+
+def _nobody_approves_the_fence(r):
+    return lambda state, s: None if s.step_id == "fence" else r.approve_all(state, s)
+
+
+def _blocked_fence(r):
+    st = r.run("node-dead-ngns", node=r.facts["dead_node"],
+               decide=lambda state, s: None if s.blocked else r.approve_all(state, s))
+    fence = st.steps["fence"]
+    assert fence.blocked and fence.blocked["rule"] == "fence-live", fence.blocked
+    return st, fence
+
+
+def _break_glass(r, run_id: str) -> None:
+    from bot.engine.commands import BreakGlass
+
+    for who in APPROVERS:
+        assert r.submit(BreakGlass(run_id=run_id, actor=who, step="fence",
+                                   reason="console dead, machine partitioned")).ok
+
+
+def test_a_fence_refused_for_a_live_kubelet_shows_break_glass_the_data_it_destroys(rehearse):
+    from bot.sim.local_storage import _instance_store_node, add_local_cache
+
+    r = rehearse("pod-force-deleted")
+    f = r.facts
+    _instance_store_node(r.sandbox, f["dead_node"], f["instance_id"])
+    pv = add_local_cache(r.sandbox, f["dead_node"])["local_pv"]
+    st, fence = _blocked_fence(r)
+    # what the people who may break glass are shown: the data lost, and two of them needed
+    assert fence.plan and fence.plan["data"][RAISE_KEY]["by"] == 1
+    assert "THE FENCE DESTROYS DATA" in fence.approval_text and pv in fence.approval_text
+    assert "instance store of m5d.xlarge" in fence.approval_text and fence.min_approvers == 2
+    facts = {(x["subject"], x["name"]) for x in fence.plan["facts"]}
+    assert (f"instance {f['instance_id']}", "local_volumes") in facts
+    asked = [e.payload for e in r.events(st.run_id)
+             if e.type == "approval.requested" and e.payload.get("step") == "fence"]
+    assert asked[-1]["raised_by"] == 1 and asked[-1]["plan_hash"] == fence.plan_hash
+    # two people who read that break glass: their votes are for the plan they were shown
+    _break_glass(r, st.run_id)
+    st = r.play(st.run_id, decide=_nobody_approves_the_fence(r))
+    fence = st.steps["fence"]
+    assert [v.kind for v in fence.votes] == ["break_glass", "break_glass"]
+    assert r.sandbox.ec2.instance_state(f["instance_id"]) in ("stopping", "stopped")
+    assert r.verified(st.run_id)
+
+
+def test_local_data_found_after_break_glass_needs_the_approval_of_people_shown_it(rehearse):
+    from bot.sim.local_storage import add_local_cache
+
+    r = rehearse("pod-force-deleted")
+    f = r.facts
+    st, fence = _blocked_fence(r)
+    assert RAISE_KEY not in ((fence.plan or {}).get("data") or {}) and fence.min_approvers == 1
+    _break_glass(r, st.run_id)
+    # a cache pod on a local volume lands on the machine before the fence is planned again
+    pv = add_local_cache(r.sandbox, f["dead_node"])["local_pv"]
+    st = r.play(st.run_id, decide=_nobody_approves_the_fence(r))
+    fence = st.steps["fence"]
+    assert st.status == "awaiting_approval" and fence.status == "awaiting_approval", st.outcome
+    assert r.sandbox.ec2.instance_state(f["instance_id"]) == "running"  # not fenced
+    assert fence.blocked is None and fence.overrides == ["fence-live"]  # the override stands
+    assert fence.min_approvers == 2 and not fence.approved and pv in fence.approval_text
+    voided = [e.payload for e in r.events(st.run_id)
+              if e.type == "approval.invalidated" and e.payload.get("step") == "fence"]
+    assert voided and sorted(voided[-1]["voided"]) == sorted(APPROVERS)
+    # the two read the new plan and approve it: only then is the machine fenced
+    st = r.play(st.run_id)
+    assert r.sandbox.ec2.instance_state(f["instance_id"]) in ("stopping", "stopped")
+    assert {v.by for v in st.steps["fence"].votes if v.kind == "approve"} == set(APPROVERS)
+    assert r.verified(st.run_id)

@@ -185,8 +185,9 @@ def test_what_ec2_still_holds_is_force_detached_through_the_guarded_path(rehears
     assert st.steps["held"].outputs["items"] == [
         {"volume_id": stuck, "instance_id": iid, "pv": r.sandbox.ec2.tags(stuck)["CSIVolumeName"],
          "state": "busy"}]
-    detach = st.steps["force_detach[0]"]
+    detach = st.steps["force_detach"]  # one step for every volume still held
     assert detach.status == "succeeded" and len({v.by for v in detach.approvals()}) == 2
+    assert [(i["volume_id"], i["forced"]) for i in detach.result["items"]] == [(stuck, True)]
     assert r.sandbox.ec2.attachments()[stuck] == [] or r.sandbox.ec2.attachments()[stuck][0][0] != iid
     assert st.steps["placement"].result["running"] == st.steps["placement"].result["total"]
     assert_clean(r, st.run_id)

@@ -147,10 +147,17 @@ def test_one_instance_stuck_stopping_never_keeps_its_batch_mates_untainted(rehea
     st = r.play(st.run_id)
     assert stuck_node in _tainted(r)
     # the stuck host still holds its volumes: a forced detach from a machine that may run is
-    # rule 2's to refuse, each one its own break-glass
+    # rule 2's to refuse; the step detaching every held volume waits for its own break-glass,
+    # naming each volume the stuck host holds, and nothing is detached meanwhile
     held = next(x for x in st.steps.values() if x.blocked)
     assert held.step_id == "force_detach" and held.blocked["rule"] == "force-detach"
     assert f["instance_ids"][1] in held.blocked["message"]
+    stuck_volumes = [v for v, rows in r.sandbox.ec2.attachments().items()
+                     if rows and rows[0][0] == f["instance_ids"][1]
+                     and r.sandbox.ec2.tags(v).get("CSIVolumeName")]
+    assert stuck_volumes and all(v in held.blocked["message"] for v in stuck_volumes)
+    assert not [c for e in r.events(st.run_id) for c in e.payload.get("calls") or ()
+                if c["operation"] == "DetachVolume"]
     # the override is on record with both people and their reasons; the machine was in fact dead
     # (its guest hung on the failed host), so no invariant was broken
     [ev] = [e.payload for e in r.events(st.run_id) if e.type == "interlock.overridden"]

@@ -79,10 +79,65 @@ def test_auto_run_is_refused_on_a_runbook_with_a_destructive_step(minimal: str, 
         effect: NoExecute
 """
     [m] = messages(text, catalog)
-    assert m.startswith("rb.yaml:11: auto_run: true is only for runbooks that change nothing, and "
-                        "step 'taint' (line 28) runs destructive action 'k8s.node.taint'"), m
+    assert m.startswith("rb.yaml:11: auto_run: true is only for runbooks whose every step only "
+                        "reads"), m
+    assert "step 'taint' (line 28) runs destructive action 'k8s.node.taint'" in m, m
     # the same runbook without the destructive step may auto-run
     assert messages(text.split("    - id: taint")[0], catalog) == []
+
+
+AUTO_RUN_TRIGGER = """\
+  auto_run: true
+  triggers:
+    - alertname: KubeNodeNotReady
+      params: {node: "{{ labels.node }}"}
+"""
+
+
+@pytest.mark.parametrize(("step", "says"), [
+    ("""\
+    - id: cordon
+      title: Cordon
+      action: k8s.node.cordon
+      with: {node: "{{ params.node }}"}
+""", "step 'cordon' (line 28) runs action 'k8s.node.cordon', which writes"),
+    ("""\
+    - id: uncordon
+      title: Uncordon
+      action: k8s.node.uncordon
+      with: {node: "{{ params.node }}"}
+""", "step 'uncordon' (line 28) runs action 'k8s.node.uncordon', which writes"),
+    ("""\
+    - id: snapshot
+      title: Snapshot
+      action: aws.ec2.volume.snapshot
+      with: {volume_id: vol-0123456789abcdef0}
+""", "step 'snapshot' (line 28) runs action 'aws.ec2.volume.snapshot', which writes"),
+    ("""\
+    - id: by_hand
+      title: By hand
+      manual: "Cordon {{ params.node }} by hand"
+""", "step 'by_hand' (line 28) is a manual step, a change a person makes"),
+])
+def test_auto_run_is_refused_on_a_runbook_with_any_step_that_writes(
+        minimal: str, catalog: Registry, step: str, says: str) -> None:
+    """Destructive or not, a write needs a person to start the run: only reads, reports and
+    notify may auto-run. The refusal names the file, the line of auto_run, and the step."""
+    [m] = messages(with_triggers(minimal, AUTO_RUN_TRIGGER) + step, catalog)
+    assert m.startswith("rb.yaml:11: auto_run: true is only for runbooks whose every step only "
+                        "reads"), m
+    assert says in m, m
+    assert messages(with_triggers(minimal, AUTO_RUN_TRIGGER), catalog) == []  # reads and notify
+
+
+def test_every_action_auto_run_allows_is_a_shipped_action_that_is_not_destructive(
+        catalog: Registry) -> None:
+    from bot.runbook.autorun import READ_ONLY_ACTIONS
+
+    assert READ_ONLY_ACTIONS.issubset(catalog.names())
+    assert not [a for a in READ_ONLY_ACTIONS if catalog.get(a).destructive]
+    assert not READ_ONLY_ACTIONS & {"k8s.node.cordon", "k8s.node.uncordon",
+                                    "aws.ec2.volume.snapshot", "manual.confirm"}
 
 
 def test_auto_run_needs_every_required_param_filled_from_the_alert(minimal: str, catalog: Registry) -> None:

@@ -245,3 +245,83 @@ def test_an_export_of_a_chain_written_before_modes_were_recorded_still_verifies(
     assert "legacy chain: mode not recorded" in out
     doc = json.loads((FIXTURES / "legacy-rejected.json").read_text(encoding="utf-8"))
     assert "seal" not in doc and "chain" not in doc["events"][0]["payload"]
+
+
+@pytest.fixture
+def sqlite_cli(tmp_path, monkeypatch, capsys):
+    """``cli`` on SQLite alone, for what does not depend on the store's backend."""
+    monkeypatch.setenv("RUNBOOK_BOT_DATABASE_URL", f"sqlite:///{tmp_path / 'state.db'}")
+    monkeypatch.delenv("RUNBOOK_BOT_CONFIG", raising=False)
+
+    def call(*argv: str, key: str | None = "key-one") -> tuple[int, str]:
+        if key is None:
+            monkeypatch.delenv("RUNBOOK_BOT_AUDIT_KEY", raising=False)
+        else:
+            monkeypatch.setenv("RUNBOOK_BOT_AUDIT_KEY", key)
+        code = main(list(argv))
+        out = capsys.readouterr()
+        return code, out.out + out.err
+
+    return call
+
+
+def test_an_export_that_showed_params_as_written_still_verifies(sqlite_cli):
+    """Exports made while the run section showed params as written ("1h30m", not 5400.0; the
+    default "90s" as "1m30s") verify: the verifier accepts that form for them, and only that."""
+    path = FIXTURES / "legacy-written-params.json"
+    code, out = sqlite_cli("audit", "verify", "--file", str(path), key="test-key")
+    assert code == 0, out
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    assert doc["run"]["params"] == {"name": "x", "pace": "1h30m", "settle": "1m30s"}
+    assert "params_written" not in doc["run"]
+
+
+@pytest.mark.parametrize(("edit", "shown"), [
+    ({"pace": "1h31m"}, "'pace': '1h31m'"),  # another duration than the chain's
+    ({"pace": 5460.0}, "'pace': 5460.0"),
+    ({"name": "y"}, "'name': 'y'"),
+])
+def test_a_param_edited_in_either_form_fails_verification(sqlite_cli, tmp_path, edit, shown):
+    doc = json.loads((FIXTURES / "legacy-written-params.json").read_text(encoding="utf-8"))
+    doc["run"]["params"].update(edit)
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    code, out = sqlite_cli("audit", "verify", "--file", str(path), key="test-key")
+    assert code == 1 and "BROKEN at seq 1" in out and shown in out, out
+
+
+def test_export_without_the_key_says_unverified_and_exits_2(sqlite_cli, tmp_path, _db):
+    """A keyed chain exported with no key is unverified, not broken: the transcript says so and
+    export exits as ``audit verify`` does (0 intact, 1 tampered, 2 cannot verify)."""
+    cli = sqlite_cli
+    db = _db(f"sqlite:///{tmp_path / 'state.db'}")
+    _store_rejected_run(db)
+    code, out = cli("export", RUN, key=None)
+    assert code == 2, out
+    assert "**BROKEN**" not in out and "BROKEN at seq" not in out, out
+    assert "| Audit chain | **unverified**: written with key " in out, out
+    assert "cannot verify" in out  # the line on standard error
+    path = tmp_path / "export.json"
+    code, out = cli("export", RUN, "--format", "json", "-o", str(path), key=None)
+    assert code == 2 and path.exists(), out
+    integrity = json.loads(path.read_text(encoding="utf-8"))["integrity"]
+    assert integrity["status"] == "unverified" and integrity["first_bad_seq"] is None
+    assert integrity["algorithm"] == "HMAC-SHA256"  # what the chain records, not what was given
+    html = tmp_path / "export.html"
+    assert cli("export", RUN, "--format", "html", "-o", str(html), key=None)[0] == 2
+    assert "BROKEN" not in html.read_text(encoding="utf-8")
+    # the document sealed without the key cannot be vouched for with it either: not "tampered"
+    code, out = cli("audit", "verify", "--file", str(path))
+    assert code == 2 and "sealed without the audit key" in out, out
+
+
+def test_export_exits_1_naming_the_seq_when_the_chain_was_tampered_with(sqlite_cli, tmp_path, _db):
+    cli = sqlite_cli
+    db = _db(f"sqlite:///{tmp_path / 'state.db'}")
+    _store_rejected_run(db)
+    assert cli("export", RUN)[0] == 0
+    with db.engine.begin() as conn:
+        conn.execute(update(events_t).where(events_t.c.run_id == RUN, events_t.c.seq == 4)
+                     .values(actor="mallory"))
+    code, out = cli("export", RUN)
+    assert code == 1 and "**BROKEN** at seq 4" in out, out

@@ -107,7 +107,7 @@ def _alert_blocks(a: StoredAlert, index: int) -> list[bk.Block]:
         params = " ".join(f"{k}=`{bk.esc(v)}`" for k, v in s["params"].items())
         text = f"Runbook *{bk.esc(s['runbook'])}*" + (f" with {params}" if params else "")
         if s.get("auto_run"):
-            text += " (started by the bot: it changes nothing)"
+            text += " (started by the bot: it only reads)"
         if s.get("problem"):
             text += f"\n:warning: {bk.esc(s['problem'])}: fill the params in the form"
         blocks.append(bk.context(text))

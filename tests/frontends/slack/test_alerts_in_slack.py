@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import urllib.error
 import urllib.request
 from typing import Any
@@ -46,11 +47,13 @@ groups: [sre]
       params: {name: "{{ labels.node }}"}
   steps:""")
 
+# only a runbook whose every step reads, reports or notifies may auto-run (bot.runbook.autorun),
+# and the fake world's actions are not on that list: this one only notifies
 LOOK = runbook("look-at-pod", """
-- id: read
-  title: "Read {{ params.name }}"
-  action: fake.read
-  with: {name: "{{ params.name }}"}
+- id: tell
+  title: "Look at {{ params.name }}"
+  action: notify
+  with: {message: "look at {{ params.name }}"}
 """, params="""
 name: {type: string, required: true}
 """).replace("  steps:", """  auto_run: true
@@ -308,3 +311,48 @@ def test_a_double_click_on_dry_run_starts_one_run(abot: Bot):
     abot.click(card, ACTION_ALERT_DRY_RUN, user=ALICE)
     assert len(abot.db.runs(limit=5)) == 1
     assert any("already started" in m.get("text", "") for m in abot.fake.ephemerals(ALICE))
+
+
+def test_a_fingerprint_repeated_with_other_labels_changes_nothing_and_is_refused(
+        abot: Bot, caplog: pytest.LogCaptureFixture):
+    """The attack: a real alert's fingerprint, status and startsAt, with the labels of a healthy
+    node. It is not a duplicate to count and store: it is refused and logged, and when the card is
+    next drawn it still offers the real node."""
+    real = alert(node="ip-10-0-1-2.ec2.internal")
+    post(abot, payload(real))
+    [card] = cards(abot)
+    forged = alert(node="ip-10-0-9-9.ec2.internal")  # same fingerprint, status and startsAt
+    with caplog.at_level("WARNING", logger="bot.frontends.alerts"):
+        status, text = post(abot, payload(forged))
+    assert (status, json.loads(text)) == (200, {"conflict": 1})
+    [line] = [r for r in caplog.records if "fingerprint" in r.getMessage()]
+    assert "ip-10-0-9-9.ec2.internal" in line.getMessage() and "refused" in line.getMessage()
+    # a plain repeat (its annotations moved on) is a duplicate, and changes nothing either
+    again = alert(node="ip-10-0-1-2.ec2.internal")
+    again["annotations"]["summary"] = "Node is still not ready."
+    assert json.loads(post(abot, payload(again))[1]) == {"duplicate": 1}
+    # another alert joins the group: the card is drawn again from what is stored
+    joined = alert(node="ip-10-0-3-4.ec2.internal", fingerprint="aa0c3b9e5f2d1c77")
+    post(abot, payload(joined))
+    [card] = cards(abot)
+    values = [json.loads(el["value"]) for b in card["blocks"] if b.get("type") == "actions"
+              for el in b["elements"] if el.get("action_id") == ACTION_ALERT_DRY_RUN]
+    assert {v["p"]["name"] for v in values} == {"ip-10-0-1-2.ec2.internal", "ip-10-0-3-4.ec2.internal"}
+    shown = "\n".join(texts([card]))
+    assert "ip-10-0-9-9" not in shown and "still not ready" not in shown
+    metrics = abot.metrics.exposition().decode()
+    assert 'runbook_bot_alerts_total{outcome="conflict"} 1.0' in metrics
+
+
+def test_deeply_nested_json_is_a_400_and_one_log_line(abot: Bot, caplog: pytest.LogCaptureFixture):
+    """100,000 levels of JSON with a valid token: refused as malformed, not a 500 and a
+    RecursionError traceback."""
+    deep = b'{"alerts": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    with caplog.at_level("INFO"):
+        status, text = post(abot, None, raw=deep)
+    assert status == 400 and "nest" in text, text
+    logged = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(logged) == 1 and logged[0].exc_info is None, [r.getMessage() for r in logged]
+    assert "Traceback" not in caplog.text and "RecursionError" not in caplog.text
+    assert 'runbook_bot_alert_requests_total{answer="malformed"} 1.0' in (
+        abot.metrics.exposition().decode())
