@@ -10,9 +10,13 @@ terminate the instance and let the Node and the NodeClaim go.
 
 ``k8s.nodeclaim.delete`` is held to the same rule as a stop or a terminate (interlock 8, read live
 at plan and again just before the DELETE): only a machine whose kubelet is silent and that EC2
-confirms is down is fenced. It sends one DELETE of exactly the NodeClaim that was approved
-(``preconditions.uid``) and then polls until EC2 says the instance is ``terminated``, showing
-which stage Karpenter is in, so the out-of-service taint only ever follows a terminated machine.
+confirms is down is fenced. The termination destroys what a stop or terminate does, so its plan
+reads the same way what is lost for good (``bot.actions.local_data``: the instance store, the
+node's local volumes), before the interlock, so that a refusal shows it too: found, it is in the
+plan's facts and asks for one more approver. It sends one DELETE of exactly the NodeClaim that
+was approved (``preconditions.uid``) and then polls until EC2 says the instance is
+``terminated``, showing which stage Karpenter is in, so the out-of-service taint only ever
+follows a terminated machine.
 """
 
 from __future__ import annotations
@@ -20,12 +24,13 @@ from __future__ import annotations
 from typing import Any
 
 from bot.actions import interlocks as il
+from bot.actions import local_data
 from bot.actions.declarations import NodeClaimDeleteParams
 from bot.actions.env import Env
 from bot.actions.objects import Obj, instance_state, meta, operator_of
 from bot.actions.registry import ActionSpec, action
 from bot.engine.plan import Change, Fact, Plan, Result
-from bot.errors import PermanentError
+from bot.errors import InterlockBlocked, PermanentError
 
 POLL_SECONDS = 15.0
 GONE = frozenset({"shutting-down", "terminated"})
@@ -70,12 +75,21 @@ def plan_delete(p: NodeClaimDeleteParams, env: Env) -> Plan:
         facts.append(env.fact(f"nodeclaim {name}", "deleting", bool(meta(nc).get("deletionTimestamp"))))
         return Plan(action="k8s.nodeclaim.delete", params={}, facts=tuple(facts),
                     data={"nodeclaim": name, "uid": uid})
-    il.check_fence(env, instance_id=p.instance_id, instance=inst, facts=facts)
     change = Change(target_kind="NodeClaim", target=name, operation="delete",
                     before=f"instance {p.instance_id} {state}",
                     after="EKS drains the node and terminates the instance")
+    # what the termination wipes for good, read before the interlock: a refusal shows it too
+    lost = local_data.find(env, instance_id=p.instance_id, instance=inst)
+    data = {"nodeclaim": name, "uid": uid, **lost.raise_data()}
+    try:
+        il.check_fence(env, instance_id=p.instance_id, instance=inst, facts=facts)
+    except InterlockBlocked as e:
+        e.plan = Plan(action="k8s.nodeclaim.delete", params={}, changes=(change,),
+                      facts=(*facts, *lost.facts(env)), data=data).to_dict()
+        raise
+    facts.extend(lost.facts(env))
     return Plan(action="k8s.nodeclaim.delete", params={}, changes=(change,), facts=tuple(facts),
-                data={"nodeclaim": name, "uid": uid})
+                data=data)
 
 
 def apply_delete(plan: Plan, p: NodeClaimDeleteParams, env: Env) -> Result:

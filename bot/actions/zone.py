@@ -13,7 +13,8 @@ poll), so the reads do not grow with the number of nodes, and one approval cover
 - ``k8s.zone.held_volumes`` lists the data volumes EC2 still attaches to their instances although
   Kubernetes let go of them: what a forced detach (``aws.ec2.volumes.detach``) may free.
 - ``k8s.zone.placement`` says, per claim, whether its pod runs again, or why it cannot: an EBS
-  volume lives in one zone, so its pod needs a node in that zone.
+  volume lives in one zone, so its pod needs a node in that zone; a local volume lives on one
+  node, so its pod needs that node back (``bot.actions.zone_local``).
 
 The interlocks are the shipped ones, fed by the batch's reads: zone-scope (9) for every node,
 fence-live (8) for every instance stopped (one list of the node Leases and one
@@ -32,6 +33,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot.actions import interlocks as il
+from bot.actions import zone_local
 from bot.actions.declarations import (
     ZoneHeldParams,
     ZoneLeftoverParams,
@@ -41,6 +43,7 @@ from bot.actions.declarations import (
 )
 from bot.actions.env import Env
 from bot.actions.liveness import SICK, classify
+from bot.actions.local_data import local_kind
 from bot.actions.objects import (
     FENCED_STATES,
     OUT_OF_SERVICE_TAINT,
@@ -117,6 +120,7 @@ def apply_survey(plan: Plan, p: ZoneSurveyParams, env: Env) -> Result:
     now, grace = env.ctx.clock.now(), env.settings.policy.node_monitor_grace_period
     items: list[Obj] = []
     todo, done, skipped, pvs, todo_ids = [], [], [], [], []
+    kept: list[Obj] = []
     for n in sorted(in_zone, key=node_name):
         name, iid = node_name(n), instance_id_of(n)
         inst = instances.get(iid) if iid else None
@@ -145,7 +149,12 @@ def apply_survey(plan: Plan, p: ZoneSurveyParams, env: Env) -> Result:
         if item["outcome"] != "skipped":
             pvs += mine
             todo_ids.append(iid)
+            kept.append(n)
         items.append(item)
+    # claims on local volumes of these nodes: no VolumeAttachment names them, their affinity does
+    local = zone_local.pinned(env.kube.list_pvs(), kept) if kept else {}
+    for item in items:
+        item["local_pvs"] = sorted(pv for pv, node in local.items() if node == item["node"])
     # instances still running first: they are fenced in as few batches (and stop waits) as can be
     running = {i["node"] for i in items if i["state"] not in FENCED_STATES}
     todo.sort(key=lambda name: (name not in running, name))
@@ -156,7 +165,8 @@ def apply_survey(plan: Plan, p: ZoneSurveyParams, env: Env) -> Result:
             f"start again with max_nodes={len(todo)} (or name the nodes)",
             service="kubernetes", operation="list_node", code="TooManyNodes")
     return Result(data={"zone": p.zone, "items": items, "todo": todo, "done": done,
-                        "skipped": skipped, "pvs": sorted(set(pvs)),
+                        "skipped": skipped, "pvs": sorted(set(pvs) | set(local)),
+                        "local_pvs": sorted(local),
                         "instance_ids": sorted(i for i in todo_ids if i), "count": len(todo)},
                   message=f"{len(todo)} node(s) of {p.zone} to recover, {len(done)} already out of "
                           f"service, {len(skipped)} left alone")
@@ -208,7 +218,7 @@ def plan_held(p: ZoneHeldParams, env: Env) -> Plan:
 
 def apply_held(plan: Plan, p: ZoneHeldParams, env: Env) -> Result:
     if not p.instance_ids:
-        return Result(data={"items": [], "volume_ids": [], "count": 0})
+        return Result(data={"items": [], "volume_ids": [], "count": 0, "instance_ids": []})
     vols = env.ec2.describe_volumes(filters=[{"Name": "attachment.instance-id",
                                               "Values": sorted(p.instance_ids)}])
     wanted = set(p.nodes)
@@ -225,7 +235,7 @@ def apply_held(plan: Plan, p: ZoneHeldParams, env: Env) -> Result:
                 items.append({"volume_id": vid, "instance_id": a.get("InstanceId"), "pv": pv,
                               "state": a.get("State")})
     return Result(data={"items": items, "volume_ids": [i["volume_id"] for i in items],
-                        "count": len(items)})
+                        "count": len(items), "instance_ids": sorted(p.instance_ids)})
 
 
 # -- what the nodes deleted during the run left behind -----------------------------------------
@@ -278,8 +288,16 @@ def apply_placement(plan: Plan, p: ZonePlacementParams, env: Env) -> Result:
         phase = ((pod or {}).get("status") or {}).get("phase")
         item = {"claim": claim, "pod": f"{meta(pod).get('namespace')}/{node_name(pod)}" if pod else None,
                 "node": where, "phase": phase, "volume_zone": zone,
-                "volume_id": ebs_volume_id_of_pv(pv) if pv else None}
-        if pod is not None and phase == "Running" and where not in dead:
+                "volume_id": ebs_volume_id_of_pv(pv) if pv else None, "local": None}
+        kind = local_kind(pv) if pv is not None else None
+        on_node = None
+        if pv is not None and kind is not None:  # its pod can run on one node alone
+            nodes = env.kube.list_nodes() if nodes is None else nodes
+            on_node = zone_local.placement(pv, pod=pod, dead=dead, nodes=nodes)
+        if on_node is not None:
+            item["local"] = kind
+            item["outcome"], item["reason"] = on_node
+        elif pod is not None and phase == "Running" and where not in dead:
             item["outcome"], item["reason"] = "running", f"running on {where}"
         else:
             nodes = env.kube.list_nodes() if nodes is None else nodes

@@ -102,6 +102,16 @@ def _fenceable(w: Any) -> dict[str, Any]:
     return {"instance_id": iid}
 
 
+def _batch_node(w: Any) -> dict[str, Any]:
+    """A dead node on a type without an instance store (moto's default has one): a zone batch
+    fences it, where it leaves out a machine with local data (test_zone_batch_safety.py)."""
+    node = w.dead_node(w.instance(), name="n1")
+    obj = w.kube.get("nodes", node)
+    obj["metadata"]["labels"]["node.kubernetes.io/instance-type"] = "m5.xlarge"
+    w.kube.put("nodes", obj)
+    return {"zone": ZONE, "nodes": [node]}
+
+
 def _auto_mode(w: Any) -> dict[str, Any]:
     """A dead node whose machine EKS Auto Mode owns, and its NodeClaim."""
     iid = w.instance()
@@ -186,8 +196,11 @@ CASES: dict[str, Case] = {
             True, True, ["default/data-es-0"])),
     "k8s.nodeclaim.delete": Case(
         _auto_mode,
-        # the instance, the NodeClaims, then rule 8: the status checks, the nodes, the Lease
-        ["DescribeInstances", "list_cluster_custom_object", "DescribeInstanceStatus", "list_node",
+        # the instance, the NodeClaims, what its termination destroys for good (its type's
+        # instance store, local volumes of its pods), read before rule 8 (the status checks, the
+        # Lease) so that a refused fence shows them too
+        ["DescribeInstances", "list_cluster_custom_object", "list_node", "DescribeInstanceTypes",
+         "list_pod_for_all_namespaces", "list_persistent_volume", "DescribeInstanceStatus",
          "read_namespaced_lease"],
         ["DescribeInstances", "list_cluster_custom_object", "DescribeInstanceStatus", "list_node",
          "read_namespaced_lease", "delete_cluster_custom_object", "list_cluster_custom_object",
@@ -352,15 +365,20 @@ CASES: dict[str, Case] = {
     "wait": Case(lambda w: {"duration": "1m"}, [], [], _is({"waited": 60.0})),
     "k8s.zone.survey": Case(
         lambda w: (_dead(w), w.node("n2"), {"zone": ZONE})[-1], [],
-        ["list_node", "DescribeInstances", "list_volume_attachment", "list_namespaced_lease"],
+        # and the PVs: claims on local volumes of the dead nodes have no VolumeAttachment
+        ["list_node", "DescribeInstances", "list_volume_attachment", "list_namespaced_lease",
+         "list_persistent_volume"],
         lambda w, p, r: r.data["todo"] == ["n1"] and r.data["skipped"] == ["n2"]),
     "k8s.zone.fence_taint": Case(
-        lambda w: (w.dead_node(w.instance(), name="n1"), {"zone": ZONE, "nodes": ["n1"]})[-1],
-        # rule 8's evidence for the batch: one status read and one list of the nodes' Leases
-        ["list_node", "DescribeInstances", "DescribeInstanceStatus", "list_namespaced_lease"],
+        _batch_node,
+        # rule 8's evidence for the batch: one status read and one list of the nodes' Leases;
+        # then what a fence would destroy for good (the machines' types, pods and the PVs)
+        ["list_node", "DescribeInstances", "DescribeInstanceStatus", "list_namespaced_lease",
+         "DescribeInstanceTypes", "list_pod_for_all_namespaces", "list_persistent_volume"],
         # the first apply reads the batch and fences; the poll reads the instances, and once one
         # is stopped the nodes (its instances served from the pass), and taints that node
         ["list_node", "DescribeInstances", "DescribeInstanceStatus", "list_namespaced_lease",
+         "DescribeInstanceTypes", "list_pod_for_all_namespaces", "list_persistent_volume",
          "StopInstances", "DescribeInstances", "list_node", "replace_node"],
         lambda w, p, r: (OOS in w.kube.get("nodes", "n1")["spec"]["taints"]
                          and r.data["out_of_service"] == ["n1"]),

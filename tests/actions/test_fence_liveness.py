@@ -171,6 +171,9 @@ def test_a_zone_batch_drops_a_sick_node_with_its_cause_and_fences_the_dead_one(w
     sick = _sick(world)
     dead = world.instance()
     dead_name = world.dead_node(dead)
+    obj = world.kube.get("nodes", dead_name)  # no instance store, which would keep it out too
+    obj["metadata"]["labels"]["node.kubernetes.io/instance-type"] = "m5.xlarge"
+    world.kube.put("nodes", obj)
     plan, _ = world.plan("k8s.zone.fence_taint", zone="us-east-1a",
                          nodes=[world.facts["node"], dead_name])
     assert {c.target for c in plan.changes} == {dead, dead_name}
