@@ -166,8 +166,8 @@ class _Player:
                 self.r.sandbox.advance(max(60.0, wait))
                 return
             if ev.kind == "reject":
-                self.submit(Reject(run_id=state.run_id, actor=APPROVERS[0], reason="not now",
-                                   step=s.key))
+                self.submit(Reject(run_id=state.run_id, actor=APPROVERS[0],
+                                   reason="not now: the explorer declines", step=s.key))
                 return
             if ev.kind in ("wrong-approver", "self-approve"):
                 who = OUTSIDER if ev.kind == "wrong-approver" else REQUESTER
