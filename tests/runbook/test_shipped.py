@@ -55,6 +55,8 @@ def context(*, state: str = "stopped", ready: bool = False, still_attached: bool
             "instance_id": INSTANCE, "taints": [], "out_of_service": False}
     steps = {
         "node": {"result": node, "outputs": {"instance_id": INSTANCE}, "status": "succeeded"},
+        "detach_risk": {"result": {"items": [], "count": 0}, "outputs": {"claims": []},
+                        "status": "succeeded"},
         "instance": {"result": {"instance_id": INSTANCE, "state": state, "fence_by": fence_by,
                                 "stop_protected": fence_by == "none" and protection == "disableApiStop",
                                 "terminate_protected": (fence_by == "none"
