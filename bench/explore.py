@@ -3,14 +3,28 @@
 For each runbook (default: every shipped runbook with a default scenario), ``--timelines``
 timelines are drawn from ``--seed`` and played on ``--workers`` processes (each its own sandbox:
 moto keeps EC2 state per process). Prints timelines per second per core, violations found (each
-shrunk, with its seed, saved under ``--save``), and the steps and interlocks the search reached.
+shrunk, with its seed, saved under ``--save``), the timelines also played over HTTP and whether
+they agreed, and the steps and interlocks the search reached.
+
+Per core is timelines per CPU second of the workers and every process they forked (staging and
+the HTTP cross-checks included): on a machine others share, wall time counts their work too.
+Timelines per second of each worker's wall time is printed beside it: the same on an idle
+machine for the forks, which never wait; lower for ``--no-fork``, which waits on its servers'
+threads and sockets half the time (0.69 by wall time, 1.3 by CPU time).
 
 Target: at least 5 timelines per second per core for ``node-dead-ngns`` (stretch 20). The
 baseline this started from, on this 2-core machine: 0.65 timelines/s per core (1.5 s each: 0.9 s
-staging the scenario, 0.6 s playing the run over HTTP). Exits 1 if the target or a search missed
-(a violation found). Not part of ``make test``; ``make explore`` runs it.
+staging the scenario, 0.6 s playing the run over HTTP). Forked from a staged world and from the
+run's shared beginning, over the in-process transport, with the sandbox's memos (docs/explore.md,
+"How a timeline is made cheap"): 2.3 to 2.6 timelines/s per core with one in 20 also played over
+HTTP (6 of 100, a fifth of the CPU time), about 3 without; `--no-fork` measures 0.69 now. A
+timeline costs about 0.33 s of CPU: the sandbox's controllers 0.13 s, the product's state store
+0.08 s and engine 0.04 s, moto 0.05 s, botocore's client side 0.03 s, and 0.05 s of kernel time
+copying the pages a fork writes. Exits 1 if the target or a search missed (a violation found, or
+the two ways of playing disagreed). Not part of ``make test``; ``make explore`` runs it.
 
     .venv/bin/python bench/explore.py [--runbooks node-dead-ngns,...] [--timelines 200] [--workers 2]
+    .venv/bin/python bench/explore.py --runbooks node-dead-ngns --timelines 100 --workers 2
 """
 
 from __future__ import annotations
@@ -26,16 +40,24 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 TARGET = 5.0  # timelines per second per core, node-dead-ngns
+BASELINE = 0.65  # what this started from: staged afresh and played over HTTP per timeline
 
 
-def _work(job: tuple[str, str, int, int, str]) -> dict[str, Any]:
-    from bot.sim.explore.search import OPTIONS_FOR, base_timeline, explore, save_case
+def _work(job: tuple[str, str, int, int, str, bool]) -> dict[str, Any]:
+    from bot.sim.explore.search import OPTIONS_FOR, explore, save_case
+    from bot.sim.explore.timeline import Timeline
 
-    runbook, scenario, seed, count, save = job
-    base = base_timeline(runbook, scenario, options=OPTIONS_FOR.get(runbook))
-    report = explore(base, count=count, seed=seed)
+    runbook, scenario, seed, count, save, fork = job
+    before = os.times()
+    # the params are those diagnose suggests on the first timeline's staged world
+    base = Timeline(runbook, scenario, {}, options=dict(OPTIONS_FOR.get(runbook) or {}))
+    report = explore(base, count=count, seed=seed, fork=fork)
+    after = os.times()
+    cpu = sum(getattr(after, f) - getattr(before, f)
+              for f in ("user", "system", "children_user", "children_system"))
     saved = [str(save_case(f, Path(save))) for f in report.failures]
-    return {"played": report.played, "seconds": report.seconds, "ends": report.ends,
+    return {"played": report.played, "seconds": report.seconds, "cpu": cpu,
+            "checked": report.checked, "errors": report.errors, "ends": report.ends,
             "steps": {k: sorted(v) for k, v in report.coverage.steps.items()},
             "interlocks": sorted(report.coverage.interlocks),
             "failures": [(f.timeline.invariant, f.timeline.note, f.timeline.words())
@@ -51,20 +73,25 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--save", default="explore-cases")
+    parser.add_argument("--no-fork", action="store_true",
+                        help="stage each timeline afresh and play it over HTTP (the baseline's way)")
     args = parser.parse_args()
     missed = []
     for runbook in [r for r in args.runbooks.split(",") if r]:
         scenario = SCENARIO_FOR[runbook]
         n = max(1, args.workers)
         jobs = [(runbook, scenario, args.seed * 1000 + i, args.timelines // n + (i < args.timelines % n),
-                 args.save) for i in range(n)]
+                 args.save, not args.no_fork) for i in range(n)]
         start = time.perf_counter()
         with multiprocessing.get_context("spawn").Pool(n) as pool:
             results = pool.map(_work, jobs)
         wall = time.perf_counter() - start
         played = sum(r["played"] for r in results)
-        busy = sum(r["seconds"] for r in results)
-        per_core = played / busy if busy else 0.0
+        cpu = sum(r["cpu"] for r in results)
+        per_core = played / cpu if cpu else 0.0
+        busy = sum(r["seconds"] for r in results)  # each worker's wall time in its search
+        checked = sum(r["checked"] for r in results)
+        errors = [e for r in results for e in r["errors"]]
         steps: dict[str, set[str]] = {}
         for r in results:
             for k, v in r["steps"].items():
@@ -77,7 +104,16 @@ def main() -> int:
                 ends[k] = ends.get(k, 0) + v
         failures = [f for r in results for f in r["failures"]]
         print(f"{runbook} on {scenario}: {played} timelines in {wall:.1f} s on {n} worker(s): "
-              f"{per_core:.2f} timelines/s per core; {len(failures)} violation(s)")
+              f"{per_core:.2f} timelines/s per core by CPU time ({cpu:.1f} s), "
+              f"{played / busy if busy else 0.0:.2f} by each worker's wall time; "
+              f"{len(failures)} violation(s)")
+        if runbook == "node-dead-ngns":
+            print(f"   baseline: {BASELINE:.2f} timelines/s per core (staged afresh and played "
+                  f"over HTTP per timeline); target {TARGET:.0f}")
+        print(f"   played over HTTP too: {checked}, "
+              + (f"{len(errors)} ended otherwise" if errors else "each with the same result"))
+        for e in errors:
+            print(f"   EXPLORER ERROR: {e}")
         print("   ends:", ", ".join(f"{k} {v}" for k, v in sorted(ends.items())))
         print(f"   steps run: {len(ran)}; interlocks: {', '.join(interlocks) or 'none'}")
         for inv, note, words in failures:
@@ -87,6 +123,8 @@ def main() -> int:
                 print("   saved:", s)
         if failures:
             missed.append(f"{runbook}: {len(failures)} violation(s)")
+        if errors:
+            missed.append(f"{runbook}: {len(errors)} explorer error(s)")
         if runbook == "node-dead-ngns" and per_core < TARGET:
             missed.append(f"node-dead-ngns: {per_core:.2f} timelines/s per core, target {TARGET}")
     for m in missed:

@@ -7,13 +7,18 @@ plan-time and safety reads included.
 
 - The bot runs ``zone-outage-ngns`` with its defaults (batches of 10); approvals are given at
   once, and the blast-radius cap is passed by break-glass naming the number of nodes.
-- The engineer's procedure: one ``kubectl get nodes`` for the zone, one ``aws ec2
-  describe-instances`` for all, for the running ones the checks a fence needs (``kubectl get
-  leases -n kube-node-lease``: no kubelet renews its Lease; ``aws ec2 describe-instance-status``:
-  EC2 confirms the machine is impaired), one ``aws ec2 stop-instances --force`` for them,
+- The engineer's procedure makes the checks the bot makes, once each: ``aws sts
+  get-caller-identity`` (the right account), one ``kubectl get nodes`` for the zone, one ``aws
+  ec2 describe-instances`` for all; what a fence would destroy for good (``aws ec2
+  describe-instance-types`` for instance store, ``kubectl get pods -A`` and ``kubectl get pv``
+  for local volumes); for the running ones the checks a fence needs (``kubectl get leases -n
+  kube-node-lease``: no kubelet renews its Lease; ``aws ec2 describe-instance-status``: EC2
+  confirms the machine is impaired), one ``aws ec2 stop-instances --force`` for them,
   ``describe-instances`` until they are stopped, ``kubectl taint`` per node, one ``kubectl get
   volumeattachments`` per poll until the nodes hold none, one ``aws ec2 describe-volumes`` for
-  what EC2 still attaches. Sandbox time moves between polls as it does for the bot.
+  what EC2 still attaches, and at the end whether the claims' pods run again (``kubectl get pods
+  -A``) on volumes EBS has not impaired (``aws ec2 describe-volume-status``). Sandbox time moves
+  between polls as it does for the bot.
 
 The worst day (``--variants``): ``stuck``, one dead machine in twenty on a host that failed with
 the zone (its forced stop never completes; the bot calls it stuck after ``stop_timeout``, 5m here,
@@ -160,8 +165,7 @@ class Shell:
     """The engineer's terminal: kubectl and the AWS CLI with the sandbox's env, through the proxy."""
 
     def __init__(self, sb: Sandbox, wire: Wire, aws: str, cache: Path) -> None:
-        self.env = {**os.environ, **sb.env, "KUBECONFIG": str(wire.kubeconfig_path),
-                    "AWS_ENDPOINT_URL_EC2": wire.ec2_endpoint, "AWS_PAGER": "",
+        self.env = {**os.environ, **wire.env, "AWS_PAGER": "",
                     "AWS_MAX_ATTEMPTS": "8", "AWS_RETRY_MODE": "standard"}
         self.aws, self.cache = aws, cache
 
@@ -169,6 +173,10 @@ class Shell:
         out = subprocess.run(["kubectl", f"--cache-dir={self.cache}", *args], env=self.env,
                              check=True, capture_output=True, text=True).stdout
         return json.loads(out) if "-o" in args else out
+
+    def aws_sts(self, *args: str) -> Any:
+        return subprocess.run([self.aws, "sts", *args, "--output", "json"], env=self.env,
+                              check=True, capture_output=True, text=True).stdout
 
     def ec2(self, *args: str) -> Any:
         out = subprocess.run([self.aws, "ec2", *args, "--output", "json"], env=self.env,
@@ -199,12 +207,21 @@ def script_side(n: int, workdir: Path, aws: str, variant: str = "kind") -> dict[
         wire.reset()
         sh = Shell(sb, wire, aws, workdir / "kube-cache")
         start = time.perf_counter()
+        sh.aws_sts("get-caller-identity")  # the right account, before anything is stopped
         nodes = sh.kubectl("get", "nodes", "-l", f"topology.kubernetes.io/zone={ZONE}", "-o", "json")
         dead = {x["metadata"]["name"]: x["spec"]["providerID"].rsplit("/", 1)[1]
                 for x in nodes["items"]
                 if next(c["status"] for c in x["status"]["conditions"] if c["type"] == "Ready") != "True"}
         ids = sorted(dead.values())
-        running = [i for i, s in states(sh, ids).items() if s == "running"]
+        described = sh.ec2("describe-instances", "--instance-ids", *ids)
+        found = [i for r in described["Reservations"] for i in r["Instances"]]
+        running = [i["InstanceId"] for i in found if i["State"]["Name"] == "running"]
+        # no machine whose data lives on its own disks is fenced: instance-store types, and
+        # local/hostPath PVs or pods' local volumes on these nodes
+        sh.ec2("describe-instance-types", "--instance-types",
+               *sorted({i["InstanceType"] for i in found}))
+        sh.kubectl("get", "pods", "-A", "-o", "json")
+        pvs = sh.kubectl("get", "pv", "-o", "json")
         if running:
             # a running machine is stopped only once its kubelet is known silent (its Lease not
             # renewed) and EC2's status checks say it is impaired: a live kubelet is not fenced
@@ -238,6 +255,11 @@ def script_side(n: int, workdir: Path, aws: str, variant: str = "kind") -> dict[
         while held:
             sb.advance(POLL)
             held = held_volumes(sh, ids)
+        # recovered? the claims' pods run again, on volumes EBS has not impaired
+        sh.kubectl("get", "pods", "-A", "-o", "json")
+        vols = sorted({pv["spec"]["csi"]["volumeHandle"] for pv in pvs["items"]
+                       if (pv["spec"].get("csi") or {}).get("driver") == "ebs.csi.aws.com"})
+        sh.ec2("describe-volume-status", "--volume-ids", *vols)
         wall = time.perf_counter() - start
         return {"total": wire.total(), "reads": wire.total(reads=True),
                 "writes": wire.total(reads=False), "wall": wall, "counts": wire.counts()}

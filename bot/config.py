@@ -15,6 +15,8 @@ and built-in defaults when there is none. A file named by 1 or 2 must exist. Its
 (deploy/runbook-bot.example.yaml shows each one):
 
     database_url, audit_key, redact_patterns (Python regular expressions)
+    audit_previous_keys: audit keys rotated out, which verify what they wrote (docs/security.md,
+        "Rotate the audit key")
     lease_seconds (> 0; default 6: a run lease's length, renewed by a heartbeat while held)
     runbooks_dir: a directory or a list of them, each adding to the shipped runbooks (a later
         one's runbook replaces an earlier one of the same name); relative to the config file
@@ -32,7 +34,12 @@ and built-in defaults when there is none. A file named by 1 or 2 must exist. Its
         approvals_from (a non-empty list of terminal, slack; default both)
     slack: bot_token, signing_secret, app_token, api_url, allowed_channels, usergroup_ttl
     alerts: bearer_tokens, basic_auth (username -> password; secrets of 16 characters or more),
-        cluster_label (default cluster), channel (the Slack channel of suggestion cards)
+        cluster_label (default cluster), channel (the Slack channel of suggestion cards),
+        auto_run_limit (>= 0; default 10) auto-runs of one runbook per auto_run_window (seconds
+        > 0; default 600), counted in the store, so shared by every replica
+    listen: host (default 0.0.0.0), slack_port (3000: /slack/events), ops_port (9464: /healthz,
+        /readyz, /metrics), alerts_port (9095: /alertmanager); each 1-65535, no two the same
+        (docs/deploy.md, "Ports": who may reach each)
 
 The file is validated as a whole with pydantic, strictly: a quoted "false" is not a boolean and a
 quoted "3" is not a number. Every bad value becomes one line of the ``ConfigError``, naming the key
@@ -43,6 +50,9 @@ Environment variables override the file:
     RUNBOOK_BOT_CONFIG          path of the YAML config file
     RUNBOOK_BOT_DATABASE_URL    SQLAlchemy URL of the state store (default: SQLite, see below)
     RUNBOOK_BOT_AUDIT_KEY       when set, audit hashes are HMAC-SHA256 with this key
+    RUNBOOK_BOT_AUDIT_PREVIOUS_KEYS  the audit keys rotated out, comma-separated (replaces the
+                                file's audit_previous_keys): they verify, and sign nothing but the
+                                key rotation of a run still open
     RUNBOOK_BOT_RUNBOOKS_DIR    runbook directories on top of the shipped ones, separated by
                                 ``os.pathsep`` (``:``); replaces the file's runbooks_dir
     SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET, SLACK_APP_TOKEN, RUNBOOK_BOT_SLACK_API_URL,
@@ -66,7 +76,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from bot.errors import ConfigError
 
@@ -110,11 +120,31 @@ class AlertsConfig:
     basic_auth: Mapping[str, str] = field(default_factory=dict)  # username -> password
     cluster_label: str = "cluster"  # the label naming an alert's cluster
     channel: str | None = None  # the Slack channel of suggestion cards
+    # at most this many auto-runs of one runbook in any auto_run_window seconds, on all replicas
+    auto_run_limit: int = 10
+    auto_run_window: float = 600.0
 
     @property
     def enabled(self) -> bool:
         """The webhook is served only with credentials to check: never open to anyone."""
         return bool(self.bearer_tokens or self.basic_auth)
+
+
+# one listener per audience (docs/deploy.md, "Ports"); the manifests in deploy/ use these numbers
+SLACK_PORT = 3000  # /slack/events: Slack's requests, public through the Ingress
+OPS_PORT = 9464  # /healthz, /readyz, /metrics: probes and scraping, inside the cluster
+ALERTS_PORT = 9095  # /alertmanager: Alertmanager's webhook, inside the cluster
+
+
+@dataclass(frozen=True)
+class ListenConfig:
+    """Where the serving commands listen: each audience on a port of its own, so a route or a
+    NetworkPolicy rule that lets one in lets in nothing else."""
+
+    host: str = "0.0.0.0"
+    slack_port: int = SLACK_PORT
+    ops_port: int = OPS_PORT
+    alerts_port: int = ALERTS_PORT
 
 
 @dataclass(frozen=True)
@@ -142,12 +172,14 @@ class PolicyConfig:
 class Settings:
     database_url: str
     audit_key: str | None = None
+    audit_previous_keys: tuple[str, ...] = ()  # rotated out: they verify what they wrote
     runbooks_dir: tuple[str, ...] = ()  # on top of the shipped runbooks, lowest first
     redact_patterns: tuple[str, ...] = ()
     clusters: Mapping[str, ClusterConfig] = field(default_factory=dict)
     policy: PolicyConfig = PolicyConfig()
     slack: SlackConfig = SlackConfig()
     alerts: AlertsConfig = AlertsConfig()
+    listen: ListenConfig = ListenConfig()
     lease_seconds: float = 6.0
     config_file: str | None = None  # the file these settings were read from, if any
 
@@ -174,8 +206,8 @@ class Settings:
 Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 Text = Annotated[str, Field(min_length=1)]
 BACKENDS = ("sqlite", "postgresql")
-SECRETS = frozenset({"audit_key", "bot_token", "signing_secret", "app_token", "bearer_tokens",
-                     "basic_auth"})  # never echoed
+SECRETS = frozenset({"audit_key", "audit_previous_keys", "bot_token", "signing_secret", "app_token",
+                     "bearer_tokens", "basic_auth"})  # never echoed
 Frontend = Literal["terminal", "slack"]
 FRONTENDS: tuple[Frontend, ...] = ("terminal", "slack")
 
@@ -226,17 +258,42 @@ class _Alerts(_Strict):
     basic_auth: dict[Text, Annotated[str, Field(min_length=16)]] = {}
     cluster_label: Annotated[str, Field(pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$")] = "cluster"
     channel: Text | None = None
+    auto_run_limit: Annotated[int, Field(ge=0)] = 10  # 0: alerts start nothing, only suggest
+    auto_run_window: Seconds = 600.0
+
+
+Port = Annotated[int, Field(ge=1, le=65535)]
+
+
+class _Listen(_Strict):
+    host: Text = "0.0.0.0"
+    slack_port: Port = SLACK_PORT
+    ops_port: Port = OPS_PORT
+    alerts_port: Port = ALERTS_PORT
+
+    @model_validator(mode="after")
+    def _apart(self) -> _Listen:
+        ports = {"slack_port": self.slack_port, "ops_port": self.ops_port,
+                 "alerts_port": self.alerts_port}
+        for name, port in ports.items():
+            same = [n for n, p in ports.items() if p == port and n != name]
+            if same:
+                raise ValueError(f"{name} and {same[0]} are both {port}: each listener needs a "
+                                 "port of its own")
+        return self
 
 
 class _File(_Strict):
     database_url: Text | None = None
     audit_key: Text | None = None
+    audit_previous_keys: list[Text] = []
     runbooks_dir: Text | list[Text] = []
     redact_patterns: list[str] = []
     clusters: dict[Text, _Cluster] = {}
     policy: _Policy = _Policy()
     slack: _Slack = _Slack()
     alerts: _Alerts = _Alerts()
+    listen: _Listen = _Listen()
     lease_seconds: Seconds = 6.0
 
     @field_validator("redact_patterns")
@@ -270,7 +327,8 @@ class _File(_Strict):
 
 
 _SECTIONS: dict[str, type[BaseModel]] = {"": _File, "policy": _Policy, "slack": _Slack,
-                                        "clusters": _Cluster, "alerts": _Alerts}
+                                        "clusters": _Cluster, "alerts": _Alerts,
+                                        "listen": _Listen}
 _EXPECTED = {
     "bool_type": "must be true or false",
     "int_type": "must be a whole number",
@@ -326,6 +384,9 @@ def _parse(data: Mapping[str, Any], env: Mapping[str, str], *, source: str) -> _
                      ("audit_key", "RUNBOOK_BOT_AUDIT_KEY")):
         if env.get(var):
             merged[key] = env[var]
+    if env.get("RUNBOOK_BOT_AUDIT_PREVIOUS_KEYS"):
+        merged["audit_previous_keys"] = [k.strip() for k in
+                                         env["RUNBOOK_BOT_AUDIT_PREVIOUS_KEYS"].split(",") if k.strip()]
     slack = {} if data.get("slack") is None else data["slack"]
     if isinstance(slack, Mapping):
         slack = dict(slack)
@@ -346,7 +407,8 @@ def _parse(data: Mapping[str, Any], env: Mapping[str, str], *, source: str) -> _
         if env.get("RUNBOOK_BOT_ALERTS_CHANNEL"):
             alerts["channel"] = env["RUNBOOK_BOT_ALERTS_CHANNEL"]
         merged["alerts"] = alerts
-    for key in [k for k in ("policy", "slack", "alerts") if merged.get(k) is None and k in merged]:
+    for key in [k for k in ("policy", "slack", "alerts", "listen")
+                if merged.get(k) is None and k in merged]:
         del merged[key]  # an empty section (`policy:` alone) means the defaults
     try:
         return _File.model_validate(merged)
@@ -423,10 +485,15 @@ def settings_from_mapping(data: Mapping[str, Any], env: Mapping[str, str], *,
                         allowed_channels=tuple(s.allowed_channels), usergroup_ttl=s.usergroup_ttl)
     a = f.alerts
     alerts = AlertsConfig(bearer_tokens=tuple(a.bearer_tokens), basic_auth=dict(a.basic_auth),
-                          cluster_label=a.cluster_label, channel=a.channel)
+                          cluster_label=a.cluster_label, channel=a.channel,
+                          auto_run_limit=a.auto_run_limit, auto_run_window=a.auto_run_window)
+    n = f.listen
+    listen = ListenConfig(host=n.host, slack_port=n.slack_port, ops_port=n.ops_port,
+                          alerts_port=n.alerts_port)
     return Settings(
         database_url=f.database_url or default_database_url(env), audit_key=f.audit_key,
-        alerts=alerts,
+        audit_previous_keys=tuple(dict.fromkeys(f.audit_previous_keys)),
+        alerts=alerts, listen=listen,
         runbooks_dir=_runbook_dirs(f.runbooks_dir, env, path.parent if path else None),
         redact_patterns=tuple(f.redact_patterns), clusters=clusters,
         policy=policy, slack=slack, lease_seconds=f.lease_seconds,

@@ -76,7 +76,8 @@ def problems(data: dict[str, Any], env: dict[str, str] | None = None) -> list[st
     ({"slack": {"allowed_channels": "C0OPS00001"}},
      "bot.yaml: slack.allowed_channels: must be a list (got 'C0OPS00001')"),
     ({"polcy": {}}, "bot.yaml: polcy: unknown key; valid keys here: database_url, audit_key, "
-                    "runbooks_dir, redact_patterns, clusters, policy, slack, alerts, lease_seconds"),
+                    "audit_previous_keys, runbooks_dir, redact_patterns, clusters, policy, slack, "
+                    "alerts, listen, lease_seconds"),
 ])
 def test_a_bad_value_is_one_line_naming_the_key_and_what_is_allowed(
     data: dict[str, Any], line: str,

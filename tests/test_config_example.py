@@ -33,3 +33,16 @@ def test_a_slack_setting_that_is_not_seconds_is_named_with_what_would_be_valid()
                                           r"bot_token, .*allowed_channels"):
         settings_from_mapping({"slack": {"channels": ["C0OPS00001"]}}, {})
     assert settings_from_mapping({"slack": {"usergroup_ttl": 60}}, {}).slack.usergroup_ttl == 60
+
+
+def test_the_auto_run_limit_defaults_to_10_in_10_minutes_and_a_bad_one_is_named():
+    data = YAML(typ="safe").load(EXAMPLE.read_text())
+    alerts = settings_from_mapping(data, {"HOME": "/home/sre"}).alerts
+    assert (alerts.auto_run_limit, alerts.auto_run_window) == (10, 600)
+    assert settings_from_mapping({}, {}).alerts.auto_run_limit == 10
+    with pytest.raises(ConfigError) as e:
+        settings_from_mapping({"alerts": {"auto_run_limit": -1, "auto_run_window": "10m"}}, {})
+    assert str(e.value).splitlines() == [
+        "alerts.auto_run_limit: must be at least 0 (got -1)",
+        "alerts.auto_run_window: must be a number of seconds (got '10m'); write the number without "
+        "quotes"]

@@ -310,6 +310,9 @@ class ZoneBatchParams(ClusterParams):
 class ZoneWaitParams(ClusterParams):
     nodes: tuple[NodeName, ...] = Field(max_length=1000)
     timeout: Duration = 600.0
+    gone: tuple[NodeName, ...] = Field(default=(), max_length=1000, description=(
+        "Those of the nodes deleted during the run: their attachments go only when the "
+        "attach/detach controller's 6-minute wait ends, so they are checked each minute"))
 
 
 class ZoneHeldParams(ClusterParams):

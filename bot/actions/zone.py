@@ -174,6 +174,15 @@ def apply_survey(plan: Plan, p: ZoneSurveyParams, env: Env) -> Result:
 
 # -- waiting for all the nodes' attachments together ------------------------------------------
 
+# Attachments left only on nodes deleted during the run go when the attach/detach controller's
+# wait ends: pod garbage collection removes a deleted node's pods after a 40 s quarantine, then
+# the controller detaches after maxWaitForUnmountDuration (6 min). The wait gives them that long
+# from the moment it first sees only such attachments left (the node was deleted before), so
+# Kubernetes removes them itself and nobody is asked to approve deleting them; it checks on them
+# every two minutes, since nothing makes them go sooner.
+GONE_WAIT_SECONDS = 450.0
+GONE_POLL_SECONDS = 120.0
+
 def _attachments(env: Env, nodes: set[str]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for v in env.kube.list_volume_attachments():
@@ -199,15 +208,27 @@ def apply_wait_detached(plan: Plan, p: ZoneWaitParams, env: Env) -> Result:
                       message=f"no VolumeAttachment names any of the {len(p.nodes)} nodes")
     started = datetime.fromisoformat(str(plan.data.get("started_at") or env.now_iso()))
     now = env.ctx.clock.now()
-    wait = p.timeout - (now - started).total_seconds()
-    if wait <= 0:
+    deadline = started + timedelta(seconds=p.timeout)
+    gone_only = set(left) <= set(p.gone)
+    if gone_only:
+        since = (env.ctx.last_result or {}).get("gone_only_since") if env.ctx.poll else None
+        first = str(since or now.isoformat())
+        data["gone_only_since"] = first
+        deadline = max(deadline, datetime.fromisoformat(first) + timedelta(seconds=GONE_WAIT_SECONDS))
+    if now >= deadline:
         raise PermanentError(
-            f"{remaining} VolumeAttachment(s) on {len(left)} node(s) remain after {p.timeout:.0f}s "
-            f"({', '.join(sorted(left)[:5])}): the EC2 check decides whether a forced detach is "
-            "needed", service="kubernetes", operation="wait_detached", code="Timeout")
+            f"{remaining} VolumeAttachment(s) on {len(left)} node(s) remain after "
+            f"{(now - started).total_seconds():.0f}s ({', '.join(sorted(left)[:5])}): the EC2 "
+            "check decides whether a forced detach is needed", service="kubernetes",
+            operation="wait_detached", code="Timeout")
+    if gone_only:
+        progress += (" on nodes deleted during the run: the attach/detach controller detaches "
+                     "them after its 6-minute wait")
+        retry = min(GONE_POLL_SECONDS, max(1.0, (deadline - now).total_seconds()))
+    else:
+        retry = poll_interval(started=started, now=now, deadline=deadline)
     env.ctx.progress = progress
-    return Result(data=data, done=False, progress=progress, retry_after=poll_interval(
-        started=started, now=now, deadline=started + timedelta(seconds=p.timeout)))
+    return Result(data=data, done=False, progress=progress, retry_after=retry)
 
 
 # -- what EC2 still holds ---------------------------------------------------------------------

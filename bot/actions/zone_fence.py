@@ -164,7 +164,13 @@ def plan_fence_taint(p: ZoneBatchParams, env: Env) -> Plan:
     b = _Batch(env, p, facts)
     changes: list[Change] = []
     items: dict[str, str] = {}
-    dropped: dict[str, str] = {n: "the node no longer exists (replaced or deleted)" for n in b.gone}
+    dropped: dict[str, str] = {}
+    # a node deleted before its batch is planned (a later batch of a large outage, after the node
+    # group replaced it) is gone, as one deleted mid-batch is: never a node left to re-run for
+    gone = {n: ("the Node was deleted before its batch (its node group, Karpenter or the cloud "
+                "controller replaced it). Its pods go with it; its volumes detach once the "
+                "machine is gone or after the attach/detach controller's 6-minute timeout, and a "
+                "VolumeAttachment left after that is deleted later in the run") for n in b.gone}
     nodes: dict[str, Obj] = {}
     for node in b.batch:
         mine: list[Fact] = []
@@ -186,7 +192,8 @@ def plan_fence_taint(p: ZoneBatchParams, env: Env) -> Plan:
     common = digest({"zone": p.zone, "others": others})
     return Plan(action="k8s.zone.fence_taint", params={}, changes=tuple(changes),
                 facts=tuple(facts),
-                data={"batch": {"common": common, "items": items, "dropped": dropped},
+                data={"batch": {"common": common, "items": items, "dropped": dropped,
+                                "gone": gone},
                       "nodes": nodes})
 
 
@@ -229,6 +236,8 @@ def apply_fence_taint(plan: Plan, p: ZoneBatchParams, env: Env) -> Result:
     batch_info = plan.data.get("batch") or {}
     outcomes: dict[str, Obj] = {n: _outcome(n, None, "dropped", why)
                                 for n, why in (batch_info.get("dropped") or {}).items()}
+    outcomes |= {n: _outcome(n, None, "gone", why)
+                 for n, why in (batch_info.get("gone") or {}).items()}
     # a poll follows an apply that returned; an apply the engine tries again after a transient
     # error (a poll with nothing returned before) is still the first: it has not fenced yet
     polling = env.ctx.poll and env.ctx.last_result is not None

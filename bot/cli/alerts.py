@@ -1,6 +1,7 @@
 """``alerts serve``: the Alertmanager webhook without Slack, and the worker loop, in one process.
 
-For teams without Slack: ``POST /alertmanager`` (with ``/healthz``, ``/readyz`` and ``/metrics``)
+For teams without Slack: ``POST /alertmanager`` on the alerts port (``listen.alerts_port``,
+``--port``; ``/healthz``, ``/readyz`` and ``/metrics`` on the ops port, ``listen.ops_port``)
 records and deduplicates alerts like ``slack serve`` does, logs one line per alert naming the
 runbook and the command line that answers it, and starts the runbooks that opted into read-only
 auto-runs. SIGTERM (or Ctrl-C) drains: no new requests, the ticks in hand finish, exit 0.
@@ -14,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from bot.cli import logs
-from bot.cli.ops import add_serve_arguments
+from bot.cli.ops import add_serve_arguments, add_side_port_arguments, chosen, start_side_server
 
 
 def register(sub: Any) -> None:
@@ -23,8 +24,10 @@ def register(sub: Any) -> None:
     s = p.add_subparsers(dest="alerts_command", metavar="COMMAND")
     serve = s.add_parser("serve", help="serve POST /alertmanager and carry runs on",
                          description="Serve Alertmanager's webhook on /alertmanager (with "
-                         "/healthz, /readyz and /metrics) and drive runs, until interrupted.")
-    add_serve_arguments(serve, port=9095, threads=4)
+                         "/healthz, /readyz and /metrics on the ops port) and drive runs, until "
+                         "interrupted.")
+    add_serve_arguments(serve, port="alerts_port", threads=4)
+    add_side_port_arguments(serve)
     logs.add_arguments(serve, here=True)
     serve.set_defaults(handler=cmd_serve, default_log_level="info")
     p.set_defaults(handler=lambda args: p.print_help() or 2)
@@ -34,7 +37,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from bot.cli.wiring import build_runner, open_store, ops_endpoints, scanner
     from bot.config import load_settings
     from bot.errors import ConfigError
-    from bot.frontends.alerts import AlertIntake, LogCards, standalone_server, webhook_app
+    from bot.frontends.alerts import AlertIntake, LogCards, listener, webhook_app
     from bot.frontends.http import stop_server
     from bot.frontends.metrics import Metrics
     from bot.frontends.term.printer import TerminalPrinter
@@ -62,24 +65,27 @@ def cmd_serve(args: argparse.Namespace) -> int:
                          clock=runner.clock, cards=LogCards(), start=start,
                          submit=pool.submit, diagnoser=scanner(settings), metrics=metrics)
     ops = ops_endpoints(runner, store, metrics, interval=args.interval)
-    server = standalone_server(webhook_app(intake, metrics=metrics), ops, host=args.host,
-                               port=args.port, threads=args.threads)
+    listen = settings.listen
+    host = chosen(args.host, listen.host)
+    server = listener(webhook_app(intake, metrics=metrics), host=host,
+                      port=chosen(args.port, listen.alerts_port), threads=args.threads)
     worker = threading.Thread(target=runner.serve, kwargs={"interval": args.interval},
                               name="runbook-bot-worker", daemon=True)
     stop = threading.Event()
     try:
         with stop_on_signals(stop.set):
             worker.start()
+            side = start_side_server(ops, args, listen)
             threading.Thread(target=server.run, name="runbook-bot-http", daemon=True).start()
-            print(f"runbook-bot: serving Alertmanager on http://{args.host}:{server.effective_port}"
-                  "/alertmanager (health: /healthz, readiness: /readyz, metrics: /metrics); "
-                  "SIGTERM or Ctrl-C drains and stops", flush=True)
+            print(f"runbook-bot: serving Alertmanager on http://{host}:{server.effective_port}"
+                  "/alertmanager; SIGTERM or Ctrl-C drains and stops", flush=True)
             while not stop.wait(0.5):
                 pass
             stop_server(server)
             pool.shutdown(wait=True)
             runner.stop()
             worker.join(timeout=20)
+            stop_server(side)
     except KeyboardInterrupt:
         runner.stop()
         return 130

@@ -6,7 +6,9 @@ included. Both exit 0 on an intact chain, 1 naming the first bad seq after any e
 insertion, reordering or truncation (or a keyed chain rewritten without its key), and 2 when the
 chain was written with a key that was not given ("written with key K, you gave none / another"),
 or a document was sealed without it, which says nothing about tampering (``exit_status``; the
-same rule as ``export``). ``--head SEQ:HASH`` compares with a head published earlier.
+same rule as ``export``). ``--head SEQ:HASH`` compares with a head published earlier. The keys are
+``RUNBOOK_BOT_AUDIT_KEY`` and those of ``RUNBOOK_BOT_AUDIT_PREVIOUS_KEYS``: a chain whose key was
+rotated while its run was open needs each key it was written with.
 
 ``head RUN_ID`` prints the run's head, to paste where the database's writers cannot reach (the
 incident ticket) for a run that had no Slack thread.
@@ -59,10 +61,12 @@ def _published(text: str) -> tuple[int, str]:
 def cmd_verify(args: argparse.Namespace) -> int:
     from bot.config import load_settings
     from bot.errors import ConfigError
+    from bot.store.audit import Keyring
     from bot.store.integrity import exit_status, verify_document, verify_run
 
     settings = load_settings()
-    key = settings.audit_key.encode() if settings.audit_key else None
+    key = Keyring(settings.audit_key.encode() if settings.audit_key else None,
+                  tuple(k.encode() for k in settings.audit_previous_keys))
     if args.file:
         try:
             doc = json.loads(Path(args.file).read_text(encoding="utf-8"))
@@ -88,7 +92,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     code = exit_status(verdict)
     if code == 0:
         how = (f"HMAC-SHA256, key {verdict.key_id}" if verdict.key_id
-               else "HMAC-SHA256" if key else
+               else "HMAC-SHA256" if key.current else
                "plain SHA-256, not HMAC: no RUNBOOK_BOT_AUDIT_KEY")
         print(f"{where}: audit chain intact: {verdict.count} events, head {head_hash or '-'} "
               f"({how}){notes}")
@@ -104,13 +108,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_head(args: argparse.Namespace) -> int:
     from bot.cli.wiring import open_store, run_id_arg
     from bot.config import load_settings
-    from bot.store.audit import recorded_mode
 
     store = open_store(load_settings())
     try:
         run_id = run_id_arg(args.run_id)
         seq, hash_, mac = store.signed_head(run_id)
-        mode = recorded_mode(store.events(run_id, limit=1))
+        mode = store.head_mode(run_id)  # after a key rotation, the key that signs now
     finally:
         store.close()
     kid = f" key {mode['key_id']}" if mode and "key_id" in mode else ""

@@ -2,7 +2,8 @@
 and save it as a case the tests replay (``bot.sim.explore``). ``--replay FILE`` plays saved cases.
 
 Exit status: 0 when no timeline broke an invariant, 1 when one did (each printed shrunk, with
-its seed, and saved under ``--save``), 2 for bad input.
+its seed, and saved under ``--save``), 2 for bad input, 3 when a timeline played in a fork over
+the in-process transport ended otherwise than over HTTP (an explorer error: the sandbox's fault).
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ def register(sim: Any) -> None:
                    help="where counterexamples are written (default ./explore-cases)")
     p.add_argument("--replay", metavar="FILE", nargs="+",
                    help="play saved timelines instead of searching")
+    p.add_argument("--check-every", type=int, default=None, metavar="N",
+                   help="play one timeline in N over HTTP too and compare (default 20; 0: none; "
+                        "counterexamples always are)")
     p.set_defaults(handler=cmd_explore)
 
 
@@ -102,8 +106,11 @@ def cmd_explore(args: argparse.Namespace) -> int:
         print(f"\n! seed {p.timeline.seed}: {first.invariant}: {first.details}", file=sys.stderr,
               flush=True)
 
+    from bot.sim.explore.search import CHECK_EVERY
+
+    every = CHECK_EVERY if args.check_every is None else max(0, args.check_every)
     report = explore(base, count=args.timelines, seed=args.seed, budget=args.budget,
-                     runbooks_dir=directory, on_played=progress)
+                     runbooks_dir=directory, on_played=progress, check_every=every)
     print(file=sys.stderr)
     print(report.words(_steps(name, directory)))
     for failed in report.failures:
@@ -111,6 +118,8 @@ def cmd_explore(args: argparse.Namespace) -> int:
         print(f"\nVIOLATION {failed.timeline.invariant}: {failed.timeline.note}")
         print(failed.timeline.words())
         print(f"saved: {path} (replay: runbook-bot sim explore --replay {path})")
+    if report.errors:
+        return 3
     return 1 if report.failures else 0
 
 

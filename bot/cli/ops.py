@@ -1,7 +1,10 @@
-"""The side port of ``worker`` and Socket Mode: ``/metrics``, ``/readyz`` and ``/healthz``.
+"""Where the serving commands listen, and the ops listener: ``/metrics``, ``/readyz``, ``/healthz``.
 
-Commands that serve no HTTP of their own answer Prometheus and Kubernetes here; ``slack serve``
-in HTTP mode answers them on its main port instead.
+Every serving command (``slack serve`` in either mode, ``alerts serve``, ``worker``) answers
+Prometheus and Kubernetes on a port of its own, the ops port (``listen.ops_port``, default 9464),
+never on the port of Slack's requests or of Alertmanager's webhook: an Ingress or NetworkPolicy
+rule that lets Slack in lets in nothing else (docs/deploy.md, "Ports"). The config file's
+``listen`` section gives the addresses; the options here override them.
 """
 
 from __future__ import annotations
@@ -10,33 +13,45 @@ import argparse
 import threading
 from typing import Any
 
-METRICS_PORT = 9464
+from bot.config import OPS_PORT, ListenConfig
 
 
-def add_serve_arguments(parser: Any, *, port: int, threads: int) -> None:
-    """Where a serving command listens, its request threads, and how often it drives runs."""
-    parser.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
-    parser.add_argument("--port", type=int, default=port, help=f"port to listen on (default {port})")
+def add_serve_arguments(parser: Any, *, port: str, threads: int) -> None:
+    """Where a serving command listens (``port``: the ``listen`` key of its default), its request
+    threads, and how often it drives runs."""
+    parser.add_argument("--host", default=None,
+                        help="address to listen on (default: listen.host, 0.0.0.0)")
+    parser.add_argument("--port", type=int, default=None,
+                        help=f"port to listen on (default: listen.{port})")
     parser.add_argument("--threads", type=int, default=threads,
                         help=f"HTTP request threads (default {threads})")
     parser.add_argument("--interval", type=float, default=1.0,
                         help="seconds between checks for due runs (default 1)")
 
 
-def add_side_port_arguments(parser: Any, *, what: str) -> None:
-    parser.add_argument("--metrics-host", default="0.0.0.0",
-                        help=what + "address of /metrics, /readyz and /healthz (default 0.0.0.0)")
-    parser.add_argument("--metrics-port", type=int, default=METRICS_PORT,
-                        help=what + f"port of /metrics, /readyz and /healthz (default {METRICS_PORT})")
+def add_side_port_arguments(parser: Any, *, what: str = "") -> None:
+    """The ops listener's address (``what``: a prefix for the help text)."""
+    parser.add_argument("--metrics-host", default=None,
+                        help=what + "address of /metrics, /readyz and /healthz (default: "
+                        "listen.host, 0.0.0.0)")
+    parser.add_argument("--metrics-port", "--ops-port", dest="metrics_port", type=int, default=None,
+                        help=what + "port of /metrics, /readyz and /healthz (default: "
+                        f"listen.ops_port, {OPS_PORT})")
 
 
-def start_side_server(endpoints: Any, args: argparse.Namespace) -> Any:
-    """Serve the endpoints on the side port, on a thread; returns the server
+def chosen(value: Any, default: Any) -> Any:
+    """An option's value, or the config's when the option was not given."""
+    return default if value is None else value
+
+
+def start_side_server(endpoints: Any, args: argparse.Namespace, listen: ListenConfig) -> Any:
+    """Serve the endpoints on the ops port, on a thread; returns the server
     (``bot.frontends.http.stop_server`` stops it)."""
     from bot.frontends.ops import side_server
 
-    server = side_server(endpoints, host=args.metrics_host, port=args.metrics_port)
+    host = chosen(args.metrics_host, listen.host)
+    server = side_server(endpoints, host=host, port=chosen(args.metrics_port, listen.ops_port))
     threading.Thread(target=server.run, name="runbook-bot-metrics", daemon=True).start()
-    print(f"runbook-bot: metrics on http://{args.metrics_host}:{server.effective_port}/metrics "
+    print(f"runbook-bot: metrics on http://{host}:{server.effective_port}/metrics "
           "(readiness: /readyz, health: /healthz)", flush=True)
     return server

@@ -342,7 +342,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    """Drive runs until interrupted, answering /metrics, /readyz and /healthz on the side port."""
+    """Drive runs until interrupted, answering /metrics, /readyz and /healthz on the ops port."""
     from bot.cli.ops import start_side_server
     from bot.cli.wiring import build_runner, open_store, ops_endpoints, record_worker
     from bot.frontends.http import stop_server
@@ -357,7 +357,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if args.once:
         print(f"drove {runner.run_due()} run(s)")
         return 0
-    side = start_side_server(ops_endpoints(runner, store, metrics, interval=args.interval), args)
+    side = start_side_server(ops_endpoints(runner, store, metrics, interval=args.interval), args,
+                             settings.listen)
     record = record_worker(runner, store)
     try:
         with stop_on_signals(runner.stop):

@@ -1,12 +1,16 @@
 """``slack serve``: the Slack front-end and the worker loop, in one process.
 
-HTTP mode serves ``/slack/events``, ``/healthz``, ``/readyz`` and ``/metrics`` from waitress (a
-production WSGI server); ``--socket-mode`` connects out to Slack with the app-level token instead,
-and serves the last three on a side port (``--metrics-port``). Either way the runner's
-worker loop runs in a thread beside it, so waits end and approvals expire without anyone typing,
-and the Slack outbox draws runs on a thread of its own (including runs changed from the terminal or
-left half-drawn by a restart). SIGTERM (or Ctrl-C) drains: no new requests, the work and ticks in
-hand finish, leases are released, exit 0 (``bot.runtime.drain``).
+HTTP mode serves ``/slack/events`` from waitress (a production WSGI server) on the Slack port
+(``listen.slack_port``, ``--port``), which answers nothing else but the load balancer's
+``GET /healthz``; ``--socket-mode`` connects out to Slack with the app-level token instead. In
+both modes ``/healthz``, ``/readyz`` and ``/metrics`` are on the ops port (``listen.ops_port``,
+``--metrics-port``) and, with webhook credentials, ``/alertmanager`` on the alerts port
+(``listen.alerts_port``, ``--alerts-port``): one port per audience (docs/deploy.md, "Ports").
+Either way the runner's worker loop runs in a thread beside it, so waits end and approvals
+expire without anyone typing, and the Slack outbox draws runs on a thread of its own (including
+runs changed from the terminal or left half-drawn by a restart). SIGTERM (or Ctrl-C) drains: no
+new requests, the work and ticks in hand finish, leases are released, exit 0
+(``bot.runtime.drain``).
 Configuration is checked first, and what is missing is named in one message.
 """
 
@@ -17,7 +21,7 @@ import threading
 from typing import Any
 
 from bot.cli import logs
-from bot.cli.ops import add_serve_arguments, add_side_port_arguments, start_side_server
+from bot.cli.ops import add_serve_arguments, add_side_port_arguments, chosen, start_side_server
 
 
 def register(sub: Any) -> None:
@@ -27,12 +31,16 @@ def register(sub: Any) -> None:
     serve = s.add_parser("serve", help="serve the Slack app and carry runs on",
                          description="Serve Slack's requests (HTTP mode by default, on "
                          "/slack/events with /healthz for load balancers) and drive runs as "
-                         "their waits end, until interrupted.")
-    add_serve_arguments(serve, port=3000, threads=8)
+                         "their waits end, until interrupted. /metrics, /readyz and /healthz "
+                         "are on the ops port, /alertmanager on the alerts port.")
+    add_serve_arguments(serve, port="slack_port", threads=8)
     serve.add_argument("--socket-mode", action="store_true",
                        help="connect to Slack over Socket Mode (needs SLACK_APP_TOKEN) "
                        "instead of serving HTTP")
-    add_side_port_arguments(serve, what="in Socket Mode, ")
+    add_side_port_arguments(serve)
+    serve.add_argument("--alerts-port", type=int, default=None,
+                       help="port of /alertmanager, with webhook credentials configured "
+                       "(default: listen.alerts_port)")
     logs.add_arguments(serve, here=True)
     serve.set_defaults(handler=cmd_serve, default_log_level="info")
     p.set_defaults(handler=lambda args: p.print_help() or 2)
@@ -51,15 +59,14 @@ def _verify_token(parts: Any, api_url: str | None) -> None:
         raise ConfigError(f"cannot reach the Slack Web API at {api_url or DEFAULT_API_URL}: {e}") from e
 
 
-def _side_with_webhook(webhook: Any, ops: Any, args: argparse.Namespace) -> Any:
-    """Socket Mode serves no HTTP of its own: the Alertmanager webhook goes on the side port."""
-    from bot.frontends.alerts import standalone_server
+def start_alerts_listener(webhook: Any, host: str, port: int, threads: int) -> Any:
+    """The Alertmanager webhook on the alerts port, on a thread; returns the server."""
+    from bot.frontends.alerts import listener
 
-    server = standalone_server(webhook, ops, host=args.metrics_host, port=args.metrics_port,
-                               threads=2)
-    threading.Thread(target=server.run, name="runbook-bot-metrics", daemon=True).start()
-    print(f"runbook-bot: metrics on http://{args.metrics_host}:{server.effective_port}/metrics "
-          "(readiness: /readyz, health: /healthz, Alertmanager: /alertmanager)", flush=True)
+    server = listener(webhook, host=host, port=port, threads=threads)
+    threading.Thread(target=server.run, name="runbook-bot-alerts", daemon=True).start()
+    print(f"runbook-bot: Alertmanager on http://{host}:{server.effective_port}/alertmanager",
+          flush=True)
     return server
 
 
@@ -90,6 +97,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     app, _, _ = build_app(settings, runner, parts=parts, diagnoser=scanner(settings))
     ops = ops_endpoints(runner, store, metrics, interval=args.interval)
     record = record_worker(runner, store)
+    listen = settings.listen
+    host = chosen(args.host, listen.host)
 
     def work() -> None:
         background_thread()  # the worker loop yields the CPU to the threads answering Slack
@@ -102,26 +111,28 @@ def cmd_serve(args: argparse.Namespace) -> int:
     stop = threading.Event()
     server: Any = None
     side: Any = None
+    alerts: Any = None
     socket: Any = None
     try:
         with stop_on_signals(stop.set):
             worker.start()
             parts.start()
             collect_garbage_for_latency()
+            side = start_side_server(ops, args, listen)
+            if parts.webhook is not None:
+                alerts = start_alerts_listener(parts.webhook, host,
+                                               chosen(args.alerts_port, listen.alerts_port), 2)
             if args.socket_mode:
-                side = (start_side_server(ops, args) if parts.webhook is None
-                        else _side_with_webhook(parts.webhook, ops, args))
                 socket = socket_mode_handler(app, settings.slack)
                 socket.connect()
                 print("runbook-bot: connected to Slack over Socket Mode; SIGTERM or Ctrl-C drains "
                       "and stops", flush=True)
             else:
-                server = http_server(app, host=args.host, port=args.port, threads=args.threads,
-                                     ops=ops, alerts=parts.webhook)
+                server = http_server(app, host=host, port=chosen(args.port, listen.slack_port),
+                                     threads=args.threads)
                 threading.Thread(target=server.run, name="runbook-bot-http", daemon=True).start()
-                print(f"runbook-bot: serving Slack on http://{args.host}:{server.effective_port}"
-                      "/slack/events (health: /healthz, readiness: /readyz, metrics: /metrics"
-                      + (", Alertmanager: /alertmanager" if parts.webhook else "") + "); "
+                print(f"runbook-bot: serving Slack on http://{host}:{server.effective_port}"
+                      "/slack/events (and /healthz for the load balancer); "
                       "SIGTERM or Ctrl-C drains and stops",
                       flush=True)
             while not stop.wait(0.5):
@@ -129,6 +140,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             # draining: take no more requests, finish those in hand and the ticks in flight
             if server is not None:
                 stop_http_server(server)
+            if alerts is not None:
+                stop_http_server(alerts)
             if socket is not None:
                 socket.close()
             runner.stop()

@@ -29,6 +29,7 @@ def open_store(settings: Settings) -> Database:
     from bot.store.db import Database
 
     return Database(settings.database_url, audit_key=settings.audit_key,
+                    previous_keys=settings.audit_previous_keys,
                     redact_patterns=settings.redact_patterns)
 
 

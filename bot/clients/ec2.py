@@ -28,19 +28,22 @@ from __future__ import annotations
 import copy
 import json
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property, lru_cache
 from typing import Any
 
 import boto3
+from botocore.awsrequest import AWSResponse
 from botocore.config import Config
 from botocore.credentials import CredentialProvider, CredentialResolver, RefreshableCredentials
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
+    ConnectionClosedError,
     ConnectTimeoutError,
     NoCredentialsError,
     ReadTimeoutError,
@@ -74,8 +77,12 @@ def boto3_client(
     timeout: float = 30.0,
     credentials: dict[str, str] | None = None,
     service: str = "ec2",
+    send: Send | None = None,
 ) -> Any:
-    """A raw botocore client (EC2 unless ``service``): retry mode, timeouts, endpoint, profile."""
+    """A raw botocore client (EC2 unless ``service``): retry mode, timeouts, endpoint, profile.
+
+    ``send`` takes each signed request instead of the network and answers it (the sandbox's
+    in-process transport): botocore's retries, parsing and errors are as over HTTP."""
     session = _session(profile_name=profile, **(credentials or {}))
     config = Config(
         region_name=region,
@@ -83,7 +90,39 @@ def boto3_client(
         connect_timeout=timeout,
         read_timeout=timeout,
     )
-    return session.client(service, endpoint_url=endpoint_url, config=config)
+    client = session.client(service, endpoint_url=endpoint_url, config=config)
+    if send is not None:
+        client.meta.events.register("before-send", _sender(send))
+    return client
+
+
+# (method, url, headers, body) -> (status, headers, body)
+Send = Callable[[str, str, list[tuple[str, Any]], bytes], tuple[int, Any, bytes]]
+
+
+class _Raw:
+    """A response body as botocore reads one off the network (``stream``)."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+
+    def stream(self, **_: Any) -> Iterator[bytes]:
+        yield self._data
+
+
+def _sender(send: Send) -> Callable[..., AWSResponse]:
+    def before_send(request: Any, **_: Any) -> AWSResponse:
+        body = request.body
+        if hasattr(body, "read"):
+            body = body.read()
+        data = body.encode() if isinstance(body, str) else bytes(body or b"")
+        try:
+            status, headers, answer = send(request.method, request.url,
+                                           list(request.headers.items()), data)
+        except ConnectionError as e:  # what botocore makes of a connection dropped unanswered
+            raise ConnectionClosedError(endpoint_url=request.url) from e
+        return AWSResponse(request.url, status, dict(headers), _Raw(answer))
+    return before_send
 
 
 class _AssumedRole(CredentialProvider):  # type: ignore[misc]  # botocore is untyped
@@ -281,6 +320,9 @@ class Ec2Client:
     run_sessions: RunSessions | None = None
     acting_for: Attribution | None = None
     reads: SharedReads | None = None
+    # instance types never change: what DescribeInstanceTypes answered is kept for the client's
+    # life, shared by every bound view (served as ``cached``, like a pass's shared reads)
+    known_types: dict[str, tuple[dict[str, Any], str]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         _watch_attempts(self.client)
@@ -305,7 +347,8 @@ class Ec2Client:
     def bound(self, calls: list[ApiCall], *, read_only: bool = False,
               acting_for: Attribution | None = None, reads: SharedReads | None = None) -> Ec2Client:
         return Ec2Client(client=self.client, recorder=calls, read_only=read_only, sts=self.sts,
-                         run_sessions=self.run_sessions, acting_for=acting_for, reads=reads)
+                         run_sessions=self.run_sessions, acting_for=acting_for, reads=reads,
+                         known_types=self.known_types)
 
     def caller_identity(self) -> dict[str, str]:
         """Who AWS sees for reads (``sts:GetCallerIdentity``, which needs no IAM permission)."""
@@ -516,27 +559,43 @@ class Ec2Client:
         resp = self._call("DescribeInstanceAttribute", [instance_id],
                           lambda: self.client.describe_instance_attribute(
                               InstanceId=instance_id, Attribute=attribute))
-        field = attribute[0].upper() + attribute[1:]  # disableApiStop -> DisableApiStop
-        protected = bool((resp.get(field) or {}).get("Value"))
+        attr = attribute[0].upper() + attribute[1:]  # disableApiStop -> DisableApiStop
+        protected = bool((resp.get(attr) or {}).get("Value"))
         if self.reads is not None:
             self.reads.put(key, (protected, _request_id(resp)))
         return protected
 
     def describe_instance_types(self, instance_types: Sequence[str]) -> dict[str, dict[str, Any]]:
         """Instance types by name (unknown names are missing): ``InstanceStorageInfo`` tells which
-        come with instance-store disks, which DescribeInstances' BlockDeviceMappings never list."""
+        come with instance-store disks, which DescribeInstances' BlockDeviceMappings never list.
+        A type's facts are fixed: each is asked for once in the client's life."""
         if not instance_types:
             return {}
+        wanted = sorted(set(instance_types))
+        if all(t in self.known_types for t in wanted):
+            # the audit keeps the request id of the answer these facts came from
+            self._record("DescribeInstanceTypes", wanted, "cached", self.known_types[wanted[0]][1])
+            return {t: copy.deepcopy(self.known_types[t][0]) for t in wanted
+                    if self.known_types[t][0]}
 
         def fetch(request_ids: list[str]) -> dict[str, dict[str, Any]]:
             out: dict[str, dict[str, Any]] = {}
             for page in self._paginate("DescribeInstanceTypes", "describe_instance_types",
-                                       list(instance_types), request_ids,
-                                       InstanceTypes=sorted(set(instance_types))):
+                                       list(instance_types), request_ids, InstanceTypes=wanted):
                 for it in page.get("InstanceTypes", ()):
                     out[it["InstanceType"]] = it
             return out
-        return self._described("DescribeInstanceTypes", instance_types, (), fetch)
+        request_ids: list[str] = []
+
+        def fetch_noting(ids: list[str]) -> dict[str, dict[str, Any]]:
+            out = fetch(ids)
+            request_ids.extend(ids)
+            return out
+        out = self._described("DescribeInstanceTypes", instance_types, (), fetch_noting)
+        if request_ids:  # answered by EC2 now; a name it does not know is remembered unknown
+            for t in wanted:
+                self.known_types[t] = (copy.deepcopy(out.get(t) or {}), request_ids[0])
+        return out
 
     def describe_volumes(self, volume_ids: Sequence[str] = (), *,
                          filters: Sequence[dict[str, Any]] = ()) -> dict[str, dict[str, Any]]:
@@ -665,3 +724,37 @@ def _identity_error(e: ClientError | BotoCoreError) -> Exception:
                               "environment)", service="sts", operation="GetCallerIdentity",
                               code="NoCredentials")
     return translate(e, operation="sts:GetCallerIdentity")
+
+
+# -- botocore's backoff on a simulated clock --------------------------------------------------
+
+_backoff = threading.local()
+
+
+class _BackoffTime:
+    """``time`` as botocore's endpoint sees it: ``sleep`` goes to the thread's bound clock."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+    @staticmethod
+    def sleep(seconds: float) -> None:
+        bound: Callable[[float], None] | None = getattr(_backoff, "sleep", None)
+        (bound or time.sleep)(seconds)
+
+
+def bind_backoff(sleep: Callable[[float], None] | None) -> None:
+    """Make botocore's backoff between the attempts of a retried call, in this thread, call
+    ``sleep`` instead of sleeping (None: sleep for real again).
+
+    botocore sleeps inside its endpoint (``time.sleep``) whatever the retry mode, and no client
+    option changes what it sleeps on. A rehearsal's time is simulated: a throttled call must cost
+    the run its backoff in sandbox seconds, as every other wait of a rehearsal does, not seconds
+    of the machine running it. Every other thread, and a process that never binds, sleeps for
+    real; the stand-in forwards everything else to ``time``.
+    """
+    import botocore.endpoint
+
+    if not isinstance(botocore.endpoint.time, _BackoffTime):
+        botocore.endpoint.time = _BackoffTime()
+    _backoff.sleep = sleep

@@ -131,9 +131,12 @@ class KubeClient:
     @classmethod
     def from_config(
         cls, *, kubeconfig: str | None = None, context: str | None = None,
-        request_timeout: float = 30.0, **options: Any,
+        request_timeout: float = 30.0, pool: Any = None, **options: Any,
     ) -> KubeClient:
-        """From a kubeconfig file and context, else the default kubeconfig, else in-cluster."""
+        """From a kubeconfig file and context, else the default kubeconfig, else in-cluster.
+
+        ``pool`` replaces the connection pool (an object with urllib3's ``request``: the sandbox's
+        in-process transport); requests, headers and answers are otherwise those of HTTP."""
         cfg = k8s.Configuration()
         name = context or ""
         try:
@@ -157,6 +160,8 @@ class KubeClient:
         cfg.retries = urllib3.Retry(total=2, connect=2, read=0, status=0, other=0, redirect=0,
                                     respect_retry_after_header=False)
         api = k8s.ApiClient(configuration=cfg)
+        if pool is not None:
+            api.rest_client.pool_manager = pool
         return cls(api=api, request_timeout=request_timeout, context_name=name, **options)
 
     @property

@@ -8,7 +8,7 @@ and the command line that starts it. Plain frozen data, no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -53,6 +53,8 @@ class Finding:
     runbook: str | None  # the runbook that applies, or None
     params: Mapping[str, str]  # that runbook's params, filled in (only params it declares)
     command: str  # a ready command line
+    # what else it concerns (node:N, pod:NS/P, namespace:NS), so a report narrows to a scope
+    related: frozenset[str] = field(default=frozenset(), compare=False)
 
     def __post_init__(self) -> None:
         unknown = set(self.subject) - SUBJECT_KEYS
@@ -81,6 +83,19 @@ class Scope:
             raise ValueError("a scope names a pod or a node, not both")
 
 
+def in_scope(subject: Mapping[str, str], related: Collection[str], scope: Scope) -> bool:
+    """Whether a finding about ``subject`` (and ``related``) is one ``scope`` asks about."""
+    about = set(related) | {f"{k}:{v}" for k, v in subject.items() if k in ("node", "namespace")}
+    if scope.node and f"node:{scope.node}" not in about:
+        return False
+    if scope.pod:
+        pods = {r.removeprefix("pod:") for r in about if r.startswith("pod:")}
+        return any(p.split("/", 1)[1] == scope.pod
+                   and (scope.namespace is None or p.split("/", 1)[0] == scope.namespace)
+                   for p in pods)
+    return not (scope.namespace and f"namespace:{scope.namespace}" not in about)
+
+
 @dataclass(frozen=True)
 class Report:
     cluster: str
@@ -88,6 +103,13 @@ class Report:
     findings: tuple[Finding, ...]
     calls: int  # the API calls the scan made (each page of a list counts)
     scope: Scope | None = field(default=None, compare=False)
+
+    def narrowed(self, scope: Scope) -> Report:
+        """What a scan of ``scope`` would have said, from this scan of the whole cluster: one
+        scan answers every alert of a cluster (``bot.frontends.alert_scans``)."""
+        kept = tuple(f for f in self.findings if in_scope(f.subject, f.related, scope))
+        return Report(cluster=self.cluster, scanned_at=self.scanned_at, findings=kept,
+                      calls=self.calls, scope=scope)
 
     @property
     def worst(self) -> Severity | None:

@@ -19,7 +19,7 @@ from datetime import datetime
 from bot.actions.env import ClusterClients
 from bot.config import ClusterConfig
 from bot.diagnose.draft import Draft
-from bot.diagnose.model import Finding, Report, Scope
+from bot.diagnose.model import Finding, Report, Scope, in_scope
 from bot.diagnose.rules import findings
 from bot.diagnose.world import read_world
 from bot.engine.plan import ApiCall
@@ -36,18 +36,7 @@ def command_line(runbook: str, params: Mapping[str, str]) -> str:
 
 
 def _in_scope(d: Draft, scope: Scope) -> bool:
-    related = d.related | {f"{k}:{v}" for k, v in d.subject.items() if k in ("node", "namespace")}
-    if scope.node and f"node:{scope.node}" not in related:
-        return False
-    if scope.pod:
-        pods = {r.removeprefix("pod:") for r in related if r.startswith("pod:")}
-        if not any(p.split("/", 1)[1] == scope.pod
-                   and (scope.namespace is None or p.split("/", 1)[0] == scope.namespace)
-                   for p in pods):
-            return False
-    elif scope.namespace and f"namespace:{scope.namespace}" not in related:
-        return False
-    return True
+    return in_scope(d.subject, d.related, scope)
 
 
 def _finish(d: Draft, cluster: str, runbooks: Catalogue) -> Finding:
@@ -62,7 +51,8 @@ def _finish(d: Draft, cluster: str, runbooks: Catalogue) -> Finding:
         params = {}
         command = d.command or ""
     return Finding(kind=d.kind, severity=d.severity, summary=d.summary, subject=dict(d.subject),
-                   evidence=tuple(d.evidence), runbook=d.runbook, params=params, command=command)
+                   evidence=tuple(d.evidence), runbook=d.runbook, params=params, command=command,
+                   related=frozenset(d.related))
 
 
 def diagnose(cfg: ClusterConfig, clients: ClusterClients, scope: Scope, *, now: datetime,

@@ -58,6 +58,7 @@ class EventType(StrEnum):
     COMMAND_ABORT = "command.abort"
     COMMAND_HANDOVER = "command.handover"
     COMMAND_REFUSED = "command.refused"
+    AUDIT_KEY_ROTATED = "audit.key_rotated"
 
 
 COMMANDS = frozenset(t for t in EventType if t.startswith("command.") and t != "command.refused")
@@ -79,6 +80,16 @@ Calls = Sequence[Mapping[str, Any]]  # API calls as recorded (``asdict`` of ``Ap
 
 def _e(t: EventType, **payload: Any) -> EventData:
     return EventData(t, payload)
+
+
+# -- the audit chain itself -------------------------------------------------------------------------
+
+def audit_key_rotated(*, previous: Mapping[str, Any], chain: Mapping[str, Any]) -> EventData:
+    """The audit key changed while the run was open: ``previous`` is how its chain was written up
+    to this event (mode and key id, as its first event records them), ``chain`` how it is written
+    from the next event on. The store writes it, signed with the previous key, before the first
+    event it signs with the new one (``bot.store.db``)."""
+    return _e(EventType.AUDIT_KEY_ROTATED, previous=dict(previous), chain=dict(chain))
 
 
 # -- the run ----------------------------------------------------------------------------------------

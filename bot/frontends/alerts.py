@@ -24,6 +24,14 @@ needs a person, ``bot.runbook.autorun``) is started
 with the bot's system actor as its requester, which can never approve anything. Nothing else is
 started by an alert: people start runs from the card.
 
+A flood is bounded: a delivery's first ``MAX_TAKEN`` alerts (the oldest) are recorded and the rest
+counted, with those Alertmanager left out (``truncatedAlerts``), in metrics and on the card; the
+follow-ups wait in a bounded queue (``bot.frontends.alert_queue``: a delivery it has no room for is
+a 503, recorded nowhere) that scans each cluster once for every alert waiting
+(``bot.frontends.alert_scans``); a runbook auto-runs at most ``alerts.auto_run_limit`` times per
+``alerts.auto_run_window`` across replicas (``bot.store.auto_runs``), and the card says which
+auto-runs were held.
+
 Every suggestion carries its provenance, ``alert:<cluster>/<fingerprint>``: the button values
 hold it, and the run it starts records it as the run's provenance (``suggested_by``, audited in
 ``run.linked``).
@@ -39,22 +47,26 @@ import json
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bot.config import AlertsConfig
-from bot.diagnose import Report, Scope
 from bot.engine import commands as c
 from bot.engine.approvals import SYSTEM_PREFIX
 from bot.engine.ports import Clock, RunbookSource
 from bot.engine.provenance import Provenance
 from bot.errors import RunbookBotError
-from bot.frontends.http import WSGIApp, limit_bodies, server_cap
+from bot.frontends.alert_queue import AlertQueue, FollowUp
+from bot.frontends.alert_scans import Diagnoser as Diagnoser  # the front-ends name it from here
+from bot.frontends.alert_scans import diagnose_groups
+from bot.frontends.http import HEALTH_PATH, WSGIApp, healthy, limit_bodies, not_found, server_cap
 from bot.frontends.metrics import Metrics
 from bot.runbook.model import Runbook
 from bot.runbook.triggers import Suggestion, suggestions
 from bot.store.alerts import AlertLog, StoredAlert
+from bot.store.auto_runs import AutoRunLimit
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +76,10 @@ ALERTS_PATH = "/alertmanager"
 BODY_LIMIT = 2 * 1024 * 1024
 BODY_LIMITS = {ALERTS_PATH: BODY_LIMIT}
 PROVENANCE = "alert:"
+# alerts of one delivery recorded, scanned and shown, the oldest first; the rest are counted
+# (docs/alerts.md asks Alertmanager for max_alerts: 50)
+MAX_TAKEN = 100
+RETRY_AFTER = 10  # seconds, in a 503's Retry-After (Alertmanager retries 5xx on its own backoff)
 
 
 # -- the payload --------------------------------------------------------------------------------
@@ -162,6 +178,8 @@ class AlertGroup:
     key: str  # sha256 of Alertmanager's groupKey
     label: str  # the groupKey as sent
     alerts: Sequence[StoredAlert]
+    # alerts of the last delivery not looked at: truncated (by Alertmanager), over_limit (MAX_TAKEN)
+    dropped: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def firing(self) -> int:
@@ -172,46 +190,6 @@ class Cards(Protocol):
     """Shows an alert group to people: posts its card, or updates the one posted."""
 
     def show(self, group: AlertGroup) -> None: ...
-
-
-Diagnoser = Callable[[Scope], Report]  # one read-only scan of a cluster (``bot.diagnose``)
-
-
-def scope_of(cluster: str, params: Mapping[str, str]) -> Scope:
-    """What to diagnose for a suggestion: its node, or its pod (and namespace), or namespace."""
-    node, pod, namespace = params.get("node"), params.get("pod"), params.get("namespace")
-    if pod:
-        return Scope(cluster=cluster, pod=pod, namespace=namespace)
-    return Scope(cluster=cluster, node=node or None, namespace=namespace or None)
-
-
-def finding_lines(report: Report, *, limit: int = 3) -> list[str]:
-    """The worst findings of a scan, one line each: severity, summary and the runbook for it."""
-    lines = []
-    for f in report.findings[:limit]:
-        line = f"{f.severity.value}: {f.summary}"
-        if f.runbook:
-            line += f" (runbook {f.runbook})"
-        lines.append(line)
-    if len(report.findings) > limit:
-        lines.append(f"{len(report.findings) - limit} more: /runbook diagnose shows them all")
-    if not report.findings:
-        lines.append("the diagnosis found nothing wrong here")
-    return lines
-
-
-def vetted(suggested: Sequence[Mapping[str, Any]], report: Report) -> list[dict[str, Any]]:
-    """An alert's suggestions once a scan of its subject is in. Where the scan names runbooks,
-    the card offers those, with the scan's params, in its order of severity: a ``KubeNodeNotReady``
-    for a node whose kubelet is alive offers the triage and never ``node-dead-ngns``, whatever the
-    triggers say. Where it names none, the triggers' suggestions stand."""
-    out: list[dict[str, Any]] = []
-    for f in report.findings:
-        if f.runbook and all(x["runbook"] != f.runbook for x in out):
-            was = next((x for x in suggested if x.get("runbook") == f.runbook), {})
-            out.append({"runbook": f.runbook, "params": dict(f.params),
-                        "auto_run": bool(was.get("auto_run")), "problem": was.get("problem")})
-    return out or [dict(x) for x in suggested]
 
 
 def provenance(key: str) -> str:
@@ -230,6 +208,7 @@ class Receipt:
 
     outcomes: dict[str, int] = field(default_factory=dict)
     groups: list[str] = field(default_factory=list)  # groups whose card is to change
+    busy: bool = False  # refused unrecorded: the queue of follow-ups had no room (503)
 
     def count(self, outcome: str) -> None:
         self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
@@ -243,7 +222,7 @@ class AlertIntake:
                  cards: Cards | None = None, start: Callable[[c.StartRun], Any] | None = None,
                  origin: Mapping[str, Any] | None = None,
                  submit: Callable[..., Any] | None = None, diagnoser: Diagnoser | None = None,
-                 metrics: Metrics | None = None) -> None:
+                 metrics: Metrics | None = None, queue_capacity: int | None = None) -> None:
         self.config = config
         self.clusters = tuple(clusters)
         self.runbooks = runbooks
@@ -256,6 +235,13 @@ class AlertIntake:
         self.submit = submit or (lambda fn, *a, **k: fn(*a, **k))
         self.diagnoser = diagnoser
         self.metrics = metrics
+        # shared by every replica through the store
+        self.auto_runs = AutoRunLimit(alert_log.engine, limit=config.auto_run_limit,
+                                      window=config.auto_run_window)
+        self.limit_text = per_window(config.auto_run_limit, config.auto_run_window)
+        self.queue = AlertQueue(self.follow_up, submit=self.submit, capacity=queue_capacity)
+        if metrics is not None:
+            metrics.track_alert_queue(lambda: len(self.queue))
 
     def cluster_of(self, labels: Mapping[str, str]) -> str | None:
         """The configured cluster an alert is about; None when it names none configured."""
@@ -281,24 +267,44 @@ class AlertIntake:
             self.metrics.alert(outcome)
 
     def receive(self, payload: WebhookPayload) -> Receipt:
+        """Record a delivery's alerts, at most ``MAX_TAKEN`` of them (the oldest first), and
+        queue what changed; nothing at all when the queue has no room for them (``busy``)."""
         receipt = Receipt()
         now = self.clock.now().timestamp()
         group_key = hashlib.sha256(payload.group_key.encode()).hexdigest()
         runbooks = [r for r in self._runbooks() if r.spec.triggers]
-        changed = False
-        starts: list[c.StartRun] = []
+        ignored: list[str] = []
+        answered: list[tuple[WebhookAlert, str, list[Suggestion]]] = []
         for alert in payload.alerts:
             found = suggestions(runbooks, alert.labels, alert.annotations)
-            if not found:
-                self._count(receipt, "unmatched")
-                continue
-            cluster = self.cluster_of(alert.labels)
-            if cluster is None:
+            cluster = self.cluster_of(alert.labels) if found else None
+            if found and cluster is None:
                 log.info("ignored alert %s: cluster %r is not configured",
                          alert.labels.get("alertname"), alert.labels.get(self.config.cluster_label))
-                self._count(receipt, "unknown_cluster")
+            if cluster is None:
+                ignored.append("unmatched" if not found else "unknown_cluster")
                 continue
-            found = [self._with_cluster(s, cluster, runbooks) for s in found]
+            answered.append((alert, cluster, [self._with_cluster(s, cluster, runbooks)
+                                              for s in found]))
+        # the oldest first: the same alerts from one delivery of a group to the next
+        answered.sort(key=lambda x: (_started(x[0].starts_at), x[0].fingerprint))
+        taken = answered[:MAX_TAKEN]
+        if not self.queue.admit(len(taken)):
+            receipt.busy = True
+            return receipt
+        for outcome in ignored:
+            self._count(receipt, outcome)
+        follow = FollowUp(group_key, payload.group_key, dropped={
+            "truncated": max(0, payload.truncated_alerts), "over_limit": len(answered) - len(taken)})
+        if self.metrics is not None:
+            for reason, n in follow.dropped.items():
+                self.metrics.alerts_not_looked_at(reason, n)
+        if any(follow.dropped.values()):
+            log.warning("alert group %s: took %d alerts; not looked at: %d left out by "
+                        "Alertmanager, %d over the %d a delivery", payload.group_key, len(taken),
+                        follow.dropped["truncated"], follow.dropped["over_limit"], MAX_TAKEN)
+        full: set[str] = set()  # runbooks whose auto-run limit this delivery found reached
+        for alert, cluster, found in taken:
             key = f"{cluster}/{alert.fingerprint}"
             data = {"cluster": cluster, "labels": alert.labels, "annotations": alert.annotations,
                     "ends_at": alert.ends_at, "generator_url": alert.generator_url,
@@ -317,22 +323,33 @@ class AlertIntake:
             if change == "same":
                 self._count(receipt, "duplicate")
                 continue
-            changed = True
+            follow.alerts += 1
             self._count(receipt, "suggested" if change == "new" else "resolved")
             if change == "new":
-                for s in found:
-                    if s.auto_run and s.problem is None and self.start is not None:
-                        starts.append(c.StartRun(
-                            runbook=s.runbook, params=dict(s.params),
-                            requester=system_requester(alert.labels, alert.fingerprint),
-                            origin=dict(self.origin),
-                            provenance=Provenance(suggested_by=provenance(key))))
-                        self._count(receipt, "auto_run")
+                self._auto_runs(alert, key, found, follow, full, receipt, now=now)
         self.log.prune(now=now)
-        if changed:
+        if follow.alerts:
             receipt.groups.append(group_key)
-            self.submit(self.follow_up, group_key, payload.group_key, starts)
+            self.queue.put(follow)
         return receipt
+
+    def _auto_runs(self, alert: WebhookAlert, key: str, found: Sequence[Suggestion],
+                   follow: FollowUp, full: set[str], receipt: Receipt, *, now: float) -> None:
+        """The auto-runs a new alert asks for, each started only within its runbook's limit
+        (``AutoRunLimit``, in the store); the others are held, counted and said on the card."""
+        for s in found:
+            if not (s.auto_run and s.problem is None and self.start is not None):
+                continue
+            if s.runbook in full or not self.auto_runs.take(s.runbook, now=now):
+                full.add(s.runbook)
+                follow.held.setdefault(key, {})[s.runbook] = self.limit_text
+                self._count(receipt, "auto_run_limited")
+                continue
+            follow.starts.append(c.StartRun(
+                runbook=s.runbook, params=dict(s.params),
+                requester=system_requester(alert.labels, alert.fingerprint),
+                origin=dict(self.origin), provenance=Provenance(suggested_by=provenance(key))))
+            self._count(receipt, "auto_run")
 
     def _with_cluster(self, s: Suggestion, cluster: str, runbooks: Sequence[Runbook]) -> Suggestion:
         """A runbook with a ``cluster`` param gets the alert's cluster unless a trigger set it."""
@@ -343,42 +360,50 @@ class AlertIntake:
             return s
         return Suggestion(s.runbook, {**s.params, "cluster": cluster}, s.auto_run, s.problem)
 
-    def follow_up(self, group_key: str, label: str, starts: Sequence[c.StartRun]) -> None:
-        """Off the request thread: start the auto-runs, diagnose what is new, then show the
-        group as stored."""
+    def follow_up(self, batch: Sequence[FollowUp]) -> None:
+        """Off the request thread, for the groups waiting together (the smallest first): one
+        scan per cluster for all their alerts, then each group's card, then its auto-runs."""
         if self.diagnoser is not None:
-            self.diagnose(group_key)
-        for cmd in starts:
+            diagnose_groups(self.log, self.diagnoser, [f.group_key for f in batch],
+                            metrics=self.metrics)
+        for f in batch:
             try:
-                state = self.start(cmd) if self.start is not None else None
-                log.info("alert started %s as %s (%s)", cmd.runbook,
-                         getattr(state, "run_id", "?"), cmd.requester)
-            except RunbookBotError as e:
-                log.warning("alert could not start %s: %s", cmd.runbook, e)
-        if self.cards is not None:
-            self.cards.show(AlertGroup(key=group_key, label=label, alerts=self.log.group(group_key)))
-
-
-    def diagnose(self, group_key: str) -> None:
-        """What a scan finds for each firing alert not diagnosed yet, kept with the alert, and
-        the alert's suggestions as the scan vets them (``vetted``)."""
-        done: dict[Scope, tuple[list[str], Report | None]] = {}
-        for a in self.log.group(group_key):
-            if a.status != "firing" or "findings" in a.data or self.diagnoser is None:
-                continue
-            firsts = a.data.get("suggestions") or [{}]
-            scope = scope_of(a.data.get("cluster", ""), firsts[0].get("params", {}))
-            if scope not in done:
+                self.log.annotate_many({key: {"auto_run_held": runbooks}
+                                        for key, runbooks in f.held.items()})
+                if self.cards is not None:
+                    self.cards.show(AlertGroup(key=f.group_key, label=f.label,
+                                               alerts=self.log.group(f.group_key),
+                                               dropped=f.dropped))
+            except Exception:  # one group's card failing leaves the others theirs
+                log.exception("could not show alert group %s", f.label)
+            for cmd in f.starts:
                 try:
-                    scanned = self.diagnoser(scope)
-                    done[scope] = (finding_lines(scanned), scanned)
-                except Exception as e:  # a broken scan is said, never "nothing"; the card still goes
-                    log.warning("could not diagnose %s for an alert: %s", scope, e)
-                    done[scope] = ([f"the diagnosis could not be made: {str(e)[:200]}"], None)
-            lines, found = done[scope]
-            extra = {} if found is None else {
-                "suggestions": vetted(a.data.get("suggestions") or [], found)}
-            self.log.annotate(a.key, findings=lines, **extra)
+                    state = self.start(cmd) if self.start is not None else None
+                    log.info("alert started %s as %s (%s)", cmd.runbook,
+                             getattr(state, "run_id", "?"), cmd.requester)
+                except RunbookBotError as e:
+                    log.warning("alert could not start %s: %s", cmd.runbook, e)
+
+
+def per_window(limit: int, window: float) -> str:
+    """``10 in 10 minutes``: an auto-run limit as the card and the logs say it."""
+    minutes, seconds = divmod(round(window), 60)
+    hours, rest = divmod(minutes, 60)
+    if not seconds and not rest and hours:
+        span = f"{hours} hour{'s' if hours != 1 else ''}"
+    elif not seconds and minutes:
+        span = f"{minutes} minute{'s' if minutes != 1 else ''}"
+    else:
+        span = f"{round(window)} seconds"
+    return f"{limit} in {span}"
+
+
+def _started(starts_at: str) -> float:
+    """``startsAt`` in epoch seconds, to order alerts; an unreadable one goes last."""
+    try:
+        return datetime.fromisoformat(starts_at).timestamp()
+    except ValueError:
+        return float("inf")
 
 
 class LogCards:
@@ -388,10 +413,12 @@ class LogCards:
         for a in group.alerts:
             for s in a.data.get("suggestions", []):
                 params = " ".join(f"-p {k}={v}" for k, v in s["params"].items())
-                log.info("alert %s %s on %s: runbook-bot run %s %s (suggested by %s)%s",
+                held = a.data.get("auto_run_held", {}).get(s["runbook"])
+                log.info("alert %s %s on %s: runbook-bot run %s %s (suggested by %s)%s%s",
                          a.data["labels"].get("alertname"), a.status, a.data["cluster"],
                          s["runbook"], params, provenance(a.key),
-                         "".join(f"; {line}" for line in a.data.get("findings", [])))
+                         "".join(f"; {line}" for line in a.data.get("findings", [])),
+                         f"; not auto-run: its limit of {held} was reached" if held else "")
 
 
 # -- the endpoint -------------------------------------------------------------------------------
@@ -430,32 +457,40 @@ def webhook_app(intake: AlertIntake, *, metrics: Metrics | None = None) -> WSGIA
             log.warning("refused a malformed Alertmanager request: %s", e)
             return _answer(start_response, "400 Bad Request", f"{e}\n")
         receipt = intake.receive(payload)
+        if receipt.busy:
+            # nothing was recorded: Alertmanager delivers the group again, as after any 5xx
+            count("busy")
+            log.warning("refused an Alertmanager delivery of %d alerts: %d alerts already wait "
+                        "for their follow-up", len(payload.alerts), len(intake.queue))
+            return _answer(start_response, "503 Service Unavailable", "busy: too many alerts "
+                           "wait to be followed up; deliver again later\n",
+                           [("Retry-After", str(RETRY_AFTER))])
         count("accepted")
         return _answer(start_response, "200 OK", json.dumps(receipt.outcomes, sort_keys=True) + "\n")
 
     return app
 
 
-def standalone_app(webhook: WSGIApp, ops: Any) -> WSGIApp:
-    """``alerts serve``: ``/alertmanager`` and the ops endpoints, 404 else, behind body limits."""
-    from bot.frontends.ops import BODY_LIMITS as OPS_LIMITS
+def listener_app(webhook: WSGIApp) -> WSGIApp:
+    """The alerts port: ``/alertmanager``, ``GET /healthz`` for a load balancer in front of it, 404
+    for anything else (the ops endpoints have a port of their own), behind body limits."""
 
     def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         path = str(environ.get("PATH_INFO") or "/")
         if path == ALERTS_PATH:
             return webhook(environ, start_response)
-        if ops.handles(path):
-            return ops(environ, start_response)
-        return _answer(start_response, "404 Not Found", "not found\n")
+        if path == HEALTH_PATH and environ.get("REQUEST_METHOD", "GET") in ("GET", "HEAD"):
+            return healthy(start_response)
+        return not_found(start_response)
 
-    return limit_bodies(app, limits={**BODY_LIMITS, **OPS_LIMITS})
+    return limit_bodies(app, limits={**BODY_LIMITS, HEALTH_PATH: 0})
 
 
-def standalone_server(webhook: WSGIApp, ops: Any, *, host: str, port: int, threads: int) -> Any:
-    """A waitress server for ``standalone_app`` (not yet running: call ``.run()``)."""
+def listener(webhook: WSGIApp, *, host: str, port: int, threads: int) -> Any:
+    """A waitress server for ``listener_app`` (not yet running: call ``.run()``)."""
     from waitress.server import create_server
 
-    return create_server(standalone_app(webhook, ops), host=host, port=port, threads=threads,
+    return create_server(listener_app(webhook), host=host, port=port, threads=threads,
                          # whole seconds: waitress reads the loop timeout as an int
                          asyncore_loop_timeout=1, ident="runbook-bot",
                          max_request_body_size=server_cap(BODY_LIMITS) + 1)

@@ -23,6 +23,9 @@ log = logging.getLogger(__name__)
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 DEFAULT_LIMIT = 1024  # an endpoint that declared nothing: health checks and 404s take no body
+# a load balancer's health check, answered by every listener ("ok", from nothing it reads): the
+# ALB in front of the Slack port checks that port, which answers nothing else but Slack's requests
+HEALTH_PATH = "/healthz"
 
 
 def server_cap(limits: Mapping[str, int], default: int = DEFAULT_LIMIT) -> int:
@@ -35,6 +38,15 @@ def _answer(start_response: Callable[..., Any], status: str, text: str) -> list[
     start_response(status, [("Content-Type", "text/plain; charset=utf-8"),
                             ("Content-Length", str(len(body)))])
     return [body]
+
+
+def healthy(start_response: Callable[..., Any]) -> list[bytes]:
+    """The answer to ``GET /healthz`` on a listener that is not the ops port: up, nothing more."""
+    return _answer(start_response, "200 OK", "ok\n")
+
+
+def not_found(start_response: Callable[..., Any]) -> list[bytes]:
+    return _answer(start_response, "404 Not Found", "not found\n")
 
 
 def limit_bodies(app: WSGIApp, *, limits: Mapping[str, int],

@@ -91,11 +91,25 @@ class Metrics:
                               "outcome: suggested (a runbook answers it), duplicate (heard "
                               "before), resolved, unmatched (no runbook answers it), "
                               "unknown_cluster, conflict (labels differing from those recorded "
-                              "under its fingerprint: refused), auto_run (a read-only run started)",
+                              "under its fingerprint: refused), auto_run (a read-only run started)"
+                              ", auto_run_limited (not started: its runbook's auto-run limit)",
                               ["outcome"], registry=r)
         self.alert_requests = Counter("runbook_bot_alert_requests", "Alertmanager webhook "
-                                      "requests, by answer: accepted, unauthorized, malformed",
+                                      "requests, by answer: accepted, unauthorized, malformed, "
+                                      "busy (503: the queue of alerts to follow up is full)",
                                       ["answer"], registry=r)
+        self.alerts_dropped = Counter("runbook_bot_alerts_dropped", "Alerts of a delivery not "
+                                      "looked at, by reason: truncated (left out by Alertmanager, "
+                                      "truncatedAlerts), over_limit (past the alerts the bot takes "
+                                      "from one delivery)", ["reason"], registry=r)
+        self.alert_scans = Counter("runbook_bot_alert_scans", "Scans of a cluster made for "
+                                   "alerts (one answers every alert of the cluster waiting)",
+                                   registry=r)
+        self.alerts_coalesced = Counter("runbook_bot_alerts_coalesced", "Alerts answered by a "
+                                        "scan made for other alerts too: the scans not made",
+                                        registry=r)
+        self.alert_queue = Gauge("runbook_bot_alert_queue", "Alerts waiting for their scan, "
+                                 "card and auto-runs in this process", registry=r)
         self._lock = threading.Lock()
 
     # -- the Notifier port ----------------------------------------------------------------------
@@ -169,6 +183,18 @@ class Metrics:
 
     def alert_request(self, answer: str) -> None:
         self.alert_requests.labels(answer).inc()
+
+    def alerts_not_looked_at(self, reason: str, count: int) -> None:
+        if count > 0:
+            self.alerts_dropped.labels(reason).inc(count)
+
+    def alert_scan(self, alerts: int) -> None:
+        """One scan made, answering ``alerts`` alerts."""
+        self.alert_scans.inc()
+        self.alerts_coalesced.inc(max(0, alerts - 1))
+
+    def track_alert_queue(self, count: Callable[[], float]) -> None:
+        self.alert_queue.set_function(count)
 
     def exposition(self) -> bytes:
         """The registry in Prometheus's text format."""

@@ -7,8 +7,10 @@ recently) and 503 naming the ones that failed. ``/metrics`` serves the ``Metrics
 Prometheus's text format. None of them takes a body: each is served behind
 ``bot.frontends.http.limit_bodies`` with a limit of 0 bytes.
 
-In HTTP mode ``slack serve`` answers them on its own port beside ``/slack/events``; ``worker`` and
-Socket Mode, which serve nothing else, answer them on a small side port (``side_server``).
+Every serving command answers them on a port of their own, the ops port (``side_server``;
+``listen.ops_port``, 9464), in every mode: never on the Slack port the Ingress exposes, nor on the
+Alertmanager webhook's. Probes and Prometheus reach it from inside the cluster only
+(docs/deploy.md, "Ports").
 """
 
 from __future__ import annotations
@@ -93,6 +95,8 @@ class OpsEndpoints:
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         path = str(environ.get("PATH_INFO") or "/")
+        if not self.handles(path):
+            return _answer(start_response, "404 Not Found", b"not found\n")
         if environ.get("REQUEST_METHOD", "GET") not in ("GET", "HEAD"):
             return _answer(start_response, "405 Method Not Allowed", b"GET only\n")
         if path == HEALTH_PATH:
@@ -103,18 +107,17 @@ class OpsEndpoints:
                 return _answer(start_response, "503 Service Unavailable",
                                ("\n".join(failed) + "\n").encode())
             return _answer(start_response, "200 OK", b"ready\n")
-        if path == METRICS_PATH:
-            return _answer(start_response, "200 OK", self.metrics.exposition(), CONTENT_TYPE)
-        return _answer(start_response, "404 Not Found", b"not found\n")
+        return _answer(start_response, "200 OK", self.metrics.exposition(), CONTENT_TYPE)  # /metrics
 
 
 def ops_app(endpoints: OpsEndpoints) -> WSGIApp:
-    """The endpoints alone, behind their body limits: the side port's app."""
+    """The endpoints alone, behind their body limits: the ops port's app."""
     return limit_bodies(endpoints, limits=BODY_LIMITS)
 
 
 def side_server(endpoints: OpsEndpoints, *, host: str, port: int) -> Any:
-    """A small waitress server for the endpoints (not yet running: call ``.run()``)."""
+    """A small waitress server for the endpoints on the ops port (not yet running: call
+    ``.run()``)."""
     from waitress.server import create_server
 
     return create_server(ops_app(endpoints), host=host, port=port, threads=2,

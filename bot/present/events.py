@@ -144,6 +144,20 @@ def _context(p: Payload) -> str:
             + (f"; not resolved: {problems}" if problems else ""))
 
 
+def _chain_key(mode: Any) -> str:
+    """How a chain is written, as ``audit.key_rotated`` records it: a key id, or no key."""
+    if isinstance(mode, Mapping) and mode.get("key_id"):
+        return f"key {mode['key_id']}"
+    return "no key (plain SHA-256)"
+
+
+def _key_rotated(p: Payload) -> str:
+    old, new = _chain_key(p.get("previous")), _chain_key(p.get("chain"))
+    return (f"audit key rotated from {old} to {new}: this event is signed with {old}, the next "
+            f"ones with {new}" if old.startswith("key") else
+            f"audit key set: {new} signs the events after this one")
+
+
 def _asked(p: Payload) -> str:
     if "text" in p:
         return f"asked a person to confirm: {p['text']}"
@@ -294,6 +308,7 @@ TEXTS: dict[EventType, EventText] = {
     T.RUN_CONTEXT: EventText(_context),
     T.RUN_ABORTED: EventText(lambda p: f"aborted: {p.get('reason', '')}"),
     T.RUN_FINISHED: EventText(_finished, _live_finished),
+    T.AUDIT_KEY_ROTATED: EventText(_key_rotated),
     T.STEP_PLANNED: EventText(_planned, _live_planned),
     T.GUARD_PASSED: EventText(lambda p: f"guard passed: {p.get('expr', '')}"),
     T.GUARD_FAILED: EventText(

@@ -43,7 +43,7 @@ from bot.present.templates import environment, when_text, zone
 from bot.present.views import params_as_written, run_view
 from bot.store.audit import HMAC_MODE, Event, Verdict
 from bot.store.db import Database
-from bot.store.integrity import INTACT, document_seal, verdict_status, verify_run
+from bot.store.integrity import INTACT, document_seal, sealing_key, verdict_status, verify_run
 
 FORMAT = "runbook-bot/transcript"
 VERSION = 1
@@ -574,12 +574,14 @@ def export_verified(store: Database, run_id: str, *, fmt: str, tz: str | None = 
     if fmt not in FORMATS:
         raise ConfigError(f"unknown transcript format {fmt!r}: choose one of {', '.join(FORMATS)}")
     zone(tz)  # an unknown zone fails before any work
+    # the people's side of the Slack thread enters the record here: redacted like what they type
+    thread = store.redact([dict(m) for m in thread])
     with _no_gc():
         state = store.load(run_id)
         seq, hash_, mac = store.signed_head(run_id)
         events = store.events(run_id)
-        verdict = verify_run(store, run_id, key=store.key)
+        verdict = verify_run(store, run_id, key=store.keyring)
         t = build(state=state, events=events, head=(seq, hash_), verdict=verdict,
                   keyed=bool(store.key), thread=thread, tz=tz, exported_at=exported_at,
-                  head_mac=mac, seal_key=store.key)
+                  head_mac=mac, seal_key=sealing_key(verdict, store.keyring))
         return render(t, fmt), verdict

@@ -8,24 +8,44 @@ bound lives here (docs/runbook-language.md, "Limits"):
   ``MAX_EXPANDED_BYTES`` of scalars once YAML aliases are expanded (a 2 MB block aliased 50,000
   times is a few lines of text);
 - an expression or template: nothing it builds (a string, a list, the digits of a number) may be
-  longer than ``MAX_SEQUENCE``, its loops walk at most ``MAX_SEQUENCE`` items in all, and it may
-  run for at most ``MAX_SECONDS``.
+  longer than ``MAX_SEQUENCE``, or than all the data it was handed (its context) where that is
+  longer (``allowed()``: one bound per evaluation, so steps cannot compound); its loops walk at
+  most ``MAX_SEQUENCE`` items in all, and it may run for at most ``MAX_SECONDS``.
 
-A result's size is estimated *before* it is built wherever one call can build it (``'x'.center(n)``,
-``'%*d'``, ``|indent``, ``|replace``, ``**``): an allocation of gigabytes cannot be taken back
-afterwards. What grows only a little per call (``|forceescape``, ``+``) is checked afterwards, so a
-chain of them cannot grow either. The time budget is checked on every loop item, filter, method
-call, operator and chunk of output, so a loop that builds nothing still ends. The static checks
-(``check_tree``) find the same mistakes written as literals when a runbook is validated.
+A value's size (``size_of``) is deep: a list holding a 60,000-character string twice holds 120,000
+characters, so a list of references cannot stand in for the copies a later ``|tojson``, ``|string``
+or ``|map`` would make. Sizes are checked *as each value is built*, never after a chain of them (an
+allocation of gigabytes cannot be taken back, and a pod has 512Mi):
+
+- estimated *before* building, from the operands, wherever one operation can build many times its
+  operands: ``~`` (each operand as text), ``+`` and ``*`` on strings and lists, ``**``, ``%`` and
+  ``|format`` and ``str.format`` (widths and each argument as text, per field), ``join``,
+  ``center``/``ljust``/``rjust``/``zfill``/``expandtabs``/``replace`` (methods or filters),
+  ``|indent``, ``|wordwrap``, ``|batch``, ``|slice``, ``|sum`` of lists, ``|string``, ``|tojson``,
+  ``|pprint``, ``|escape``/``|forceescape``, ``|urlencode``, ``|urlize`` and ``|xmlattr``;
+- checked as soon as built where an operation builds at most a few times its largest operand
+  (``|upper``, ``|list``, ``|sort``, ``|dictsort``, method calls, list and dict literals, each
+  ``{% set %}`` value): the operands were within the limit, so this one step cannot overshoot far;
+- counted item by item where a filter builds lazily (``|map``, ``|select``, ``|batch``, …:
+  ``Metered``), so ``|list`` or ``|join`` of a million new strings stops at the limit;
+- counted piece by piece for the output: each ``{{ }}`` is sized before it is turned into text
+  (``check_output``), and a ``{% set %}…{% endset %}`` or ``{% filter %}`` block's output is an
+  ``Output`` that refuses the piece that would take it past the limit.
+
+The time budget is checked on every loop item, filter, method call, operator and chunk of output,
+so a loop that builds nothing still ends. The static checks (``check_tree``) find the same mistakes
+written as literals when a runbook is validated, and a chain of ``{% set s = s ~ s %}`` (or ``+``,
+``[s, s]``, ``|join``, …) that multiplies a value past the limit.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 import string
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, MappingView
 from contextlib import contextmanager
 from typing import Any
 
@@ -38,6 +58,7 @@ MAX_SEQUENCE = 100_000  # the longest string, list or number (in bits) one evalu
 MAX_EXPONENT = 1_000  # the largest exponent of ``**``
 MAX_SECONDS = 1.0  # the time one evaluation of an expression or template may take
 MAX_JSON_INDENT = 16  # ``|tojson(indent=...)``: the output grows with indent times depth
+MAX_WALK = 16 * MAX_SEQUENCE  # the most of one value measured: a value handed in counts at most this
 
 
 class LimitExceeded(Exception):
@@ -48,10 +69,18 @@ class LimitExceeded(Exception):
 
 
 class _Budget:
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, context: Mapping[str, Any] | None) -> None:
         self.deadline = time.monotonic() + seconds
         self.seconds = seconds
         self.items = MAX_SEQUENCE
+        self.context = context
+        self.given: int | None = None  # the size of the context, measured when first needed
+
+    def given_size(self) -> int:
+        if self.given is None:
+            self.given = size_of(self.context, MAX_WALK) if self.context is not None else 0
+            self.context = None
+        return self.given
 
     def spend(self, items: int = 0) -> None:
         self.items -= items
@@ -65,13 +94,14 @@ _local = threading.local()
 
 
 @contextmanager
-def budget() -> Iterator[None]:
-    """One evaluation's budget of time and loop items, for the calling thread."""
+def budget(context: Mapping[str, Any] | None = None) -> Iterator[None]:
+    """One evaluation's budget of time and loop items, for the calling thread; what it builds may
+    be as long as all of ``context`` (the data it was handed) where that is over ``MAX_SEQUENCE``."""
     outer = getattr(_local, "budget", None)
     if outer is not None:  # nested (a filter rendering a template): the outer budget counts
         yield
         return
-    _local.budget = _Budget(MAX_SECONDS)
+    _local.budget = _Budget(MAX_SECONDS, context)
     try:
         yield
     finally:
@@ -94,53 +124,282 @@ def counted(iterable: Iterable[Any]) -> Iterator[Any]:
 
 # -- sizes, estimated before building --------------------------------------------------------
 
+_CONTAINERS = (list, tuple, dict, set, frozenset, Mapping, MappingView)
+_SEQUENCES = frozenset({list, tuple, set, frozenset})  # checked first: ``isinstance`` of an ABC is slow
 
-def _size(value: Any) -> int:
-    if isinstance(value, str | list | tuple | dict | set | frozenset):
+
+def _is_mapping(value: Any) -> bool:
+    return type(value) is dict or (type(value) not in _SEQUENCES and isinstance(value, Mapping))
+
+
+def _is_container(value: Any) -> bool:
+    kind = type(value)
+    return kind in _SEQUENCES or kind is dict or isinstance(value, _CONTAINERS)
+
+
+def _children(value: Any) -> Iterator[Any]:
+    """A container's items; a mapping's keys and values (so it has twice its ``len`` of them)."""
+    return itertools.chain.from_iterable(value.items()) if _is_mapping(value) else iter(value)
+
+
+def _count(value: Any) -> int:
+    return 2 * len(value) if _is_mapping(value) else len(value)
+
+
+def size_of(value: Any, cap: int = MAX_SEQUENCE) -> int:
+    """What ``value`` holds: a string's characters, a number's bits, and for a container every item
+    inside it, however deep (a string inside counts its characters, anything else at least 1), so a
+    container holding one list twice counts it twice. Counting stops past ``cap``: ``cap + 1``
+    means "more than ``cap``"."""
+    if isinstance(value, str | bytes):
         return len(value)
     if isinstance(value, int) and not isinstance(value, bool):
         return value.bit_length()
-    return 0
+    if not _is_container(value):
+        return 0
+    # each item counts 1 as soon as its container is entered (so a long list is over at once),
+    # and what it holds beyond that when it is reached
+    total, walked = _count(value), 0
+    done: dict[int, int] = {}  # a container met again (``[s, s]``) is counted, not walked, again
+    stack: list[tuple[Any, Iterator[Any], int]] = [(value, _children(value), 0)]
+    while stack and total <= cap:
+        container, items, start = stack[-1]
+        for item in items:
+            kind = type(item)
+            if kind is str or (kind is not int and isinstance(item, str | bytes)):
+                total += len(item) - 1 if item else 0
+            elif kind is int or (kind is not bool and isinstance(item, int)):
+                total += item.bit_length() // 64
+            elif _is_container(item) and len(item):
+                if (known := done.get(id(item))) is not None:
+                    total += known - 1
+                    continue
+                walked += 1
+                stack.append((item, _children(item), total - 1))
+                total += _count(item) - 1
+                break
+            if total > cap:
+                break
+        else:
+            stack.pop()
+            if total - start >= 64:  # a small one is as quick to walk again
+                done[id(container)] = total - start
+        if walked > cap:  # a nest of containers costs its walk, too
+            return cap + 1
+    return total if total <= cap else cap + 1
+
+
+def _json_escapes(s: str) -> int:
+    """What ``|tojson`` adds to a string: ``\\"``, ``\\n``, …, and ``\\u003c`` for ``<>&'``."""
+    return sum(s.count(c) for c in '"\\\n\r\t') + 5 * sum(s.count(c) for c in "<>&'")
+
+
+def text_size(value: Any, cap: int = MAX_SEQUENCE, indent: int = 0, json: bool = False) -> int:
+    """About how long ``str(value)`` or (``json``) its JSON is: strings and numbers as written,
+    containers with their brackets, quotes and separators, and with ``indent``, each item on a line
+    indented by ``indent`` per level. Counting stops past ``cap``: ``cap + 1`` means "more than
+    ``cap``"."""
+    total = 0
+    stack: list[Iterator[Any]] = [iter((value,))]  # one iterator per level
+    while stack:
+        quotes = 2 if len(stack) > 1 else 0  # a string inside a container is written quoted
+        for item in stack[-1]:
+            kind = type(item)
+            if kind is str or (kind is not int and isinstance(item, str | bytes)):
+                total += len(item) + quotes + (_json_escapes(item) if json and isinstance(
+                    item, str) else 0)
+            elif kind is int or (kind is not bool and isinstance(item, int)):
+                total += item.bit_length() * 302 // 1000 + 2
+            elif kind is bool or item is None:
+                total += 5
+            elif _is_container(item):
+                per = 2 + 2 * _is_mapping(item) + (indent * len(stack) + 1 if indent else 0)
+                total += 2 + len(item) * per
+                stack.append(_children(item))
+                break
+            else:
+                total += 24  # a float, or anything else written by its ``str``
+            if total > cap:
+                return cap + 1
+        else:
+            stack.pop()
+        if total > cap:
+            return cap + 1
+    return total
+
+
+def _text(value: Any) -> int:
+    return text_size(value, MAX_WALK)
+
+
+def _total(sizes: Iterable[int], cap: int = MAX_WALK) -> int:
+    """The sum of sizes each counted up to ``cap``: ``cap + 1`` ("more than ``cap``") if one of
+    them was cut short."""
+    total = 0
+    for size in sizes:
+        if size > cap:
+            return cap + 1
+        total += size
+        if total > MAX_WALK:
+            break  # far past any limit: the rest need not be counted
+    return total
 
 
 def _refuse_if(size: int, what: str, allowed: int = MAX_SEQUENCE) -> None:
     if size > allowed:
-        raise LimitExceeded(f"{what} would build {size} items (at most {MAX_SEQUENCE})")
+        amount = f"more than {allowed}" if size == allowed + 1 else str(size)
+        why = "" if allowed == MAX_SEQUENCE else ", as much as the data it was handed"
+        raise LimitExceeded(f"{what} would build {amount} items (at most {allowed}{why})")
 
 
-def check_result(result: Any, inputs: Iterable[Any], what: str) -> None:
-    """A built value may not exceed ``MAX_SEQUENCE``, unless its inputs were already as long."""
-    size = _size(result)
-    if size > MAX_SEQUENCE:
-        _refuse_if(size, what, max(MAX_SEQUENCE, *(_size(v) for v in inputs)))
+def allowed() -> int:
+    """How long a built value may be: ``MAX_SEQUENCE``, or all the data the running evaluation was
+    handed if that is longer (one bound for the whole evaluation, so steps cannot compound)."""
+    current: _Budget | None = getattr(_local, "budget", None)
+    return max(MAX_SEQUENCE, current.given_size() if current is not None else 0)
 
 
-_PRINTF = re.compile(r"%(?:\([^)]*\))?[#0\- +]*(\*|\d+)?(?:\.(\*|\d+))?[hlL]?([a-zA-Z%])")
+def _check(what: str, estimate: int | Callable[[int], int]) -> None:
+    """Refuse a value ``estimate`` (or ``estimate(cap)``: ``cap + 1`` is longer than ``cap``) long
+    if that is more than ``allowed()``."""
+    size = estimate if isinstance(estimate, int) else estimate(MAX_SEQUENCE)
+    if size <= MAX_SEQUENCE:
+        return
+    bound = allowed()
+    if bound > MAX_SEQUENCE and not isinstance(estimate, int):
+        size = estimate(bound)
+    _refuse_if(size, what, bound)
+
+
+def check_result(result: Any, what: str) -> None:
+    """A value just built may not be longer than ``allowed()``: one step builds at most a few times
+    its operands, which were checked the same way, so a chain of steps cannot overshoot."""
+    _check(what, lambda cap: size_of(result, cap))
+
+
+def check_literal(value: list[Any] | tuple[Any, ...] | dict[Any, Any]) -> None:
+    """``[s, s]``, ``{'a': s, 'b': s}``: a literal holds its items, so it is as long as all of them."""
+    check_result(value, "the literal")
+
+
+def check_concat(values: tuple[Any, ...]) -> None:
+    """``a ~ b ~ c`` writes each operand as text, then joins them."""
+    _check("'~'", lambda cap: _total((text_size(v, cap) for v in values), cap))
+
+
+def check_add(left: Any, right: Any) -> None:
+    if (isinstance(left, str) and isinstance(right, str)) or (
+            isinstance(left, list | tuple) and isinstance(right, list | tuple)):
+        _check("'+'", lambda cap: _total((size_of(left, cap), size_of(right, cap)), cap))
+
+
+def check_output(value: Any) -> Any:
+    """Each ``{{ }}`` of a template, sized before it is turned into text (the environment's
+    ``finalize``): a template renders at most ``MAX_SEQUENCE`` characters in all."""
+    if text_size(value, MAX_SEQUENCE) > MAX_SEQUENCE:
+        raise LimitExceeded(f"it renders more than {MAX_SEQUENCE} characters")
+    return value
+
+
+class Output(list[str]):
+    """The output of a ``{% set %}…{% endset %}`` or ``{% filter %}`` block (or a loop inside
+    one), refused at the piece that would take it past ``MAX_SEQUENCE`` characters."""
+
+    size = 0
+
+    def append(self, piece: str, /) -> None:
+        self.size += len(piece)
+        if self.size > MAX_SEQUENCE:
+            raise LimitExceeded(f"a block renders more than {MAX_SEQUENCE} characters")
+        super().append(piece)
+
+    def extend(self, pieces: Iterable[str], /) -> None:
+        for piece in pieces:
+            self.append(piece)
+
+
+class Metered(Iterator[Any]):
+    """A filter's lazy result (``|map``, ``|select``, ``|batch``, …), whose items are counted as
+    they are made (a string by its characters, a list by its items): all of them together may be
+    as long as ``allowed()`` (measured once the count passes ``MAX_SEQUENCE``), so ``|list`` or
+    ``|join`` of a million new strings stops there."""
+
+    def __init__(self, items: Iterator[Any], what: str) -> None:
+        self._items = items
+        self._what = what
+        self._measured = False
+        self.built = 0
+        self.bound = MAX_SEQUENCE
+
+    def __iter__(self) -> Metered:
+        return self
+
+    def __next__(self) -> Any:
+        item = next(self._items)
+        # an item's own length: what it holds was built by a filter or call checked on its own
+        # (``|map('center', n)``), or metered itself, or handed in, or checked as a literal
+        if type(item) is str or _is_container(item) or isinstance(item, str | bytes):
+            self.built += _count(item) or 1
+        else:
+            self.built += 1
+        if self.built > self.bound:
+            if not self._measured:
+                self.bound, self._measured = allowed(), True
+            _refuse_if(self.built, self._what, self.bound)
+        return item
+
+
+_PRINTF = re.compile(r"%(?:\(([^)]*)\))?[#0\- +]*(\*|\d+)?(?:\.(\*|\d+))?[hlL]?([a-zA-Z%])")
 _NUMBER = re.compile(r"\d+")
 
 
-def check_printf(fmt: str) -> None:
-    """``'%9999999d' % x``: the widths of a printf-style format, before it is applied."""
+_NO_ARGS: Any = object()
+
+
+def check_printf(fmt: str, args: Any = _NO_ARGS) -> None:
+    """``'%9999999d' % x``, ``'%s%s' % (s, s)``: the widths of a printf-style format, and each
+    argument as text per field that writes it, before it is applied."""
     total = len(fmt)
-    for width, precision, _ in _PRINTF.findall(fmt):
+    positional = iter(args if isinstance(args, tuple) else (args,))
+    for key, width, precision, conversion in _PRINTF.findall(fmt):
         if "*" in (width, precision):
             raise LimitExceeded("a '*' width or precision is not allowed in a format")
         total += int(width or 0) + int(precision or 0)
-    _refuse_if(total, "the format")
+        if args is not _NO_ARGS and conversion != "%":
+            arg = args.get(key) if key and isinstance(args, Mapping) else next(positional, None)
+            total += _text(arg)
+    if args is _NO_ARGS:
+        _refuse_if(total, "the format")
+    else:
+        _check("the format", total)
 
 
-def check_str_format(fmt: str) -> None:
-    """``'{:9999999}'.format(x)``: the widths of a ``str.format`` format, before it is applied."""
+_FIELD = re.compile(r"[^.\[]*")
+
+
+def check_str_format(fmt: str, args: tuple[Any, ...] | None = None,
+                     kwargs: Mapping[str, Any] | None = None) -> None:
+    """``'{:9999999}'.format(x)``, ``'{0}{0}'.format(s)``: the widths of a ``str.format`` format,
+    and (when given) each argument as text per field that writes it, before it is applied."""
     total = len(fmt)
     try:
         fields = list(string.Formatter().parse(fmt))
     except ValueError:
         return  # a malformed format fails on its own when applied
-    for _, _, spec, _ in fields:
+    auto = 0
+    for _, field, spec, _ in fields:
         if spec and "{" in spec:
             raise LimitExceeded("a nested '{}' width or precision is not allowed in a format")
         total += sum(int(n) for n in _NUMBER.findall(spec or ""))
-    _refuse_if(total, "the format")
+        if field is None or args is None:
+            continue
+        name = m.group() if (m := _FIELD.match(field)) else ""
+        if not name:
+            name, auto = str(auto), auto + 1
+        arg = (args[int(name)] if int(name) < len(args) else None) if name.isdigit() else (
+            (kwargs or {}).get(name))
+        total += _text(arg)  # an attribute or item of it (``{0.a}``) is shorter than all of it
+    _check("the format", total)
 
 
 def _replaced(s: str, old: Any, new: Any, count: Any) -> int:
@@ -153,8 +412,8 @@ def _replaced(s: str, old: Any, new: Any, count: Any) -> int:
 
 def _joined(sep: Any, items: Any) -> int:
     if not isinstance(items, list | tuple | str | dict | set | frozenset):
-        return 0
-    return len(str(sep)) * max(len(items) - 1, 0) + sum(len(str(x)) for x in items)
+        return 0  # a lazy filter's items are listed first (templating), so they are counted there
+    return _total((_text(sep) * max(len(items) - 1, 0), *(_text(x) for x in items)))
 
 
 def _int(value: Any, default: int = 0) -> int:
@@ -183,7 +442,8 @@ STR_METHODS: Mapping[str, Callable[[str, tuple[Any, ...], dict[str, Any]], int]]
 def check_str_method(s: str, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     estimate = STR_METHODS.get(name)
     if estimate is not None:
-        _refuse_if(estimate(s, args, kwargs), f"str.{name}")
+        size = estimate(s, args, kwargs)
+        _check(f"str.{name}", size)
 
 
 def _json_indent(a: Mapping[str, Any]) -> int:
@@ -193,6 +453,46 @@ def _json_indent(a: Mapping[str, Any]) -> int:
     return 0
 
 
+def _json(a: Mapping[str, Any]) -> int:
+    return _json_indent(a) or text_size(a["value"], MAX_WALK, _int(a.get("indent")), json=True)
+
+
+_ESCAPED = "&<>\"'"  # markupsafe writes each as 4 or 5 characters
+
+
+def _escaped(s: Any) -> int:
+    if not isinstance(s, str):
+        return 5 * _text(s)
+    return len(s) + 4 * sum(s.count(c) for c in _ESCAPED)
+
+
+_URL_SAFE = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~/"
+
+
+def _urlencoded(value: Any) -> int:
+    if not isinstance(value, str):
+        return 3 * _text(value)
+    raw = value.encode()
+    return len(raw) + 2 * len(raw.translate(None, _URL_SAFE))
+
+
+_URLISH = re.compile(r"\S*[.@:]\S*")
+
+
+def _urlized(a: Mapping[str, Any]) -> int:
+    s = str(a["value"]) if isinstance(a["value"], str) else ""
+    links = sum(1 for _ in _URLISH.finditer(s))  # each may become <a href="…" target=… rel=…>…</a>
+    return 2 * len(s) + links * (_text(a.get("target") or "") + _text(a.get("rel") or "") + 64)
+
+
+def _summed(a: Mapping[str, Any]) -> int:
+    """``|sum(start=[])`` joins lists: as many items as they have (each was counted as built)."""
+    start, items = a.get("start", 0), a["iterable"]
+    if not isinstance(start, list | tuple) or not isinstance(items, list | tuple):
+        return 0
+    return len(start) + sum(len(x) for x in items if isinstance(x, list | tuple))
+
+
 def _filled(a: Mapping[str, Any], count: str) -> int:
     n = _int(a.get(count))
     return n if a.get("fill_with") is not None or count == "slices" else 0
@@ -200,14 +500,22 @@ def _filled(a: Mapping[str, Any], count: str) -> int:
 
 # filters that can build a lot in one call: (bound arguments by name) -> estimated size
 FILTERS: Mapping[str, Callable[[Mapping[str, Any]], int]] = {
-    "center": lambda a: max(len(str(a["value"])), _int(a.get("width", 80))),
-    "indent": lambda a: len(str(a["s"])) + _lines(a["s"]) * (
+    "center": lambda a: max(_text(a["value"]), _int(a.get("width", 80))),
+    "indent": lambda a: _text(a["s"]) + _lines(a["s"]) * (
         len(w) if isinstance(w := a.get("width", 4), str) else _int(w)),
     "replace": lambda a: _replaced(str(a["s"]), a["old"], a["new"], a.get("count")),
     "join": lambda a: _joined(a.get("d", ""), a["value"]),
-    "wordwrap": lambda a: len(str(a["s"])) + (len(str(a["s"])) + 1) * len(
-        str(a.get("wrapstring") or "\n")),
-    "tojson": _json_indent,
+    "wordwrap": lambda a: _text(a["s"]) + (_text(a["s"]) + 1) * _text(a.get("wrapstring") or "\n"),
+    "tojson": _json,
+    "pprint": lambda a: text_size(a["value"], MAX_WALK, 1),
+    "string": lambda a: _text(a["s"]),
+    "escape": lambda a: _escaped(a["s"]),
+    "e": lambda a: _escaped(a["s"]),
+    "forceescape": lambda a: _escaped(a["value"]),
+    "urlencode": lambda a: _urlencoded(a["value"]),
+    "urlize": _urlized,
+    "xmlattr": lambda a: 6 * _text(a["d"]),
+    "sum": _summed,
     "batch": lambda a: _filled(a, "linecount"),
     "slice": lambda a: _filled(a, "slices"),
 }
@@ -215,10 +523,11 @@ FILTERS: Mapping[str, Callable[[Mapping[str, Any]], int]] = {
 
 def check_filter(name: str, bound: Mapping[str, Any]) -> None:
     if name == "format" and isinstance(bound.get("value"), str):
-        check_printf(bound["value"])
+        check_printf(bound["value"], bound.get("kwargs") or tuple(bound.get("args", ())))
     estimate = FILTERS.get(name)
     if estimate is not None:
-        _refuse_if(estimate(bound), f"|{name}")
+        size = estimate(bound)
+        _check(f"|{name}", size)
 
 
 def check_power(base: Any, exponent: Any) -> None:
@@ -233,7 +542,9 @@ def check_power(base: Any, exponent: Any) -> None:
 def check_repeat(left: Any, right: Any) -> None:
     for seq, times in ((left, right), (right, left)):
         if isinstance(seq, str | list | tuple) and isinstance(times, int):
-            _refuse_if(len(seq) * times, "repetition")
+            _check("repetition", size_of(seq, MAX_WALK) * max(times, 0))
+    if isinstance(left, int) and isinstance(right, int):
+        _check("'*'", left.bit_length() + right.bit_length())
 
 
 # -- static checks, when a runbook is validated -------------------------------------------------
@@ -272,6 +583,7 @@ def check_tree(tree: nodes.Node) -> None:
             check_printf(fmt)
         elif flt.name in ("center", "indent", "batch", "slice"):
             _literal_widths(flt.args, f"|{flt.name}")
+    _check_set_chains(tree)
 
 
 def _has_power(node: nodes.Node) -> bool:
@@ -283,3 +595,91 @@ def _literal_widths(args: list[nodes.Expr], what: str) -> None:
         width = _const(arg)
         if isinstance(width, int) and not isinstance(width, bool) and width > MAX_SEQUENCE:
             raise LimitExceeded(f"{what}({width}) would build {width} items (at most {MAX_SEQUENCE})")
+
+
+# filters whose result is a string or list holding the whole of their input (``(s ~ s)|upper``
+# still doubles ``s``)
+_WHOLE = frozenset({"upper", "lower", "title", "capitalize", "list", "string", "join", "sort",
+                    "reverse", "dictsort", "batch", "tojson", "pprint", "escape", "e", "forceescape",
+                    "safe", "center", "indent", "wordwrap", "urlencode", "format"})
+
+
+class _Chains:
+    """What the ``{% set %}`` statements written so far make of each variable: how many copies
+    of a first value it holds (``weights``), and whether it is surely a string or a list (so
+    ``+`` and ``*`` on it build, rather than add numbers)."""
+
+    def __init__(self) -> None:
+        self.weights: dict[str, int] = {}
+        self.sequences: set[str] = set()
+
+    def is_sequence(self, node: nodes.Node) -> bool:
+        if isinstance(node, nodes.Name):
+            return node.name in self.sequences
+        if isinstance(node, nodes.Const):
+            return isinstance(node.value, str | list | tuple)
+        if isinstance(node, nodes.Add):
+            return self.is_sequence(node.left) or self.is_sequence(node.right)
+        if isinstance(node, nodes.Mod):
+            return isinstance(_const(node.left), str)
+        if isinstance(node, nodes.Call):
+            return isinstance(node.node, nodes.Getattr) and node.node.attr in ("format", "join")
+        return isinstance(node, nodes.Concat | nodes.List | nodes.Tuple | nodes.Dict) or (
+            isinstance(node, nodes.Filter) and node.name in _WHOLE)
+
+    def copies(self, node: nodes.Node) -> int:
+        """How many first values an expression's value holds whole (0: none known)."""
+        if isinstance(node, nodes.Name):
+            return self.weights.get(node.name, 1) if node.ctx == "load" else 0
+        if isinstance(node, nodes.Concat | nodes.Output):
+            return sum(self.copies(child) for child in node.nodes)
+        if isinstance(node, nodes.List | nodes.Tuple):
+            return sum(self.copies(item) for item in node.items)
+        if isinstance(node, nodes.Dict):
+            return sum(self.copies(pair.key) + self.copies(pair.value) for pair in node.items)
+        if isinstance(node, nodes.Add | nodes.Mod) and self.is_sequence(node):
+            return self.copies(node.left) + self.copies(node.right)
+        if isinstance(node, nodes.Mul):
+            for seq, times in ((node.left, node.right), (node.right, node.left)):
+                count = _const(times)
+                if isinstance(count, int) and count > 0 and self.is_sequence(seq):
+                    return self.copies(seq) * count
+            return 0
+        if isinstance(node, nodes.CondExpr):
+            return max(self.copies(node.expr1), self.copies(node.expr2) if node.expr2 else 0)
+        if isinstance(node, nodes.Filter) and node.name in _WHOLE and node.node is not None:
+            args = node.args if node.name in ("join", "format") else []
+            return self.copies(node.node) + sum(self.copies(arg) for arg in args)
+        if (isinstance(node, nodes.Call) and isinstance(node.node, nodes.Getattr)
+                and node.node.attr in ("format", "join")):
+            return self.copies(node.node.node) + sum(self.copies(arg) for arg in node.args)
+        return 0
+
+    def assign(self, name: str, body: list[nodes.Node], sequence: bool) -> None:
+        weight = sum(self.copies(node) for node in body)
+        self.weights[name] = weight or 1
+        if sequence:
+            self.sequences.add(name)
+        else:
+            self.sequences.discard(name)
+        if weight > MAX_SEQUENCE:
+            raise LimitExceeded(f"the chain of {{% set %}} that builds {name!r} copies its first "
+                                f"value {weight} times (at most {MAX_SEQUENCE})")
+
+
+def _check_set_chains(tree: nodes.Node) -> None:
+    """``{% set s = s ~ s %}`` written 17 times copies ``s`` 2**17 times: refused as written, also
+    through other variables (``{% set t = s ~ s %}{% set s = t %}``). Only what surely builds a
+    string or a list counts (``~``, literals, ``|join``, …; ``+`` and ``*`` of one), and sets are
+    followed in the order written, a set inside a loop or a branch counting once."""
+    chains = _Chains()
+    for node in tree.find_all((nodes.Assign, nodes.AssignBlock)):
+        if not isinstance(node, nodes.Assign | nodes.AssignBlock):
+            continue
+        if not isinstance(node.target, nodes.Name):
+            for ref in node.target.find_all(nodes.Name):
+                chains.assign(ref.name, [], False)
+        elif isinstance(node, nodes.Assign):
+            chains.assign(node.target.name, [node.node], chains.is_sequence(node.node))
+        else:
+            chains.assign(node.target.name, list(node.body), True)

@@ -10,8 +10,11 @@ credentials, so template injection must be impossible, not merely unlikely:
   ``_``-prefixed attribute name handed to a filter or test (``|attr('__class__')``,
   ``|map(attribute='__dict__')``), before rendering;
 - what an evaluation may build and how long it may run are bounded (``limits.py``), so
-  ``'x' * 10**12``, ``'x'.center(10**9)`` or two nested loops over a long string are a clear
-  error, not an exhausted or stalled worker.
+  ``'x' * 10**12``, ``'x'.center(10**9)``, 30 times ``{% set s = s ~ s %}`` or two nested loops
+  over a long string are a clear error, not an exhausted or stalled worker. Every operation that
+  builds a value is checked as it builds: operators, filters and method calls through the
+  sandbox's hooks, and what Jinja compiles to plain Python (``~``, list and dict literals, the
+  output of a ``{% set %}`` block) through ``_Generator``.
 
 Two forms (docs/runbook-language.md):
 - a bare *expression* (``when``, ``guards[].expr``, ``wait_until.expr``, ``foreach``, ``outputs``);
@@ -23,13 +26,18 @@ from __future__ import annotations
 
 import functools
 import inspect
+import itertools
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import lru_cache
 from typing import Any
 
-from jinja2 import StrictUndefined, TemplateSyntaxError, Undefined, nodes
+from jinja2 import StrictUndefined, TemplateSyntaxError, Undefined, nodes, pass_environment
+from jinja2.compiler import CodeGenerator, Frame
+from jinja2.environment import Environment
 from jinja2.exceptions import SecurityError, UndefinedError
+from jinja2.filters import make_attrgetter, sync_do_sum
+from jinja2.runtime import markup_join, str_join
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from bot.errors import ExpressionError
@@ -45,10 +53,45 @@ _WHOLE = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\}\}).)*)\}\}\s*$", re.DOTALL)
 LOOP_FILTER = "_loop_budget"  # wraps every ``{% for %}``'s iterable: each item is charged
 
 
+class _Generator(CodeGenerator):
+    """Jinja's compiler, but what it would build in plain Python goes through the environment:
+    ``~`` (``str_join``), list, tuple and dict literals, and the list a ``{% set %}…{% endset %}``
+    or ``{% filter %}`` block writes into. No sandbox hook sees those otherwise."""
+
+    def visit_Concat(self, node: nodes.Concat, frame: Frame) -> None:
+        self.write("environment.call_concat(context, (")
+        for arg in node.nodes:
+            self.visit(arg, frame)
+            self.write(", ")
+        self.write("))")
+
+    def _literal(self, visit: Callable[[Any, Frame], None], node: nodes.Expr, frame: Frame) -> None:
+        self.write("environment.built_literal(")
+        visit(node, frame)
+        self.write(")")
+
+    def visit_List(self, node: nodes.List, frame: Frame) -> None:
+        self._literal(super().visit_List, node, frame)
+
+    def visit_Dict(self, node: nodes.Dict, frame: Frame) -> None:
+        self._literal(super().visit_Dict, node, frame)
+
+    def visit_Tuple(self, node: nodes.Tuple, frame: Frame) -> None:
+        if node.ctx == "load":
+            self._literal(super().visit_Tuple, node, frame)
+        else:  # a target: ``{% for a, b in … %}``, ``{% set a, b = … %}``
+            super().visit_Tuple(node, frame)
+
+    def buffer(self, frame: Frame) -> None:
+        frame.buffer = self.temporary_identifier()
+        self.writeline(f"{frame.buffer} = environment.output_buffer()")
+
+
 class _Environment(ImmutableSandboxedEnvironment):
     """The sandbox, with every way of building something big or running long bounded (limits.py)."""
 
-    intercepted_binops = frozenset({"*", "**", "%"})
+    code_generator_class = _Generator
+    intercepted_binops = frozenset({"*", "**", "%", "+"})
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         limits.spend()
@@ -57,29 +100,67 @@ class _Environment(ImmutableSandboxedEnvironment):
         elif operator == "*":
             limits.check_repeat(left, right)
         elif operator == "%" and isinstance(left, str):
-            limits.check_printf(left)
+            limits.check_printf(left, right)
+        elif operator == "+":
+            limits.check_add(left, right)
         result = super().call_binop(context, operator, left, right)
-        limits.check_result(result, (left, right), f"'{operator}'")
+        if operator == "%":  # the others were estimated exactly, or from above
+            limits.check_result(result, "'%'")
         return result
+
+    def call_concat(self, context: Any, values: tuple[Any, ...]) -> str:
+        limits.spend()
+        limits.check_concat(values)
+        join = markup_join if context.eval_ctx.autoescape else str_join
+        return join(values)
+
+    def built_literal(self, value: Any) -> Any:
+        limits.check_literal(value)
+        return value
+
+    def output_buffer(self) -> limits.Output:
+        return limits.Output()
 
     def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
         limits.spend()
         owner = getattr(__obj, "__self__", None)
         if isinstance(owner, str):
-            limits.check_str_method(owner, getattr(__obj, "__name__", ""), args, kwargs)
+            name = getattr(__obj, "__name__", "")
+            if name in limits.STR_METHODS:  # ``s.join(xs|map(…))``: list the lazy items to count them
+                args = tuple(list(a) if isinstance(a, Iterator) else a for a in args)
+            limits.check_str_method(owner, name, args, kwargs)
         result = super().call(__context, __obj, *args, **kwargs)
-        limits.check_result(result, (owner, *args, *kwargs.values()), "the call")
+        if isinstance(result, Iterator):
+            return limits.Metered(result, "the call")
+        limits.check_result(result, "the call")
         return result
 
     def wrap_str_format(self, value: Any) -> Any:
         wrapped = super().wrap_str_format(value)
-        if wrapped is not None:
-            limits.check_str_format(value.__self__)
-        return wrapped
+        if wrapped is None:
+            return None
+        fmt: str = value.__self__
+        limits.check_str_format(fmt)
+        as_map = value.__name__ == "format_map"
+
+        @functools.wraps(wrapped)
+        def bounded(*args: Any, **kwargs: Any) -> Any:
+            if as_map and len(args) == 1 and isinstance(args[0], Mapping):
+                limits.check_str_format(fmt, (), args[0])
+            elif not as_map:
+                limits.check_str_format(fmt, args, kwargs)
+            return wrapped(*args, **kwargs)
+
+        return bounded
+
+
+# filters that estimate their result from their items: a lazy input (``|map``, ``|select``) is
+# listed first, which counts its items (``limits.Metered``), and handed over as a list
+_LISTED = frozenset({"join", "sum"})
 
 
 def _bounded_filter(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` checked against the limits before and after it runs."""
+    """``fn`` checked against the limits before it runs, and its result as it is built."""
     inner = inspect.unwrap(fn)
     passes = getattr(fn, "jinja_pass_arg", None) is not None
     # an async variant passes the context to its wrapper only, which drops it for the function
@@ -89,6 +170,8 @@ def _bounded_filter(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def bounded(*args: Any, **kwargs: Any) -> Any:
         limits.spend()
+        if name in _LISTED:
+            args = tuple(list(a) if isinstance(a, Iterator) else a for a in args)
         own = args[1:] if passes else args
         try:
             bound = signature.bind(*(own if dropped else args), **kwargs).arguments
@@ -97,15 +180,32 @@ def _bounded_filter(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         if bound:
             limits.check_filter(name, bound)
         result = fn(*args, **kwargs)
-        limits.check_result(result, (*own, *kwargs.values()), f"|{name}")
+        if isinstance(result, Iterator):  # lazy: each item is counted as it is made
+            return limits.Metered(result, f"|{name}")
+        limits.check_result(result, f"|{name}")
         return result
 
     return bounded
 
 
+@pass_environment
+def _sum(environment: Environment, iterable: Iterable[Any], attribute: str | int | None = None,
+         start: Any = 0) -> Any:
+    """``|sum``, but lists (or tuples) are joined in one pass: ``sum`` copies the running total for
+    each one, so 100,000 one-item lists take 19 s in a single call no time budget can interrupt."""
+    if isinstance(start, list | tuple):
+        items = list(iterable if attribute is None else map(make_attrgetter(environment, attribute),
+                                                              iterable))
+        if all(type(item) is type(start) for item in items):
+            return type(start)(itertools.chain(start, *items))
+        return sync_do_sum(environment, items, None, start)
+    return sync_do_sum(environment, iterable, attribute, start)
+
+
 def _make_env() -> ImmutableSandboxedEnvironment:
-    env = _Environment(undefined=StrictUndefined, autoescape=False)
+    env = _Environment(undefined=StrictUndefined, autoescape=False, finalize=limits.check_output)
     env.globals.clear()
+    env.filters["sum"] = _sum
     env.filters = {name: _bounded_filter(name, fn) for name, fn in env.filters.items()}
     env.filters[LOOP_FILTER] = limits.counted
     return env
@@ -222,7 +322,7 @@ def evaluate(source: str, context: Mapping[str, Any]) -> Any:
     """Evaluate a bare expression against the context and return its native value."""
     fn = _compiled_expression(source)
     try:
-        with limits.budget():
+        with limits.budget(context):
             result = fn(**context)
             if isinstance(result, Undefined):
                 str(result)  # raises the UndefinedError (or SecurityError) it stands for
@@ -237,7 +337,7 @@ def render(source: str, context: Mapping[str, Any]) -> str:
         return source
     template = _compiled_template(source)
     try:
-        with limits.budget():
+        with limits.budget(context):
             out: list[str] = []
             size = 0
             for chunk in template.generate(**context):  # output is checked as it is made

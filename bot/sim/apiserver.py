@@ -34,6 +34,7 @@ from bot.sim.store import Store
 from bot.sim.tables import table
 
 log = logging.getLogger(__name__)
+IN_PROCESS_URL = "https://apiserver.sandbox.invalid"  # what an in-process server is called
 
 
 class Route:
@@ -108,25 +109,37 @@ class ApiServer:
         self._rng = random.Random(seed)     # Fairness does under load (seeded, reproducible)
         self.authorizer = authorizer
         self.tls: ssl.SSLContext | None = None  # set before start() to serve HTTPS
+        # served without a socket (``bot.sim.inprocess``): clients run ``handler_class()`` in
+        # their own thread, and the address they are given is a name that never resolves
+        self.in_process = False
         self.requests = 0
         self.stopping = threading.Event()
         self._lock = threading.Lock()
         self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None
+        self._handler: type[_Handler] | None = None
 
     @property
     def url(self) -> str:
+        if self.in_process:
+            return IN_PROCESS_URL
         assert self._httpd is not None, "start() first"
         host, port = self._httpd.server_address[:2]
         return f"{'https' if self.tls else 'http'}://{host!s}:{port}"
 
+    def handler_class(self) -> type[_Handler]:
+        """The request handler of this server, for a socket server or the in-process transport."""
+        if self._handler is None:
+            api = self
+
+            class Handler(_Handler):
+                server_api = api
+
+            self._handler = Handler
+        return self._handler
+
     def start(self) -> None:
-        api = self
-
-        class Handler(_Handler):
-            server_api = api
-
-        self._httpd = _Server(("127.0.0.1", 0), Handler)
+        self._httpd = _Server(("127.0.0.1", 0), self.handler_class())
         if self.tls is not None:
             serve_tls(self._httpd, self.tls)
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(POLL,), name="sim-apiserver",

@@ -30,6 +30,9 @@ invariants check) and arranges a scenario's instances with plain Query calls str
 (``MotoQuery``); while a scenario builds, the controllers' calls are answered in-process by the same
 rules (``SeedClient``). Everything the product does, and every controller call once the sandbox is
 ready, goes through the proxy endpoint. All three servers send with TCP_NODELAY (see ``net``).
+In-process (``in_process``, ``bot.sim.inprocess``) no server runs: ``send`` hands a request to the
+proxy's handler, the proxy calls moto's WSGI application, and the controllers' calls are written
+without botocore (``ProxyClient``).
 """
 
 from __future__ import annotations
@@ -73,6 +76,7 @@ from bot.sim.trust import TrustPolicy
 
 log = logging.getLogger(__name__)
 NS = "http://ec2.amazonaws.com/doc/2016-11-15/"
+IN_PROCESS_ENDPOINT = "http://ec2.sandbox.invalid"  # what an in-process proxy is called
 AMI = "ami-12c6146b"
 
 
@@ -115,6 +119,34 @@ class MotoServer:
             self._thread = None
 
 
+class _MotoApp:
+    """moto's server application, called in-process (``inprocess.wsgi``).
+
+    moto's dispatcher finds a request's service anew on every request, listing and stat-ing the
+    ~180 directories of its package; here the application it picks is kept per signing service
+    (every request the sandbox forwards is signed). What else moto recomputes per request although
+    no request changes it is memoised (``moto_speed``).
+    """
+
+    def __init__(self) -> None:
+        from bot.sim import moto_speed
+
+        moto_speed.install()  # until a sandbox starts over HTTP in this process
+        self._dispatcher = DomainDispatcherApplication(create_backend_app)
+        self._apps: dict[str, Any] = {}
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        auth = str(environ.get("HTTP_AUTHORIZATION") or "")
+        scope = auth.split("Credential=", 1)[-1].split(",", 1)[0].split("/")
+        service = scope[3] if "Credential=" in auth and len(scope) == 5 else ""
+        app = self._apps.get(service) if service else None
+        if app is None:
+            app = self._dispatcher.get_application(environ)
+            if service:
+                self._apps[service] = app
+        return app(environ, start_response)
+
+
 Ec2Error = Ec2Refusal
 
 
@@ -134,8 +166,12 @@ class Ec2Sim(InstanceLifecycle, ZoneFailures):
                  enforce_volume_in_use: bool = True,
                  on_change: Callable[[], None] | None = None,
                  now: Callable[[], datetime] | None = None, timing: Timing | None = None,
-                 policy: Policy | None = None, trust: TrustPolicy | None = None) -> None:
+                 policy: Policy | None = None, trust: TrustPolicy | None = None,
+                 in_process: bool = False) -> None:
         self.region = region
+        # no server, no socket (``bot.sim.inprocess``): clients call ``send``, and the proxy calls
+        # moto's WSGI application instead of its server
+        self.in_process = in_process
         # without a sandbox clock there is no simulated time to spend: moto's instant transitions,
         # except that a hung guest still never finishes its OS shutdown
         self.now = now or (lambda: datetime.now(UTC))
@@ -174,6 +210,8 @@ class Ec2Sim(InstanceLifecycle, ZoneFailures):
         self._moto_addr: tuple[str, int] = ("127.0.0.1", 0)
         self._httpd: Server | None = None
         self._serving: threading.Thread | None = None
+        self._app: Any = None  # moto's WSGI application, called in-process
+        self._handler: type[_ProxyHandler] | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -183,6 +221,8 @@ class Ec2Sim(InstanceLifecycle, ZoneFailures):
 
     @property
     def endpoint(self) -> str:
+        if self.in_process:
+            return IN_PROCESS_ENDPOINT
         assert self._httpd is not None, "start() first"
         host, port = self._httpd.server_address[:2]
         return f"http://{host!r}:{port}".replace("'", "")
@@ -194,22 +234,42 @@ class Ec2Sim(InstanceLifecycle, ZoneFailures):
         os.environ["MOTO_EC2_LOAD_DEFAULT_AMIS"] = "false"
         self.backend.reset()
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
-        self._moto = MotoServer()
-        self._moto_addr = self._moto.start()
+        from bot.sim import moto_speed
+
+        if self.in_process:
+            self._app = _MotoApp()
+        else:
+            moto_speed.uninstall()  # over HTTP, moto as shipped: the explorer's reference
+            self._moto = MotoServer()
+            self._moto_addr = self._moto.start()
         # One request first, so whatever moto builds lazily (the region's default VPC, the app for
         # the service) exists before seeding: then the ids it draws for the scenario's objects
         # depend on the seed alone, not on what this process did before.
         MotoQuery(self).call("DescribeVpcs", {})
         mock_random.seed(f"ec2-{self.seed}")  # moto draws ids from this: same seed, same ids
-        sim = self
-
-        class Handler(_ProxyHandler):
-            ec2 = sim
-
-        self._httpd = Server(("127.0.0.1", 0), Handler)
+        if self.in_process:
+            return
+        self._httpd = Server(("127.0.0.1", 0), self.handler_class())
         self._serving = threading.Thread(target=self._httpd.serve_forever, args=(POLL,), name="sim-ec2",
                                          daemon=True)
         self._serving.start()
+
+    def handler_class(self) -> type[_ProxyHandler]:
+        """The proxy's request handler, for its socket server or the in-process transport."""
+        if self._handler is None:
+            sim = self
+
+            class Handler(_ProxyHandler):
+                ec2 = sim
+
+            self._handler = Handler
+        return self._handler
+
+    def send(self, method: str, url: str, headers: Any, body: bytes) -> tuple[
+            int, list[tuple[str, str]], bytes]:
+        """One request to the proxy without a socket (the in-process transport's EC2 and STS)."""
+        from bot.sim.inprocess import send
+        return send(self.handler_class(), method, url, headers, body)
 
     def stop(self) -> None:
         if self._httpd is not None:
@@ -491,6 +551,9 @@ class Ec2Sim(InstanceLifecycle, ZoneFailures):
 
     def forward(self, method: str, path: str, headers: dict[str, str], body: bytes) -> tuple[
             int, dict[str, str], bytes]:
+        if self.in_process:
+            from bot.sim.inprocess import wsgi
+            return wsgi(self._app, method, path, headers, body)
         conn = http.client.HTTPConnection(*self._moto_addr, timeout=30)
         try:
             conn.request(method, path, body=body, headers=headers)
@@ -639,6 +702,83 @@ class SeedClient:
             raise SeedError("VolumeInUse", f"Volume {VolumeId} is currently attached to "
                                            f"{vol.attachment.instance.id}")
         self.sim.backend.delete_volume(VolumeId)
+        return {}
+
+
+class ProxyClient:
+    """The controllers' EC2 calls over the in-process transport, as botocore would send them.
+
+    The four calls the EBS CSI driver's controller makes (create, attach, detach, delete) are
+    written in the Query API as botocore writes them (the same parameters, an idempotency token
+    on CreateVolume, the sandbox's own access key in the credential scope) and cross the proxy's
+    request handler like any request: recorded on the wire, throttled, answered by the proxy's
+    rules or by moto. A refusal raises with botocore's ``response["Error"]``; nothing is retried
+    (the controllers' botocore client makes a single attempt). botocore's client side costs about
+    a millisecond a call, and the attacher retries a stuck detach on every controller pass.
+    """
+
+    def __init__(self, sim: Ec2Sim, *, key: str = ADMIN_KEY) -> None:
+        self.sim, self.key = sim, key
+
+    def _call(self, action: str, params: list[tuple[str, str]]) -> Any:
+        from urllib.parse import quote, urlencode
+        from xml.etree import ElementTree
+
+        body = urlencode([("Action", action), ("Version", "2016-11-15"), *params],
+                         quote_via=quote, safe="-_.~").encode()
+        now = datetime.now(UTC)
+        headers = [("Content-Type", "application/x-www-form-urlencoded; charset=utf-8"),
+                   ("X-Amz-Date", now.strftime("%Y%m%dT%H%M%SZ")),
+                   ("Authorization", f"AWS4-HMAC-SHA256 Credential={self.key}/{now:%Y%m%d}/"
+                                     f"{self.sim.region}/ec2/aws4_request, "
+                                     "SignedHeaders=content-type;host;x-amz-date, Signature=0")]
+        status, _headers, data = self.sim.send("POST", f"{self.sim.endpoint}/", headers, body)
+        try:
+            root = ElementTree.fromstring(data)
+        except ElementTree.ParseError:
+            root = None
+        if root is not None:
+            for el in root.iter():
+                el.tag = el.tag.rsplit("}", 1)[-1]
+        if status >= 300:
+            code = (root.findtext(".//Code") if root is not None else None) or str(status)
+            raise SeedError(code, (root.findtext(".//Message") if root is not None else "") or "")
+        return root
+
+    def create_volume(self, *, AvailabilityZone: str, Size: int, VolumeType: str = "gp3",
+                      TagSpecifications: list[dict[str, Any]] | None = None,
+                      **_: Any) -> dict[str, Any]:
+        params = [("AvailabilityZone", AvailabilityZone), ("Size", str(Size)),
+                  ("VolumeType", VolumeType)]
+        for i, spec in enumerate(TagSpecifications or (), 1):
+            params.append((f"TagSpecification.{i}.ResourceType", str(spec["ResourceType"])))
+            for j, tag in enumerate(spec.get("Tags") or (), 1):
+                params += [(f"TagSpecification.{i}.Tag.{j}.Key", str(tag["Key"])),
+                           (f"TagSpecification.{i}.Tag.{j}.Value", str(tag["Value"]))]
+        params.append(("ClientToken", str(uuid.uuid4())))
+        root = self._call("CreateVolume", params)
+        return {"VolumeId": root.findtext("volumeId"), "AvailabilityZone": AvailabilityZone,
+                "Size": Size, "State": root.findtext("status")}
+
+    def attach_volume(self, *, VolumeId: str, InstanceId: str, Device: str) -> dict[str, Any]:
+        root = self._call("AttachVolume", [("VolumeId", VolumeId), ("InstanceId", InstanceId),
+                                           ("Device", Device)])
+        return {"VolumeId": VolumeId, "InstanceId": InstanceId, "Device": Device,
+                "State": root.findtext("status")}
+
+    def detach_volume(self, *, VolumeId: str, InstanceId: str | None = None,
+                      Force: bool | None = None) -> dict[str, Any]:
+        params = [("VolumeId", VolumeId)]
+        if InstanceId is not None:
+            params.append(("InstanceId", InstanceId))
+        if Force is not None:
+            params.append(("Force", "true" if Force else "false"))
+        root = self._call("DetachVolume", params)
+        return {"VolumeId": root.findtext("volumeId"), "InstanceId": root.findtext("instanceId"),
+                "Device": root.findtext("device"), "State": root.findtext("status")}
+
+    def delete_volume(self, *, VolumeId: str) -> dict[str, Any]:
+        self._call("DeleteVolume", [("VolumeId", VolumeId)])
         return {}
 
 

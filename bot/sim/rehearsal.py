@@ -29,7 +29,7 @@ from typing import Any
 from bot.actions.builtin import builtin_actions
 from bot.actions.catalog import ClusterClients, build_catalog
 from bot.actions.registry import Registry
-from bot.clients.ec2 import Ec2Client, boto3_client
+from bot.clients.ec2 import Ec2Client, bind_backoff, boto3_client
 from bot.clients.kube import KubeClient
 from bot.config import ClusterConfig, PolicyConfig, Settings
 from bot.engine.commands import Approve, Command, Confirm, Outcome, StartRun
@@ -91,13 +91,20 @@ class Rehearsal:
     kubeconfig: str | None = None
     ec2_endpoint: str | None = None
     role_arn: str | None = None  # the cluster's role_arn: EC2 through assumed-role sessions
+    # "http": the product reaches the sandbox over sockets, as in production; "inprocess": its
+    # clients run the sandbox's request handlers without a socket or thread (the explorer's forks)
+    transport: str = "http"
 
     def __post_init__(self) -> None:
+        if self.transport != "http" and (self.kubeconfig or self.ec2_endpoint or self.role_arn):
+            raise ValueError("the in-process transport reaches the sandbox through its own "
+                             "clients: no kubeconfig, ec2_endpoint or role_arn")
         self.workdir = Path(self.workdir or tempfile.mkdtemp(prefix="runbook-bot-rehearsal-"))
         self.clock = ManualClock()
         # controllers see a write 200 ms after it returned, as informers do, unless told otherwise
         self.sandbox = Sandbox(self.scenario, workdir=self.workdir / "sandbox", clock=self.clock,
-                               options={"informer_lag": REHEARSAL_INFORMER_LAG, **self.options})
+                               options={"informer_lag": REHEARSAL_INFORMER_LAG, **self.options},
+                               transport=self.transport)
         self.submitted: list[tuple[Command, Outcome]] = []
 
     def __enter__(self) -> Rehearsal:
@@ -151,11 +158,13 @@ class Rehearsal:
                                                 max_attempts=self.ec2_attempts),
                             sts=boto3_client(region=sb.region, endpoint_url=endpoint,
                                              credentials=CREDENTIALS, service="sts"))
-        # the client's backoff between read retries passes on the sandbox clock, as every
-        # other wait of a rehearsal does
+        # the clients' backoff between retries passes on the sandbox clock, as every other wait
+        # of a rehearsal does
+        bind_backoff(self.clock.advance)
         return ClusterClients.of(
             kube=KubeClient.from_config(kubeconfig=self.kubeconfig or str(sb.kubeconfig_path),
-                                        context=BOT_CONTEXT, sleep=self.clock.advance),
+                                        context=BOT_CONTEXT, sleep=self.clock.advance,
+                                        pool=sb.kube_transport()),
             ec2=ec2)
 
     def resume(self) -> None:
@@ -165,6 +174,7 @@ class Rehearsal:
         self._wire_runner(self.store.url)
 
     def stop(self) -> None:
+        bind_backoff(None)
         self.sandbox.stop()
         if hasattr(self, "store"):
             self.store.close()

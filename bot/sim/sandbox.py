@@ -6,6 +6,10 @@ milliseconds; ``sim up`` uses ``start_background()`` to run on real time times a
 product reaches it only through ``kubeconfig_path`` and ``env`` (``AWS_ENDPOINT_URL_EC2`` and
 ``AWS_ENDPOINT_URL_STS``, whose credentials are held to deploy/iam-policy.json).
 
+``transport="inprocess"`` serves neither over a socket: the clients the sandbox builds
+(``ec2_client``, ``kube_transport``) run the servers' request handlers in their own thread
+(``bot.sim.inprocess``), and no thread is started. The explorer uses it; the default is HTTP.
+
 moto keeps state in process-wide backends, so one Sandbox per process runs at a time.
 """
 
@@ -29,7 +33,7 @@ from bot.sim.apiserver import ApiServer
 from bot.sim.authz import ADMIN_TOKEN, BOT_TOKEN, RBAC_FILE, Authorizer, load_grants
 from bot.sim.controllers import Context, run_all
 from bot.sim.controllers.context import SimEvent
-from bot.sim.ec2 import Ec2Sim, MotoQuery, SeedClient
+from bot.sim.ec2 import Ec2Sim, MotoQuery, ProxyClient, SeedClient
 from bot.sim.ec2_instances import Timing
 from bot.sim.iam import ADMIN_KEY, sandbox_policy
 from bot.sim.invariants import InvariantLog, Violation
@@ -43,6 +47,7 @@ CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing
 ADMIN_CREDENTIALS = {"aws_access_key_id": ADMIN_KEY, "aws_secret_access_key": "testing"}
 BOT_CONTEXT = "runbook-bot"  # the kubeconfig context with the bot's ServiceAccount token
 MAX_PASSES = 60
+TRANSPORTS = ("http", "inprocess")
 STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{6})?Z")
 # the namespaces every cluster has from the start; kube-node-lease holds the kubelets' Leases
 SYSTEM_NAMESPACES = ("default", "kube-node-lease", "kube-public", "kube-system")
@@ -66,9 +71,13 @@ class Sandbox:
 
     def __init__(self, scenario: str = "node-dead", *, seed: int | None = None,
                  workdir: Path | str | None = None, clock: Clock | None = None,
-                 time_scale: float = 1.0, options: dict[str, Any] | None = None) -> None:
+                 time_scale: float = 1.0, options: dict[str, Any] | None = None,
+                 transport: str = "http") -> None:
         if scenario not in SCENARIOS:
             raise ValueError(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
+        if transport not in TRANSPORTS:
+            raise ValueError(f"unknown transport {transport!r}; known: {', '.join(TRANSPORTS)}")
+        self.transport = transport
         self.scenario = SCENARIOS[scenario]
         self.seed = self.scenario.seed if seed is None else seed
         self.options = {**self.scenario.defaults, **(options or {})}
@@ -83,10 +92,12 @@ class Sandbox:
                           enforce_volume_in_use=not self.options.get("allow_multi_attach"),
                           on_change=self._on_ec2_change, now=self.clock.now,
                           timing=Timing.from_options(self.options),
-                          policy=sandbox_policy(self.options), trust=sandbox_trust(self.options))
+                          policy=sandbox_policy(self.options), trust=sandbox_trust(self.options),
+                          in_process=transport == "inprocess")
         self.api = ApiServer(self.store, on_write=self._on_api_write, authorizer=Authorizer(
             load_grants(Path(self.options.get("rbac") or RBAC_FILE))),
             throttle_rate=float(self.options.get("api_throttle_rate", 0.0)), seed=self.seed)
+        self.api.in_process = transport == "inprocess"
         # informer lag: controllers see an API write this many sandbox seconds after it returned
         self.informer_lag = float(self.options.get("informer_lag", 0.0))
         self._unreacted: list[tuple[datetime, str]] = []
@@ -129,11 +140,14 @@ class Sandbox:
         self.ec2.start()
         self.ca_path, cert, key = make_certificates(self.workdir / "pki")
         self.api.tls = server_context(cert, key)
-        self.api.start()
+        if not self.api.in_process:
+            self.api.start()
         self.seed_ec2 = MotoQuery(self.ec2)  # arranging, straight to moto
         # No botocore retries: a retry would sleep inside a controller pass. A refused call is
         # reported (attachError, an Event) and the next pass tries again, as the CSI sidecars do.
-        client = _Lazy(lambda: self.ec2_client(max_attempts=0, timeout=10))
+        # In-process, the same requests are written without botocore (``ProxyClient``).
+        client: Any = ProxyClient(self.ec2) if self.ec2.in_process else _Lazy(
+            lambda: self.ec2_client(max_attempts=0, timeout=10))
         self.ctx = Context(store=self.store, ec2=self.ec2, ec2_client=SeedClient(self.ec2),
                            options=self.options)
         with self._lock:
@@ -231,8 +245,17 @@ class Sandbox:
         if key not in self._clients:
             self._clients[key] = boto3_client(region=self.region, endpoint_url=self.ec2.endpoint,
                                               credentials=CREDENTIALS if as_bot else ADMIN_CREDENTIALS,
+                                              send=self.ec2.send if self.ec2.in_process else None,
                                               **kw)
         return self._clients[key]
+
+    def kube_transport(self) -> Any:
+        """What a kubernetes client's connection pool is replaced with to reach an in-process
+        sandbox (``KubeClient.from_config(pool=...)``); None on the HTTP transport."""
+        if not self.api.in_process:
+            return None
+        from bot.sim.inprocess import KubePool
+        return KubePool(self.api.handler_class)
 
     @property
     def violations(self) -> list[Violation]:

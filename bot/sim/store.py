@@ -78,6 +78,9 @@ class Store:
         self._uids = 0
         self._objects: dict[str, dict[Key, dict[str, Any]]] = {}
         self._order: dict[str, list[Key]] = {}  # sorted keys per table, dropped when keys change
+        # what ``scan`` answered, per table and namespace, until the table's next write: every
+        # controller pass scans the same tables some forty times
+        self._scans: dict[str, dict[str | None, list[dict[str, Any]]]] = {}
         self.history: deque[Change] = deque()
         self.compacted_rv = self._rv  # watches and continue tokens older than this get 410
         self.changed = threading.Condition(self.lock)  # notified on every write, for watches
@@ -116,13 +119,17 @@ class Store:
     def scan(self, res: Resource, namespace: str | None = None) -> list[dict[str, Any]]:
         """Stored snapshots in name order (namespace, name): read them, never change them."""
         with self.lock:
-            table = self._table(res)
-            order = self._order.get(res.plural)
-            if order is None:
-                order = self._order[res.plural] = sorted(table)
-            if res.namespaced and namespace:
-                return [table[k] for k in order if k[0] == namespace]
-            return [table[k] for k in order]
+            ns = namespace if res.namespaced and namespace else None
+            scans = self._scans.setdefault(res.plural, {})
+            hit = scans.get(ns)
+            if hit is None:
+                table = self._table(res)
+                order = self._order.get(res.plural)
+                if order is None:
+                    order = self._order[res.plural] = sorted(table)
+                hit = scans[ns] = ([table[k] for k in order if k[0] == ns] if ns is not None
+                                   else [table[k] for k in order])
+            return list(hit)
 
     def get(self, res: Resource, namespace: str | None, name: str) -> dict[str, Any]:
         obj = self.peek(res, namespace, name)
@@ -140,6 +147,7 @@ class Store:
     def rebase(self, shift: Callable[[Any], Any]) -> None:
         """Replace every object with ``shift(object)`` (timestamps moved); versions stay."""
         with self.lock:
+            self._scans.clear()
             for table in self._objects.values():
                 for key, obj in list(table.items()):
                     table[key] = shift(obj)
@@ -149,6 +157,7 @@ class Store:
         added = key not in table
         if added:
             self._order.pop(res.plural, None)
+        self._scans.pop(res.plural, None)
         table[key] = obj
         self._record(res, "ADDED" if added else "MODIFIED", obj)
 
@@ -156,6 +165,7 @@ class Store:
         """Remove an object for good; the DELETED change carries a new resourceVersion."""
         obj = clone(self._table(res).pop(key))
         self._order.pop(res.plural, None)
+        self._scans.pop(res.plural, None)
         obj["metadata"]["resourceVersion"] = self._bump()
         self._record(res, "DELETED", obj)
         return obj

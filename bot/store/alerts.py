@@ -20,6 +20,7 @@ repeated); ``prune`` drops the rest.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -103,6 +104,18 @@ class AlertLog:
             data = {**json.loads(row.data), **fields}
             conn.execute(update(alerts_t).where(alerts_t.c.key == key).values(
                 data=json.dumps(data, sort_keys=True, separators=(",", ":"))))
+
+    def annotate_many(self, notes: Mapping[str, Mapping[str, Any]]) -> None:
+        """``annotate`` several alerts (alert key -> fields) in one transaction."""
+        if not notes:
+            return
+        with self.engine.begin() as conn:
+            rows = conn.execute(select(alerts_t.c.key, alerts_t.c.data)
+                                .where(alerts_t.c.key.in_(list(notes)))).all()
+            for row in rows:
+                data = {**json.loads(row.data), **notes[row.key]}
+                conn.execute(update(alerts_t).where(alerts_t.c.key == row.key).values(
+                    data=json.dumps(data, sort_keys=True, separators=(",", ":"))))
 
     def group(self, group_key: str) -> list[StoredAlert]:
         """The alerts of a group as last recorded, oldest first."""

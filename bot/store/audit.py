@@ -20,6 +20,14 @@ rewritten as plain SHA-256 fails when verified with the key, and a chain written
 still verifies with that key. Chains written before the mode was recorded verify as before, with
 the note "legacy chain: mode not recorded".
 
+The key may change while a run is open (``Keyring``: the current key signs, previous keys only
+verify). The store then writes an ``audit.key_rotated`` event, signed with the key the chain was
+written with so far, whose payload names that key (``previous``) and the one that signs from the
+next event on (``chain``); from the first event with a key on, a chain never goes back to plain
+SHA-256. Verification checks each event with the key in effect at it, and the head with the key
+in effect at the head, so whoever holds only the new key can neither rewrite the events before the
+rotation nor move it: a chain that changes keys without that event breaks where it changes.
+
 This module is pure (no database): ``verify_events`` works equally on rows read from the store and
 on the event list of an exported transcript (``audit verify --file``).
 
@@ -34,18 +42,21 @@ import hmac
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
+from bot.engine.events import EventType
 from bot.engine.plan import canonical_json
 from bot.engine.redaction import BUILTIN_PATTERNS, REDACTED, Redactor
 
-__all__ = ["BUILTIN_PATTERNS", "GENESIS", "REDACTED", "Event", "Redactor", "Verdict", "event_hash",
-           "make_event", "verify_events"]
+__all__ = ["BUILTIN_PATTERNS", "GENESIS", "REDACTED", "Event", "Keyring", "Redactor", "Verdict",
+           "event_hash", "make_event", "verify_events"]
 
 GENESIS = "0" * 64
 CHAIN = "chain"  # the first event's payload member that records the chain's mode and key id
+PREVIOUS = "previous"  # a key rotation's member naming the mode it ends (``chain``: the new one)
+ROTATED = EventType.AUDIT_KEY_ROTATED.value
 HMAC_MODE = "hmac-sha256"
 PLAIN_MODE = "sha256"
 LEGACY_NOTE = "legacy chain: mode not recorded"
@@ -110,6 +121,37 @@ def key_id(key: bytes) -> str:
     return hmac.new(key, b"runbook-bot audit key id", hashlib.sha256).hexdigest()[:12]
 
 
+@dataclass(frozen=True)
+class Keyring:
+    """The audit keys at hand: ``current`` signs (None: new chains are plain SHA-256), ``previous``
+    (``RUNBOOK_BOT_AUDIT_PREVIOUS_KEYS``) verify what was written with them and sign only the
+    ``audit.key_rotated`` event that hands an open run's chain on to ``current``."""
+
+    current: bytes | None = None
+    previous: tuple[bytes, ...] = ()
+
+    @classmethod
+    def of(cls, keys: Keys) -> Keyring:
+        return keys if isinstance(keys, Keyring) else cls(keys or None)
+
+    def __bool__(self) -> bool:
+        return bool(self.current or any(self.previous))
+
+    def get(self, kid: str) -> bytes | None:
+        """The key whose id is ``kid``, if held."""
+        for key in (self.current, *self.previous):
+            if key and key_id(key) == kid:
+                return key
+        return None
+
+    def ids(self) -> list[str]:
+        """The ids of the keys held, the current one first."""
+        return list(dict.fromkeys(key_id(k) for k in (self.current, *self.previous) if k))
+
+
+Keys = bytes | Keyring | None  # a key alone is a keyring of it
+
+
 def chain_mode(key: bytes | None) -> dict[str, str]:
     """What the first event of a new chain records about how the chain is written."""
     return {"mode": HMAC_MODE, "key_id": key_id(key)} if key else {"mode": PLAIN_MODE}
@@ -125,10 +167,13 @@ def head_mac(*, run_id: str, seq: int, hash_: str | None, key: bytes | None) -> 
 
 def make_event(*, run_id: str, prev: Event | None, ts: str, actor: str, type_: str,
                payload: Mapping[str, Any], key: bytes | None, redact: Redactor) -> Event:
-    """The next event of a chain, redacted and hashed; the first one records the chain's mode."""
+    """The next event of a chain, redacted and hashed; the first one records the chain's mode, a
+    key rotation the modes it ends and starts (never redacted)."""
     clean = redact(dict(payload))
     if prev is None:
         clean[CHAIN] = chain_mode(key)
+    elif type_ == ROTATED:
+        clean[CHAIN], clean[PREVIOUS] = dict(payload[CHAIN]), dict(payload[PREVIOUS])
     text = canonical_json(clean)
     seq = prev.seq + 1 if prev else 1
     prev_hash = prev.hash if prev else GENESIS
@@ -147,8 +192,8 @@ class Verdict:
     # one not given: nothing is known about tampering), "downgrade" (a plain chain verified with a key)
     kind: str = ""
     notes: tuple[str, ...] = ()
-    mode: str | None = None  # as recorded in the chain; None for a legacy chain
-    key_id: str | None = None
+    mode: str | None = None  # as recorded in the chain (at its head); None for a legacy chain
+    key_id: str | None = None  # the key the chain is written with at its head
 
 
 def recorded_mode(events: Sequence[Event]) -> Mapping[str, Any] | None:
@@ -167,41 +212,68 @@ def payload_of(ev: Event) -> Mapping[str, Any]:
     return loaded if isinstance(loaded, Mapping) else {}
 
 
-def _key_problem(mode: Mapping[str, Any], key: bytes | None) -> Verdict | None:
+def _named(mode: Mapping[str, Any]) -> str:
+    return f"key {mode['key_id']}" if mode.get("key_id") else "no key"
+
+
+def _key_for(mode: Mapping[str, Any], ring: Keyring, seq: int,
+             count: int) -> tuple[bytes | None, Verdict | None]:
+    """The key that verifies the events written as ``mode`` records, from ``seq`` on (1: the
+    whole chain, else after a rotation); or why it is not at hand (which is not tampering)."""
     written = str(mode.get("mode"))
-    if written == HMAC_MODE:
-        kid = str(mode.get("key_id"))
-        if not key:
-            return Verdict(False, None, f"written with key {kid}; you gave none (set "
-                           "RUNBOOK_BOT_AUDIT_KEY to that key)", 0, "key", mode=written, key_id=kid)
-        if key_id(key) != kid:
-            return Verdict(False, None, f"written with key {kid}; you gave another (key "
-                           f"{key_id(key)}): verify with the key that wrote it", 0, "key",
-                           mode=written, key_id=kid)
-        return None
     if written == PLAIN_MODE:
-        if key:
-            return Verdict(False, 1, f"written without a key (plain SHA-256) but you gave key "
-                           f"{key_id(key)}: either the run predates the key or the chain was "
-                           "rewritten without it", 0, "downgrade", mode=written)
-        return None
-    return Verdict(False, 1, f"unknown chain mode {written!r}", 0, "tampered")
+        return None, None
+    if written != HMAC_MODE:
+        return None, Verdict(False, seq, f"unknown chain mode {written!r}", count, "tampered")
+    kid = str(mode.get("key_id"))
+    key = ring.get(kid)
+    if key is not None:
+        return key, None
+    where = "written" if seq == 1 else f"from seq {seq} on (after a key rotation) written"
+    if not ring:
+        reason = f"{where} with key {kid}; you gave none (set RUNBOOK_BOT_AUDIT_KEY to that key)"
+    else:
+        reason = (f"{where} with key {kid}; you gave another (key {', '.join(ring.ids())}): "
+                  "verify with the key that wrote it (a key rotated since goes in "
+                  "RUNBOOK_BOT_AUDIT_PREVIOUS_KEYS)")
+    return None, Verdict(False, None, reason, count, "key", mode=written, key_id=kid)
+
+
+def _rotated_to(ev: Event, mode: Mapping[str, Any]) -> tuple[Mapping[str, Any], str]:
+    """The mode a key rotation hands the chain on to, or why it cannot ("" if it can)."""
+    said = payload_of(ev)
+    new, old = said.get(CHAIN), said.get(PREVIOUS)
+    if not isinstance(new, Mapping) or not isinstance(old, Mapping) or dict(old) != dict(mode):
+        return mode, ("the key rotation does not name the key the chain was written with "
+                      f"({_named(mode)})")
+    if new.get("mode") != HMAC_MODE or not new.get("key_id") or dict(new) == dict(mode):
+        return mode, "a key rotation must hand the chain on to another key"
+    return new, ""
 
 
 def verify_events(*, run_id: str, events: Sequence[Event], head_seq: int | None,
-                  head_hash: str | None, key: bytes | None, head_mac_: str | None = None,
+                  head_hash: str | None, key: Keys, head_mac_: str | None = None,
                   finished: str | None = None) -> Verdict:
     """Check a run's chain in stored order; name the first seq that is wrong or missing.
 
-    ``head_mac_`` is the stored signature of the head; ``finished`` the status of a run that
-    says it has finished (its chain must then end with ``run.finished`` of that status).
+    ``key``: the audit key, or a ``Keyring`` (a chain rotated while open needs each key it was
+    written with). ``head_mac_`` is the stored signature of the head; ``finished`` the status of a
+    run that says it has finished (its chain must then end with ``run.finished`` of that status).
     """
+    ring = Keyring.of(key)
     mode = recorded_mode(events)
     notes: tuple[str, ...] = ()
     if mode is None:
         notes = (LEGACY_NOTE,)
+        seg_key = ring.current
     else:
-        problem = _key_problem(mode, key)
+        if (mode.get("mode") == PLAIN_MODE and ring
+                and not any(ev.type == ROTATED for ev in events)):
+            given = ring.current or next(k for k in ring.previous if k)
+            return Verdict(False, 1, f"written without a key (plain SHA-256) but you gave key "
+                           f"{key_id(given)}: either the run predates the key or the chain was "
+                           "rewritten without it", 0, "downgrade", mode=PLAIN_MODE)
+        seg_key, problem = _key_for(mode, ring, 1, 0)
         if problem is not None:
             return problem
     written = str(mode["mode"]) if mode else None
@@ -217,18 +289,27 @@ def verify_events(*, run_id: str, events: Sequence[Event], head_seq: int | None,
         if ev.prev_hash != prev_hash:
             return bad(expected, "prev_hash does not match the previous event", expected - 1)
         h = event_hash(run_id=run_id, seq=ev.seq, ts=ev.ts, actor=ev.actor, type_=ev.type,
-                       payload_json=ev.canonical_payload(), prev_hash=ev.prev_hash, key=key)
+                       payload_json=ev.canonical_payload(), prev_hash=ev.prev_hash, key=seg_key)
         if not hmac.compare_digest(h, ev.hash):
             return bad(expected, "hash does not match the event's contents", expected - 1)
         prev_hash = ev.hash
+        if mode is not None and ev.type == ROTATED and expected > 1:
+            new, why = _rotated_to(ev, mode)
+            if why:
+                return bad(expected, why, expected - 1)
+            notes += (f"audit key rotated at seq {expected}: {_named(mode)} to {_named(new)}",)
+            mode, written, kid = new, str(new["mode"]), str(new["key_id"])
+            seg_key, problem = _key_for(new, ring, expected + 1, expected)
+            if problem is not None:
+                return replace(problem, notes=notes)
     n = len(events)
     if head_seq is not None:
         if n < head_seq:
             return bad(n + 1, f"chain ends at seq {n} but its head is seq {head_seq}", n)
         if n > head_seq or (head_hash is not None and n and events[-1].hash != head_hash):
             return bad(head_seq if n >= head_seq else n, "chain does not end at its head", n)
-    if key and head_seq is not None:
-        expect = head_mac(run_id=run_id, seq=head_seq, hash_=head_hash, key=key)
+    if seg_key and head_seq is not None:  # signed with the key in effect at the head
+        expect = head_mac(run_id=run_id, seq=head_seq, hash_=head_hash, key=seg_key)
         if head_mac_ is None and mode is None:
             notes += ("head not signed (written before signed heads)",)
         elif head_mac_ is None or not hmac.compare_digest(head_mac_, expect or ""):
@@ -249,7 +330,8 @@ def _sealed(events: Sequence[Event], status: str) -> str:
             if said != status:
                 return f"the run says {status} but its run.finished event says {said}"
             return ""
-        if not ev.type.startswith("command."):  # a late command and its refusal may follow
+        # a late command and its refusal may follow, after a key rotation if the key changed
+        if not ev.type.startswith("command.") and ev.type != ROTATED:
             break
     return (f"the run has finished ({status}) but its chain does not end with its run.finished "
             "event: the newest events may have been deleted")

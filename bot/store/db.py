@@ -13,6 +13,11 @@ code runs on the default SQLite file and on a shared PostgreSQL for several repl
 - ``steps``: one row per step instance, so a tick writes only the rows it changed;
 - ``events``: the append-only audit chain, primary key (run_id, seq).
 
+The store signs with the current audit key and holds the previous ones (``Keyring``): a run whose
+chain was written with another key it holds (the key was rotated while the run was open) gets an
+``audit.key_rotated`` event signed with that key before the first event signed with the current
+one; a run written with a key it does not hold is not written to at all (``ConfigError``).
+
 The tables are defined here; their changes are revisions in ``migrations/versions`` (Alembic),
 applied at start by ``bot.store.migrate`` under a lock, so replicas starting together and databases
 from an older version both come up at the newest schema.
@@ -31,7 +36,7 @@ import json
 import re
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -61,11 +66,24 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DatabaseError, IntegrityError, InternalError, OperationalError
 from sqlalchemy.pool import StaticPool
 
+from bot.engine.approvals import SYSTEM_ACTOR
+from bot.engine.events import audit_key_rotated
 from bot.engine.plan import canonical_json
 from bot.engine.runstate import AuditDraft, RunState, StepState
 from bot.engine.state import RUN_TERMINAL, RunStatus
 from bot.errors import ConfigError, LeaseHeld, NotFound, RunIdTaken
-from bot.store.audit import Event, Redactor, head_mac, make_event
+from bot.store.audit import (
+    CHAIN,
+    HMAC_MODE,
+    PLAIN_MODE,
+    ROTATED,
+    Event,
+    Keyring,
+    Redactor,
+    chain_mode,
+    head_mac,
+    make_event,
+)
 from bot.store.migrate import Component, ensure_schema
 
 metadata = MetaData()
@@ -133,6 +151,15 @@ groups_t = Table(
     Column("expires_at", Float, nullable=False, index=True),
 )
 
+# Auto-runs started by alerts: ``limit`` slots per runbook, each used at most once a window, so
+# every replica counts the same runs (``auto_runs.py``; revision store_0006)
+auto_runs_t = Table(
+    "alert_auto_runs", metadata,
+    Column("runbook", String(63), primary_key=True),
+    Column("slot", Integer, primary_key=True),
+    Column("used_at", Float, nullable=False),  # epoch seconds of the start that took the slot
+)
+
 # Processes that drive runs (``worker``, ``slack serve``) and when each last went round its loop,
 # so a terminal knows whether anyone will carry a run on once it lets go of it (revision store_0005).
 workers_t = Table(
@@ -161,6 +188,11 @@ _INSERT_EVENT = insert(events_t)
 _EVENTS = (select(events_t.c.seq, events_t.c.ts, events_t.c.actor, events_t.c.type,
                   events_t.c.payload, events_t.c.prev_hash, events_t.c.hash)
            .where(events_t.c.run_id == bindparam("rid")).order_by(events_t.c.seq))
+# the event that says how a run's chain is written now: its last key rotation, else its first
+_MODE = (select(events_t.c.payload)
+         .where(events_t.c.run_id == bindparam("rid"),
+                or_(events_t.c.seq == 1, events_t.c.type == ROTATED))
+         .order_by(events_t.c.seq.desc()).limit(1))
 
 ACTIVE = tuple(str(s) for s in RunStatus if s not in RUN_TERMINAL)
 
@@ -238,11 +270,15 @@ def make_engine(url: str) -> Engine:
 class Database:
     """Implements ``bot.engine.ports.RunStore`` and reads the audit chain back."""
 
-    def __init__(self, url: str, *, audit_key: str | None = None,
+    def __init__(self, url: str, *, audit_key: str | None = None, previous_keys: Iterable[str] = (),
                  redact_patterns: Iterable[str] = (), engine: Engine | None = None) -> None:
         self.url = url
         self.engine = engine or make_engine(url)
         self.key = audit_key.encode() if audit_key else None
+        # the current key signs; previous ones verify, and sign the rotation of an open run's chain
+        self.keyring = Keyring(self.key, tuple(k.encode() for k in previous_keys if k))
+        # run id -> (a head hash, how the chain is written at it): one query per run, not per save
+        self._modes: dict[str, tuple[str, Mapping[str, Any] | None]] = {}
         self.redact = Redactor(redact_patterns)
         self._sqlite_lock = threading.Lock() if self.engine.dialect.name == "sqlite" else None
         self._shown = masked(url)
@@ -356,7 +392,8 @@ class Database:
                 head = conn.execute(_HEAD, {"rid": rid}).one()
                 prev = (Event(seq=head[0], ts="", actor="", type="", payload={}, prev_hash="",
                               hash=head[1]) if head[0] else None)
-                rows = self._chain(rid, prev, events)
+                rows = self._chain(rid, prev, events,
+                                   self._mode(conn, rid, head[1]) if prev is not None else None)
                 values["audit_seq"], values["audit_hash"] = rows[-1]["seq"], rows[-1]["hash"]
                 values["audit_mac"] = self._mac(rid, rows[-1]["seq"], rows[-1]["hash"])
                 res = conn.execute(_SAVE_WITH_HEAD, values)
@@ -379,17 +416,58 @@ class Database:
             conn.execute(insert(steps_t).values(run_id=run_id, key=key, position=s.position,
                                                 state=params["state"]))
 
-    def _chain(self, run_id: str, prev: Event | None,
-               drafts: Sequence[AuditDraft]) -> list[dict[str, Any]]:
-        rows = []
-        for d in drafts:
+    def _chain(self, run_id: str, prev: Event | None, drafts: Sequence[AuditDraft],
+               mode: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        """The rows of ``drafts`` after ``prev``, whose chain is written as ``mode`` says (None:
+        a new chain, or a legacy one that does not say); if that is not with the current key,
+        the chain's key rotation first, signed with the key it was written with."""
+        now = chain_mode(self.key)
+        signed: list[tuple[AuditDraft, bytes | None]] = [(d, self.key) for d in drafts]
+        if prev is not None and mode is not None and drafts and dict(mode) != now:
+            rotation = audit_key_rotated(previous=mode, chain=now).draft(actor=SYSTEM_ACTOR,
+                                                                           ts=drafts[0].ts)
+            signed.insert(0, (rotation, self._old_key(run_id, mode)))
+        rows: list[dict[str, Any]] = []
+        for d, key in signed:
             ev = make_event(run_id=run_id, prev=prev, ts=d.ts, actor=d.actor, type_=d.type,
-                            payload=d.payload, key=self.key, redact=self.redact)
+                            payload=d.payload, key=key, redact=self.redact)
             rows.append({"run_id": run_id, "seq": ev.seq, "ts": ev.ts, "actor": ev.actor,
                          "type": ev.type, "payload": canonical_json(ev.payload),
                          "prev_hash": ev.prev_hash, "hash": ev.hash})
             prev = ev
+        if rows and (mode is not None or rows[0]["seq"] == 1):
+            if len(self._modes) >= 4096:
+                self._modes.pop(next(iter(self._modes)))
+            self._modes[run_id] = (rows[-1]["hash"], now)
         return rows
+
+    def _old_key(self, run_id: str, mode: Mapping[str, Any]) -> bytes | None:
+        """The key ``run_id``'s chain was written with, to sign its rotation to the current one."""
+        how = "" if mode.get("mode") == PLAIN_MODE else f"key {mode.get('key_id')}"
+        if self.key is None:  # never from a key back to plain SHA-256, which anyone can forge
+            raise ConfigError(f"run {run_id}: its audit chain is written with {how}, and a run "
+                              "cannot go on without it: set RUNBOOK_BOT_AUDIT_KEY (docs/security.md, "
+                              "\"Rotate the audit key\")")
+        if not how:
+            return None  # a key set for the first time: the rotation is plain SHA-256
+        key = self.keyring.get(str(mode.get("key_id")))
+        if key is None:
+            raise ConfigError(f"run {run_id}: its audit chain is written with {how}, which this "
+                              "bot does not hold, so it cannot hand the chain on to the current "
+                              "key: keep the old key in RUNBOOK_BOT_AUDIT_PREVIOUS_KEYS "
+                              "(docs/security.md, \"Rotate the audit key\")")
+        return key
+
+    def _mode(self, conn: Connection, run_id: str, head_hash: str) -> Mapping[str, Any] | None:
+        """How ``run_id``'s chain is written at its head ``head_hash`` (None: a legacy chain)."""
+        known = self._modes.get(run_id)
+        if known is not None and known[0] == head_hash:
+            return known[1]
+        row = conn.execute(_MODE, {"rid": run_id}).first()
+        said = json.loads(row[0]).get(CHAIN) if row is not None else None
+        if isinstance(said, dict) and said.get("mode") in (HMAC_MODE, PLAIN_MODE):
+            return said
+        return None
 
     def _append(self, conn: Connection, run_id: str, prev: Event | None,
                 drafts: Sequence[AuditDraft]) -> None:
@@ -533,6 +611,15 @@ class Database:
         if row is None:
             raise NotFound(f"no run {run_id}; `runbook-bot runs` lists the runs")
         return int(row[0]), row[1]
+
+    def head_mode(self, run_id: str) -> Mapping[str, Any] | None:
+        """How the run's chain is written at its head: the mode and key id its last key rotation,
+        else its first event, records (None for a legacy chain)."""
+        with self.engine.connect() as conn:
+            head = conn.execute(_HEAD, {"rid": run_id}).first()
+            if head is None:
+                raise NotFound(f"no run {run_id}; `runbook-bot runs` lists the runs")
+            return self._mode(conn, run_id, head[1]) if head[0] else None
 
     def signed_head(self, run_id: str) -> tuple[int, str | None, str | None]:
         """The run's head with its signature (None without a key or before signed heads)."""

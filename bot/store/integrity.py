@@ -10,10 +10,14 @@ database row. This module ties them to the chain:
   events say, and, once finished, the status its ``run.finished`` event says;
 - a head published out of the database's reach (``audit head``, the Slack summary, the
   transcript) is compared with the chain when given;
-- an exported JSON document is sealed as a whole (``seal``: an HMAC with the chain's key, over
-  the canonical JSON of every other member), so editing its ``run``, ``steps`` or ``timeline``
-  fails verification; without a key the seal is a plain SHA-256, which catches accidents only,
-  and the ``run`` section is still checked against the events.
+- an exported JSON document is sealed as a whole (``seal``: an HMAC with the chain's key, the one
+  in effect at its head after any key rotation, over the canonical JSON of every other member),
+  so editing its ``run``, ``steps`` or ``timeline`` fails verification; without a key the seal is
+  a plain SHA-256, which catches accidents only, and the ``run`` section is still checked against
+  the events.
+
+Each takes the audit key or a ``Keyring`` (the current key and the previous ones), which a chain
+rotated while its run was open needs.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ from bot.runbook.params import shown_as_recorded
 from bot.store.audit import (
     HMAC_MODE,
     Event,
+    Keyring,
+    Keys,
     Redactor,
     Verdict,
     key_id,
@@ -77,6 +83,9 @@ def header_problem(header: Mapping[str, Any], events: Sequence[Event],
     if "title" in said:
         expect["title"] = said["title"]
     columns = header.get("_columns") or {}
+    # both sides redacted with today's patterns: a chain written before a pattern was added holds
+    # what it did not redact then, and a header redacted now still agrees with it
+    expect = {name: redact(want) for name, want in expect.items()}
     for name, want in expect.items():
         for where, shown in (("header", header.get(name)), ("row", columns.get(name, want))):
             agree = (params_agree(redact(shown), want, written=written_params) if name == "params"
@@ -90,7 +99,7 @@ def header_problem(header: Mapping[str, Any], events: Sequence[Event],
                 f"run.created event says {expect['params']!r}")
     origin = header.get("origin") or {}
     for name, want in (said.get("origin") or {}).items():
-        if canonical_json(redact(origin.get(name))) != canonical_json(want):
+        if canonical_json(redact(origin.get(name))) != canonical_json(redact(want)):
             return (f"the run's origin.{name} says {origin.get(name)!r} but its run.created "
                     f"event says {want!r}")
     problem = _links_problem(header, events, first.actor)
@@ -138,7 +147,7 @@ def _published(verdict: Verdict, events: Sequence[Event],
     return verdict
 
 
-def verify_run(store: RunReader, run_id: str, *, key: bytes | None,
+def verify_run(store: RunReader, run_id: str, *, key: Keys,
                published: tuple[int, str] | None = None) -> Verdict:
     """The chain of a stored run, its signed head, its seal and the header it shows."""
     seq, hash_, mac = store.signed_head(run_id)
@@ -156,6 +165,14 @@ def verify_run(store: RunReader, run_id: str, *, key: bytes | None,
 
 # -- exported documents -------------------------------------------------------------------------
 
+def sealing_key(verdict: Verdict, keys: Keys) -> bytes | None:
+    """The key a document is sealed with: the chain's own at its head when held (a run written
+    before a key rotation is sealed with the old key), else the current one."""
+    ring = Keyring.of(keys)
+    held = ring.get(verdict.key_id) if verdict.key_id else None
+    return held or ring.current
+
+
 def document_seal(doc: Mapping[str, Any], key: bytes | None) -> dict[str, str]:
     """The seal of an exported document over every member but ``seal``."""
     body = canonical_json({k: v for k, v in doc.items() if k != "seal"}).encode()
@@ -165,7 +182,7 @@ def document_seal(doc: Mapping[str, Any], key: bytes | None) -> dict[str, str]:
     return {"mode": "sha256", "mac": hashlib.sha256(body).hexdigest()}
 
 
-def verify_document(doc: Mapping[str, Any], *, key: bytes | None,
+def verify_document(doc: Mapping[str, Any], *, key: Keys,
                     published: tuple[int, str] | None = None) -> Verdict:
     """An exported JSON transcript: its chain, head, seal, and the run section it shows."""
     run = doc["run"]
@@ -190,14 +207,14 @@ def verify_document(doc: Mapping[str, Any], *, key: bytes | None,
                            reason="the document's seal is missing")
         return replace(verdict, notes=(*verdict.notes, "document not sealed (older export): "
                                        "only its events and run section are checked"))
-    if key and isinstance(seal, Mapping) and seal.get("mode") != HMAC_MODE:
+    if Keyring.of(key) and isinstance(seal, Mapping) and seal.get("mode") != HMAC_MODE:
         # exported without the key: anyone can recompute a plain seal, so the sections it covers
         # cannot be vouched for; neither intact nor tampered
         return replace(verdict, ok=False, kind="key",
                        reason="the document was sealed without the audit key (exported without "
                        "RUNBOOK_BOT_AUDIT_KEY): its events verify, its other sections cannot be; "
                        "export it again with the key")
-    if seal != document_seal(doc, key):
+    if seal != document_seal(doc, sealing_key(verdict, key)):
         return replace(verdict, ok=False, kind="tampered",
                        reason="the document's seal does not match: a section other than the "
                        "events (run, steps, timeline...) was edited")

@@ -375,10 +375,11 @@ CASES: dict[str, Case] = {
         # then what a fence would destroy for good (the machines' types, pods and the PVs)
         ["list_node", "DescribeInstances", "DescribeInstanceStatus", "list_namespaced_lease",
          "DescribeInstanceTypes", "list_pod_for_all_namespaces", "list_persistent_volume"],
-        # the first apply reads the batch and fences; the poll reads the instances, and once one
-        # is stopped the nodes (its instances served from the pass), and taints that node
+        # the first apply reads the batch and fences (the instance types are known from the
+        # plan: a type never changes); the poll reads the instances, and once one is stopped the
+        # nodes (its instances served from the pass), and taints that node
         ["list_node", "DescribeInstances", "DescribeInstanceStatus", "list_namespaced_lease",
-         "DescribeInstanceTypes", "list_pod_for_all_namespaces", "list_persistent_volume",
+         "list_pod_for_all_namespaces", "list_persistent_volume",
          "StopInstances", "DescribeInstances", "list_node", "replace_node"],
         lambda w, p, r: (OOS in w.kube.get("nodes", "n1")["spec"]["taints"]
                          and r.data["out_of_service"] == ["n1"]),

@@ -61,7 +61,8 @@ def _env(tmp_path: Path) -> dict[str, str]:
 
 
 def test_the_worker_as_pid_1_stops_on_sigterm_with_exit_0(tmp_path):
-    proc = _as_pid1(["worker", "--interval", "0.2"], _env(tmp_path), tmp_path)
+    proc = _as_pid1(["worker", "--interval", "0.2", "--metrics-port", "0"], _env(tmp_path),
+                    tmp_path)
     try:
         assert "worker: resuming" in _first_line(proc, "worker: resuming")
         code, out, err = _terminate_pid1(proc)
@@ -77,9 +78,10 @@ def test_slack_serve_as_pid_1_stops_taking_requests_and_exits_0_on_sigterm(tmp_p
     with FakeSlack() as fake:
         env = {**_env(tmp_path), "SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_SIGNING_SECRET": "s3cret",
                "RUNBOOK_BOT_SLACK_API_URL": fake.base_url}
-        proc = _as_pid1(["slack", "serve", "--host", "127.0.0.1", "--port", "0"], env, tmp_path)
+        proc = _as_pid1(["slack", "serve", "--host", "127.0.0.1", "--port", "0",
+                         "--metrics-port", "0"], env, tmp_path)
         try:
-            line = _first_line(proc)
+            line = _first_line(proc, "serving Slack")
             assert "serving Slack on http://127.0.0.1:" in line, proc.stderr.read()
             url = line.split(" on ", 1)[1].split(" ", 1)[0].replace("/slack/events", "/healthz")
             with urllib.request.urlopen(url, timeout=5) as r:

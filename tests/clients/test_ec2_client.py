@@ -91,3 +91,19 @@ def test_a_cluster_profile_selects_its_credentials(tmp_path, monkeypatch):
                                     endpoint_url="http://127.0.0.1:1").client
     frozen = client._request_signer._credentials.get_frozen_credentials()
     assert frozen.access_key == "AKIDPRODUCTION" and client.meta.region_name == "eu-west-1"
+
+
+def test_an_instance_type_is_asked_for_once_in_the_clients_life(ec2):
+    """A type's facts (its instance store) never change: a second step's view, in another pass,
+    is answered from what the first read, recorded as ``cached``; a new type is still asked."""
+    root = Ec2Client(client=ec2)
+    first, second = [], []
+    got = root.bound(first).describe_instance_types(["m5d.large"])
+    again = root.bound(second).describe_instance_types(["m5d.large"])
+    assert got == again and got["m5d.large"]["InstanceStorageInfo"]["TotalSizeInGB"] > 0
+    assert [c.outcome for c in first] == ["ok"] and [c.outcome for c in second] == ["cached"]
+    third = []
+    root.bound(third).describe_instance_types(["m5d.large", "m5.large"])
+    assert [(c.operation, c.outcome) for c in third] == [("DescribeInstanceTypes", "ok")]
+    assert Ec2Client(client=ec2).bound(fourth := []).describe_instance_types(["m5d.large"])
+    assert [c.outcome for c in fourth] == ["ok"]  # another client asks for itself

@@ -203,7 +203,7 @@ def test_a_token_in_a_non_json_error_body_is_redacted(fake_kube, tmp_path):
     fake_kube.fault = lambda method, path, query: (502, "BadGateway", "upstream said token=abc123secret")
     with pytest.raises(RetryableError) as e:
         _client(fake_kube, tmp_path, read_retries=0).get_node("n1")
-    assert "abc123secret" not in str(e.value) and "token=<redacted>" in str(e.value)
+    assert "abc123secret" not in str(e.value) and "token=[REDACTED]" in str(e.value)
 
 
 def test_a_read_only_view_refuses_writes_before_sending_them(fake_kube, tmp_path):

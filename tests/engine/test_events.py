@@ -22,7 +22,7 @@ RELEASED = [
     "step.applying", "step.applied", "step.polled", "step.retrying", "step.succeeded",
     "step.failed", "step.skipped", "step.goto", "command.approve", "command.reject",
     "command.confirm", "command.break_glass", "command.retry", "command.abort", "command.refused",
-    "run.linked", "run.handed_over", "command.handover",
+    "run.linked", "run.handed_over", "command.handover", "audit.key_rotated",
 ]
 BOT = Path(__file__).resolve().parents[2] / "bot"
 

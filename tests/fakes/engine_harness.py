@@ -9,6 +9,7 @@ fixture their conftest files take from here.
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,10 +59,10 @@ def runbook(name: str, steps: str, *, params: str = "", approvals: str = "") -> 
 
 class Engine:
     def __init__(self, db_url: str, tmp: Path, texts: dict[str, str], policy: Any = POLICY,
-                 audit_key: str | None = "test-key") -> None:
+                 audit_key: str | None = "test-key", previous_keys: Sequence[str] = ()) -> None:
         self.world = World(tmp / "world.json")
         self.clock = ManualClock()
-        self.db = Database(db_url, audit_key=audit_key)
+        self.db = Database(db_url, audit_key=audit_key, previous_keys=previous_keys)
         self.recorder = Recorder()
         self.catalog = make_catalog(self.world, policy)
         self.policy = policy
@@ -119,8 +120,14 @@ class Engine:
         self.clock.advance(seconds)
         self.runner.run_due()
 
+    def restart_store(self, *, audit_key: str | None, previous_keys: Sequence[str] = ()) -> None:
+        """The bot restarted with other audit keys: a new store on the same database."""
+        old, self.db = self.db, Database(self.db.url, audit_key=audit_key, previous_keys=previous_keys)
+        self.runner.store = self.runner.leases.store = self.db
+        old.close()
+
     def verified(self, run_id: str) -> bool:
-        return verify_run(self.db, run_id, key=self.db.key).ok
+        return verify_run(self.db, run_id, key=self.db.keyring).ok
 
 
 @pytest.fixture

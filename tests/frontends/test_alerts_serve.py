@@ -45,15 +45,19 @@ def test_it_names_the_runbook_for_an_alert_and_refuses_anyone_without_the_token(
            "RUNBOOK_BOT_DATABASE_URL": f"sqlite:///{tmp_path / 'state.db'}"}
     env.pop("RUNBOOK_BOT_CONFIG", None)
     proc = subprocess.Popen([sys.executable, "-m", "bot", "alerts", "serve", "--host", "127.0.0.1",
-                             "--port", "0"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                             "--port", "0", "--metrics-host", "127.0.0.1", "--metrics-port", "0"],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
     try:
-        line = [""]
-        reader = threading.Thread(target=lambda: line.__setitem__(0, proc.stdout.readline()))
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.extend(
+            proc.stdout.readline() for _ in range(2)))
         reader.start()
         reader.join(timeout=20)
-        assert "serving Alertmanager on http://127.0.0.1:" in line[0], proc.stderr.read()
-        base = line[0].split(" on ", 1)[1].split("/alertmanager", 1)[0]
+        assert len(lines) == 2 and "metrics on http://127.0.0.1:" in lines[0], proc.stderr.read()
+        ops = lines[0].split(" on ", 1)[1].split("/metrics", 1)[0]
+        assert "serving Alertmanager on http://127.0.0.1:" in lines[1], proc.stderr.read()
+        base = lines[1].split(" on ", 1)[1].split("/alertmanager", 1)[0]
         body = json.dumps({
             "version": "4", "groupKey": '{}:{alertname="KubeNodeNotReady"}', "status": "firing",
             "receiver": "runbook-bot", "groupLabels": {"alertname": "KubeNodeNotReady"},
@@ -67,7 +71,11 @@ def test_it_names_the_runbook_for_an_alert_and_refuses_anyone_without_the_token(
         assert _post(base, body, None) == 401
         assert _post(base, body, "Bearer not-the-token-0123456") == 401
         assert _post(base, body, f"Bearer {TOKEN}") == 200
-        with urllib.request.urlopen(base + "/metrics", timeout=5) as r:
+        with pytest.raises(urllib.error.HTTPError) as e:  # the ops endpoints have their own port
+            urllib.request.urlopen(base + "/metrics", timeout=5)
+        e.value.close()
+        assert e.value.code == 404
+        with urllib.request.urlopen(ops + "/metrics", timeout=5) as r:
             metrics = r.read().decode()
         assert 'runbook_bot_alerts_total{outcome="suggested"} 1.0' in metrics
         assert 'runbook_bot_alert_requests_total{answer="unauthorized"} 2.0' in metrics

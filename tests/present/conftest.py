@@ -16,7 +16,7 @@ from bot.engine.commands import StartRun
 from bot.engine.plan import ApiCall, Change, Fact, Plan, Result
 from bot.errors import RetryableError
 from bot.present.transcript import Transcript, build
-from bot.store.integrity import verify_run
+from bot.store.integrity import sealing_key, verify_run
 from tests.fakes.engine_harness import Engine, make_engine, runbook
 
 RUN_ID = "rb-3k7qx"
@@ -150,9 +150,9 @@ def transcript_of(e: Engine, run: str, *, tz: str | None = None,
                   messages: list[dict[str, str]] | None = None) -> Transcript:
     events = e.db.events(run)
     seq, hash_, mac = e.db.signed_head(run)
-    verdict = verify_run(e.db, run, key=e.db.key)
+    verdict = verify_run(e.db, run, key=e.db.keyring)
     return build(state=e.state(run), events=events, head=(seq, hash_), verdict=verdict, keyed=True,
-                 head_mac=mac, seal_key=e.db.key,
+                 head_mac=mac, seal_key=sealing_key(verdict, e.db.keyring),
                  thread=thread() if messages is None else messages, tz=tz,
                  exported_at=EXPORTED_AT)
 

@@ -166,6 +166,15 @@ def _handed_over(e: Engine) -> str:
     return run
 
 
+def _key_rotated(e: Engine) -> str:
+    run = _start(e, "change", "rb-k3yr4")  # waiting for approval, its chain under test-key
+    e.clock.advance(60)
+    e.restart_store(audit_key="test-key-2", previous_keys=["test-key"])  # the key was rotated
+    assert e.approve(run, "bob").ok
+    assert e.state(run).status == "succeeded", e.state(run).outcome
+    return run
+
+
 def _dry_run(e: Engine) -> str:
     run = _start(e, "change", "rb-dry4r", dry_run=True)
     assert e.state(run).status == "succeeded"
@@ -175,7 +184,7 @@ def _dry_run(e: Engine) -> str:
 STORIES: dict[str, Callable[[Engine], str]] = {
     "rejected": _rejected, "break-glass": _break_glass,
     "invalidated-aborted": _invalidated_then_aborted, "expired": _expired, "flow": _flow,
-    "dry-run": _dry_run, "handed-over": _handed_over,
+    "dry-run": _dry_run, "handed-over": _handed_over, "key-rotated": _key_rotated,
 }
 
 
@@ -227,7 +236,7 @@ RECORDED = {
     "step.failed", "step.skipped", "step.goto", "command.approve", "command.reject",
     "command.confirm", "command.break_glass", "command.retry", "command.abort",
     "command.refused", "run.aborted", "run.finished", "run.linked", "run.handed_over",
-    "command.handover", "run.context"}
+    "command.handover", "run.context", "audit.key_rotated"}
 
 
 def test_the_golden_runs_record_every_event_type_of_the_list():

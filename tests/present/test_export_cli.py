@@ -112,6 +112,7 @@ GOLDEN = Path(__file__).parent / "golden"
 def test_every_golden_json_export_verifies_offline_as_it_is(monkeypatch, capsys, tmp_path):
     monkeypatch.setenv("RUNBOOK_BOT_DATABASE_URL", f"sqlite:///{tmp_path / 'none.db'}")
     monkeypatch.setenv("RUNBOOK_BOT_AUDIT_KEY", "test-key")
+    monkeypatch.setenv("RUNBOOK_BOT_AUDIT_PREVIOUS_KEYS", "test-key-2")  # the key-rotated story's
     monkeypatch.delenv("RUNBOOK_BOT_CONFIG", raising=False)
     paths = sorted(GOLDEN.glob("**/*.json"))
     assert len(paths) == len(STORIES) + 1  # every story, and the transcript's run
@@ -139,6 +140,7 @@ def test_every_golden_run_exported_by_the_cli_verifies_offline(story_engine, sto
     run = STORIES[story](story_engine)
     monkeypatch.setenv("RUNBOOK_BOT_DATABASE_URL", story_engine.db.url)
     monkeypatch.setenv("RUNBOOK_BOT_AUDIT_KEY", "test-key")
+    monkeypatch.setenv("RUNBOOK_BOT_AUDIT_PREVIOUS_KEYS", "test-key-2")  # the key-rotated story's
     monkeypatch.delenv("RUNBOOK_BOT_CONFIG", raising=False)
     path = tmp_path / f"{story}.json"
     assert main(["export", run, "--format", "json", "-o", str(path)]) == 0, capsys.readouterr()

@@ -260,3 +260,21 @@ def test_a_bad_worst_day_option_is_refused_naming_it_and_what_is_valid(pool, opt
     with pytest.raises(ValueError) as err:
         pool.fresh("az-outage", nodes=1, volumes_per_node=1, **{option: value})
     assert says in str(err.value)
+
+
+def test_a_large_replacement_gives_every_new_node_a_name_of_its_own(pool):
+    """A 100-node outage replaced: more new nodes than one subnet's 50 host numbers, and names
+    that existing nodes hold already. Before, the 51st replacement (or one meeting a node of the
+    same name) failed with "nodes ... already exists" and stopped the sandbox's controllers."""
+    from bot.sim.controllers.replacement import _node_like
+
+    sb = pool.fresh("az-outage", nodes=2, volumes_per_node=1)
+    template = sb.get("Node", None, sb.facts["dead_nodes"][0])
+    taken = {n["metadata"]["name"] for n in sb.list("Node")}
+    made = []
+    for i in range(120):
+        node = _node_like(sb.ctx, template, f"i-{i:017x}")
+        sb.ctx.store.create(sb.ctx.store_res("Node"), node)
+        made.append(node["metadata"]["name"])
+    assert len(set(made)) == 120 and not set(made) & taken
+    assert all(n.startswith("ip-10-0-") for n in made)

@@ -3,6 +3,7 @@ events tables, every export format, and the errors that name the database never 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -13,9 +14,12 @@ from sqlalchemy import text
 
 from bot.cli import main
 from bot.engine.commands import Abort, Confirm, Reject, StartRun
+from bot.engine.redaction import Redactor
 from bot.errors import ConfigError
+from bot.present.transcript import export_verified
 from bot.runtime.runner import Runner
 from bot.store.db import Database
+from bot.store.integrity import verify_document, verify_run
 from tests.fakes.engine_harness import Engine, runbook
 
 SLACK_TOKEN = "xoxb-1234567890-0987654321-AbCdEfGhIjKlMnOp"
@@ -117,3 +121,27 @@ def test_the_command_line_never_prints_the_database_password(tmp_path: Path) -> 
     assert done.returncode != 0
     assert "cannot open the state database" in done.stderr
     assert "hunter2" not in done.stdout + done.stderr
+
+
+class _Before(Redactor):
+    """The redactor of a release that knew none of today's patterns (GitHub tokens among them)."""
+
+    def text(self, text: str) -> str:
+        return text
+
+
+def test_a_run_recorded_before_a_pattern_was_added_still_verifies_and_exports(
+        engine: Engine) -> None:
+    token = "ghp_R4nd0mT0k3nV4lu3F0rT3st1ngOnly0001"
+    engine.db.redact = engine.runner.redact = _Before()
+    run = engine.start("leaky", name="thing", note=f"old {token}")
+    engine.runner.submit(Reject(run_id=run, actor="bob", reason=f"not with {token} again"))
+    assert token in _stored(engine.db)  # as that release stored it
+    upgraded = Database(engine.db.url, audit_key="test-key")  # today's patterns redact the token
+    try:
+        assert verify_run(upgraded, run, key=upgraded.key).ok
+        text_, verdict = export_verified(upgraded, run, fmt="json")
+        assert verdict.ok, verdict.reason
+        assert verify_document(json.loads(text_), key=upgraded.key).ok
+    finally:
+        upgraded.close()

@@ -20,7 +20,7 @@ from typing import Any, Final
 from slack_sdk.errors import SlackApiError
 
 from bot.diagnose import Report
-from bot.frontends.alerts import AlertGroup, provenance
+from bot.frontends.alerts import MAX_TAKEN, AlertGroup, provenance
 from bot.present import blockkit as bk
 from bot.store.alerts import AlertLog, StoredAlert
 
@@ -82,7 +82,7 @@ def diagnosis_blocks(report: Report) -> tuple[str, list[bk.Block]]:
             blocks.append(bk.context(f"`{bk.esc(f.command)}`"))
     if n > MAX_FINDINGS:
         blocks.append(bk.context(f"{n - MAX_FINDINGS} more: `runbook-bot diagnose` lists them all"))
-    return title, bk.limit_blocks(blocks)
+    return bk.esc(title), bk.limit_blocks(blocks)  # the text fallback is drawn too
 
 
 def _subject(labels: Mapping[str, str]) -> str:
@@ -106,7 +106,10 @@ def _alert_blocks(a: StoredAlert, index: int) -> list[bk.Block]:
     for j, s in enumerate(a.data.get("suggestions", [])):
         params = " ".join(f"{k}=`{bk.esc(v)}`" for k, v in s["params"].items())
         text = f"Runbook *{bk.esc(s['runbook'])}*" + (f" with {params}" if params else "")
-        if s.get("auto_run"):
+        held = a.data.get("auto_run_held", {}).get(s["runbook"])
+        if s.get("auto_run") and held:
+            text += f" (not started by the bot: over its limit of auto-runs, {bk.esc(held)})"
+        elif s.get("auto_run"):
             text += " (started by the bot: it only reads)"
         if s.get("problem"):
             text += f"\n:warning: {bk.esc(s['problem'])}: fill the params in the form"
@@ -118,14 +121,39 @@ def _alert_blocks(a: StoredAlert, index: int) -> list[bk.Block]:
     return blocks
 
 
+def _not_done(group: AlertGroup) -> list[str]:
+    """What a flood left undone, said on the card: alerts of the last delivery not looked at,
+    and auto-runs held by their runbook's limit."""
+    lines = []
+    truncated, over = group.dropped.get("truncated", 0), group.dropped.get("over_limit", 0)
+    if truncated or over:
+        why = [f"{truncated} left out by Alertmanager (its max_alerts)"] if truncated else []
+        if over:
+            why.append(f"{over} over the {MAX_TAKEN} the bot takes from a delivery (the oldest)")
+        lines.append(f":warning: {truncated + over} alerts of this group were not looked at: "
+                     + ", ".join(why))
+    held: dict[str, str] = {}
+    count = 0
+    for a in group.alerts:
+        count += len(a.data.get("auto_run_held", {}))
+        held.update(a.data.get("auto_run_held", {}))
+    if count:
+        limits = ", ".join(f"{bk.esc(rb)} {bk.esc(limit)}" for rb, limit in sorted(held.items()))
+        lines.append(f":warning: {count} auto-run{'s' if count != 1 else ''} not started: over "
+                     f"the limit of auto-runs per runbook ({limits}); Dry run or Run starts one")
+    return lines
+
+
 def card_blocks(group: AlertGroup) -> tuple[str, list[bk.Block]]:
     """The card's fallback text and blocks."""
     firing, total = group.firing, len(group.alerts)
     title = (f"{firing} alert{'s' if firing != 1 else ''} firing" if firing
              else "All alerts resolved")
-    text = f"{title}: " + ", ".join(sorted({a.data.get("labels", {}).get("alertname", "?")
+    # the notification text is drawn (and notifies) like the blocks: alert names are inert too
+    text = f"{title}: " + ", ".join(sorted({bk.esc(a.data.get("labels", {}).get("alertname", "?"))
                                             for a in group.alerts}))
     blocks: list[bk.Block] = [bk.section(f"*{bk.esc(title)}* ({total - firing} resolved)")]
+    blocks.extend(bk.context(line) for line in _not_done(group))
     shown = sorted(group.alerts, key=lambda a: (a.status != "firing", a.starts_at, a.key))
     for i, a in enumerate(shown[:MAX_ALERTS]):
         blocks.extend(_alert_blocks(a, i))
@@ -166,7 +194,8 @@ class SlackCards:
             latest = self.log.group(group.key)
             if [(a.key, a.status) for a in latest] != [(a.key, a.status) for a in group.alerts]:
                 # alerts recorded by another replica while this card was being posted
-                text, blocks = card_blocks(AlertGroup(group.key, group.label, latest))
+                text, blocks = card_blocks(AlertGroup(group.key, group.label, latest,
+                                                      dropped=group.dropped))
                 self.client.chat_update(channel=r["channel"], ts=r["ts"], text=text, blocks=blocks)
         except SlackApiError as e:
             log.warning("could not show the alert card: %s", e.response.get("error"))

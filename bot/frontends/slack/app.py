@@ -12,9 +12,12 @@ proxy, the tests' fake), with its trailing ``/``. Answers to people retry 429s a
 retries connection errors only and reschedules a rate-limited run itself (``outbox.py``). What
 still fails is logged, never raised into a run.
 
-``wsgi_app`` routes ``/slack/events`` to bolt and answers ``/healthz``, behind the body limits of
+``wsgi_app`` routes ``/slack/events`` to bolt and answers ``GET /healthz`` (the load balancer's
+health check: "ok", nothing read) and 404 for anything else, behind the body limits of
 ``BODY_LIMITS`` (``bot.frontends.http``: a body over its endpoint's limit gets 413 before it is
 read); ``http_server`` runs it in waitress, a production WSGI server, capped at the largest limit.
+This port is the one the Ingress exposes: the ops endpoints and the Alertmanager webhook are served
+on ports of their own (``bot.frontends.ops``, ``bot.frontends.alerts.listener``), never here.
 """
 
 from __future__ import annotations
@@ -41,17 +44,14 @@ from slack_sdk.http_retry.builtin_handlers import (
     RateLimitErrorRetryHandler,
 )
 
-from bot.config import PolicyConfig, Settings, SlackConfig
+from bot.config import SLACK_PORT, PolicyConfig, Settings, SlackConfig
 from bot.engine.approvals import Membership, membership_from
 from bot.engine.facts import RunbookFacts
 from bot.engine.ports import Clock, SystemClock
 from bot.errors import ConfigError, ExternalError
-from bot.frontends.alerts import ALERTS_PATH, AlertIntake, Diagnoser, webhook_app
-from bot.frontends.alerts import BODY_LIMITS as ALERT_LIMITS
-from bot.frontends.http import WSGIApp, limit_bodies, server_cap, stop_server
+from bot.frontends.alerts import AlertIntake, Diagnoser, webhook_app
+from bot.frontends.http import HEALTH_PATH, WSGIApp, healthy, limit_bodies, not_found, server_cap, stop_server
 from bot.frontends.metrics import Metrics
-from bot.frontends.ops import BODY_LIMITS as OPS_LIMITS
-from bot.frontends.ops import OpsEndpoints
 from bot.frontends.slack.alert_cards import SlackCards
 from bot.frontends.slack.dedupe import Deliveries
 from bot.frontends.slack.drawing import RunDrawer, RunFacts
@@ -64,11 +64,10 @@ from bot.store.alerts import AlertLog
 
 log = logging.getLogger(__name__)
 DEFAULT_API_URL = "https://slack.com/api/"
-EVENTS_PATH = "/slack/events"
-HEALTH_PATH = "/healthz"
+EVENTS_PATH = "/slack/events"  # slash commands, interactivity and events: the app's one URL
 # bytes per endpoint (docs/slack.md): Slack's requests are a few KB, a large modal's some 100 KB;
-# health, readiness and metrics take none
-BODY_LIMITS = {EVENTS_PATH: 1024 * 1024, **ALERT_LIMITS, **OPS_LIMITS}
+# the health check takes none
+BODY_LIMITS = {EVENTS_PATH: 1024 * 1024, HEALTH_PATH: 0}
 
 
 def background_thread() -> None:
@@ -347,22 +346,19 @@ def _once(parts: SlackParts) -> Callable[..., Any]:
     return once
 
 
-def wsgi_app(app: App, ops: OpsEndpoints | None = None, alerts: WSGIApp | None = None,
-             ) -> Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]:
-    """``/slack/events`` to bolt, ``/healthz``, ``/readyz`` and ``/metrics`` to ``ops`` (without
-    it, only ``/healthz``), ``/alertmanager`` to ``alerts`` when given, 404 for anything else;
-    every body over its endpoint's limit is refused unread."""
+def wsgi_app(app: App) -> Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]:
+    """The Slack port: ``/slack/events`` to bolt, ``GET /healthz`` for the load balancer, 404 for
+    anything else (``/metrics``, ``/readyz`` and ``/alertmanager`` included: they have ports of
+    their own); every body over its endpoint's limit is refused unread."""
     handler = SlackRequestHandler(app, path=EVENTS_PATH)
 
     def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        if alerts is not None and environ.get("PATH_INFO") == ALERTS_PATH:
-            return alerts(environ, start_response)
-        if ops is not None and ops.handles(str(environ.get("PATH_INFO") or "")):
-            return ops(environ, start_response)
-        if environ.get("PATH_INFO") == HEALTH_PATH:
-            start_response("200 OK", [("Content-Type", "text/plain; charset=utf-8")])
-            return [b"ok\n"]
-        if environ.get("PATH_INFO") == EVENTS_PATH and environ.get("REQUEST_METHOD") == "POST":
+        path = environ.get("PATH_INFO")
+        if path == HEALTH_PATH and environ.get("REQUEST_METHOD", "GET") in ("GET", "HEAD"):
+            return healthy(start_response)
+        if path != EVENTS_PATH:
+            return not_found(start_response)
+        if environ.get("REQUEST_METHOD") == "POST":
             length = int(environ.get("CONTENT_LENGTH") or 0)  # checked by the body limit
             body = environ["wsgi.input"].read(length) if length else b""
             problem = _unparsable(body, environ.get("CONTENT_TYPE"))
@@ -399,12 +395,11 @@ def _unparsable(body: bytes, content_type: str | None) -> str | None:
 _OBJECTS = ("user", "team", "channel", "view", "container", "enterprise", "message", "event")
 
 
-def http_server(app: App, *, host: str = "0.0.0.0", port: int = 3000, threads: int = 8,
-                ops: OpsEndpoints | None = None, alerts: WSGIApp | None = None) -> Any:
-    """A waitress server for the app (not yet running: call ``.run()``)."""
+def http_server(app: App, *, host: str = "0.0.0.0", port: int = SLACK_PORT, threads: int = 8) -> Any:
+    """A waitress server for the app on the Slack port (not yet running: call ``.run()``)."""
     from waitress.server import create_server
 
-    return create_server(wsgi_app(app, ops, alerts), host=host, port=port, threads=threads,
+    return create_server(wsgi_app(app), host=host, port=port, threads=threads,
                          # whole seconds: waitress reads the loop timeout as an int, and 0 busy-polls a core
                          asyncore_loop_timeout=1, ident="runbook-bot",
                          # waitress refuses a longer Content-Length right after the headers

@@ -179,8 +179,8 @@ def register(app: App, *, service: SlackService, work: Any, deliveries: Deliveri
             return
         try:
             cmd = parse(str(body.get("text") or ""))
-        except UsageError as e:
-            hint = f":warning: {bk.esc(e)}\n\n{USAGE}"
+        except UsageError as e:  # it may quote what was typed: redacted and drawn inert
+            hint = f":warning: {bk.esc(service.runner.redact(str(e)))}\n\n{USAGE}"
             ack(text=bk.truncate(hint, 3000), blocks=[bk.section(hint)])
             return
         if cmd.verb == "help":

@@ -92,8 +92,10 @@ def _ref(obj: dict[str, Any]) -> str:
 
 
 def condition(obj: dict[str, Any], ctype: str) -> dict[str, Any] | None:
-    return next((c for c in obj.get("status", {}).get("conditions") or [] if c.get("type") == ctype),
-                None)
+    for c in obj.get("status", {}).get("conditions") or ():
+        if c.get("type") == ctype:
+            return c
+    return None
 
 
 def node_ready(node: dict[str, Any]) -> bool:

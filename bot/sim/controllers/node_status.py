@@ -24,6 +24,7 @@ transition. Option ``node_monitoring_agent=false`` leaves them out (a cluster wi
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 REPORT_FREQUENCY = 300.0  # nodeStatusReportFrequency: 5 min since Kubernetes 1.13 with leases
@@ -73,8 +74,10 @@ AGENT: dict[str, tuple[tuple[str, str], str | None, tuple[str, str]]] = {
 }
 
 
+@functools.cache
 def kubelet_conditions(cause: str | None) -> list[dict[str, str]]:
-    """The kubelet's conditions (type, status, reason, message) for a kubelet sick of ``cause``."""
+    """The kubelet's conditions (type, status, reason, message) for a kubelet sick of ``cause``.
+    One list per cause, shared by every caller: read it, never change it."""
     out = []
     for ctype, (ok, bad, which) in PRESSURE.items():
         status, (reason, message) = ("True", bad) if cause == which else ("False", ok)
@@ -88,7 +91,9 @@ def kubelet_conditions(cause: str | None) -> list[dict[str, str]]:
     return out
 
 
+@functools.cache
 def agent_conditions(cause: str | None) -> list[dict[str, str]]:
+    """The node monitoring agent's conditions; one list per cause: read it, never change it."""
     out = []
     for ctype, (ok, which, bad) in AGENT.items():
         status, (reason, message) = ("False", bad) if which and cause == which else ("True", ok)

@@ -135,9 +135,18 @@ def _node_like(ctx: Context, template: dict[str, Any], iid: str) -> dict[str, An
     old = template["metadata"]["name"]
     head, _, domain = old.partition(".")
     parts = head.split("-")  # ip-10-0-OCTET-HOST
-    n = ctx.state["joined"] = int(ctx.state.get("joined", 0)) + 1
-    parts[-1] = str(200 + n % 50)
-    name = "-".join(parts) + ("." + domain if domain else "")
+    octet = parts[-2]
+    # a name no node had in this sandbox: a large event replaces more nodes than one subnet's 50
+    # host numbers, and a replacement named like the node it replaced would pass for it
+    seen = {str(t["metadata"]["name"]) for t in ctx.state.get("templates", {}).values()}
+    seen |= set(ctx.state.get("deleted_nodes", {}))
+    while True:
+        n = ctx.state["joined"] = int(ctx.state.get("joined", 0)) + 1
+        parts[-2] = octet if n < 50 else str(100 + (int(octet) + n // 50) % 150)
+        parts[-1] = str(200 + n % 50)
+        name = "-".join(parts) + ("." + domain if domain else "")
+        if name not in seen and ctx.find("Node", None, name) is None:
+            break
     zone = template["metadata"]["labels"]["topology.kubernetes.io/zone"]
     digest = hashlib.sha256(iid.encode()).hexdigest()
     labels = {**template["metadata"]["labels"], "kubernetes.io/hostname": name}

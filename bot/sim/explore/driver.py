@@ -10,6 +10,7 @@ lease has expired, as another replica would take the run over.
 
 from __future__ import annotations
 
+import random
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -68,6 +69,29 @@ class Played:
     def ok(self) -> bool:
         return not self.found
 
+    def differences(self, other: Played) -> list[str]:
+        """How ``other``, a play of the same timeline, ended otherwise (none: the same result):
+        the run's status, the invariant findings, each step's outcomes and the interlocks met,
+        the rounds, and the trace of events and decisions, line by line."""
+        out = []
+        for what, mine, theirs in (
+                ("timeline", self.timeline, other.timeline), ("status", self.status, other.status),
+                ("findings", [(f.invariant, f.details) for f in self.found],
+                 [(f.invariant, f.details) for f in other.found]),
+                ("step outcomes", self.coverage.steps, other.coverage.steps),
+                ("interlocks", self.coverage.interlocks, other.coverage.interlocks),
+                ("rounds", self.rounds, other.rounds)):
+            if mine != theirs:
+                out.append(f"{what}: {mine} != {theirs}")
+        for i, (mine, theirs) in enumerate(zip(self.trace, other.trace, strict=False)):
+            if mine != theirs:
+                out.append(f"trace line {i + 1}: {mine!r} != {theirs!r}")
+                break
+        else:
+            if len(self.trace) != len(other.trace):
+                out.append(f"trace: {len(self.trace)} lines != {len(other.trace)}")
+        return out
+
 
 def _coverage(events: list[Any], status: str) -> Coverage:
     cov = Coverage(ends={status})
@@ -91,6 +115,7 @@ class _Player:
         self.other: Any = None  # a second worker's runner, once one started
         self.audit_problem = ""
         self.run_id = ""
+        self.began = r.clock.now()
 
     def note(self, text: str) -> None:
         self.trace.append(f"[{self.r.clock.now():%H:%M:%S}] {text}")
@@ -219,17 +244,22 @@ class _Player:
                 # the run's doing; what the bot writes afterwards is judged as usual
                 self.world_caused.extend(self.r.sandbox.invariants.violations[before:])
 
-    def play(self) -> tuple[RunState, int, str]:
+    def begin(self) -> RunState:
+        """Start the run and play its first tick: what every timeline of a search shares, since
+        its world events and decisions come from round 0 on."""
         self._trap()
         params: dict[str, Any] = dict(self.tl.params)
         self.run_id = self.r.start_run(self.tl.runbook, **params)
-        began = self.r.clock.now()
-        state = self.drive()
+        self.began = self.r.clock.now()
+        return self.drive()
+
+    def rounds(self, state: RunState) -> tuple[RunState, int, str]:
+        """The rest of the run, round by round, with the timeline's events."""
         decided = False
         for rnd in range(MAX_ROUNDS):
             if state.status in RUN_TERMINAL:
                 return state, rnd, ""
-            if self.r.clock.now() - began > timedelta(hours=MAX_HOURS):
+            if self.r.clock.now() - self.began > timedelta(hours=MAX_HOURS):
                 break
             self.world(rnd)
             if decided:
@@ -257,11 +287,11 @@ class _Player:
 
 
 @contextmanager
-def staged(tl: Timeline, *, runbooks_dir: str | None = None,
-           workdir: Path | None = None) -> Iterator[Rehearsal]:
+def staged(tl: Timeline, *, runbooks_dir: str | None = None, workdir: Path | None = None,
+           transport: str = "http") -> Iterator[Rehearsal]:
     with tempfile.TemporaryDirectory(prefix="runbook-bot-explore-") as tmp:
         r = Rehearsal(tl.scenario, options=dict(tl.options), workdir=workdir or Path(tmp),
-                      audit_key="explore", runbooks_dir=runbooks_dir)
+                      audit_key="explore", runbooks_dir=runbooks_dir, transport=transport)
         r.start()
         try:
             yield r
@@ -287,29 +317,57 @@ def suggested_params(r: Rehearsal, runbook: str) -> dict[str, str]:
 
 
 def play(tl: Timeline, *, runbooks_dir: str | None = None, draw_events: bool = False,
-         rounds: int = ROUNDS) -> Played:
+         rounds: int = ROUNDS, transport: str = "http") -> Played:
     """Stage ``tl``'s scenario, play it, and check every invariant. ``draw_events``: the
     events are drawn from ``tl.seed`` over the staged world first; params missing from ``tl``
-    are those diagnose suggests."""
-    with staged(tl, runbooks_dir=runbooks_dir) as r:
-        if draw_events:
-            tl = replace(tl, events=draw(r.sandbox, seed=tl.seed, rounds=rounds))
-        if not tl.params:
-            tl = replace(tl, params=suggested_params(r, tl.runbook))
-        p = _Player(r, tl)
-        try:
-            state, rounds, hung = p.play()
-        finally:
-            if p.other is not None:
-                p.other.store.close()
-        p.verify()
-        events = r.events(p.run_id)
-        runbook, _text, _file = r.runner.runbooks.get(tl.runbook)
-        actions = {s.id: str(s.action) for s in runbook.spec.steps if s.action}
-        ev = Evidence(sandbox=r.sandbox, status=str(state.status), events=events,
-                      requester=REQUESTER, group=frozenset(r.settings.policy.groups[GROUP]),
-                      hung=hung, audit_ok=not p.audit_problem, audit_problem=p.audit_problem,
-                      actions=actions, world_caused=p.world_caused)
-        found = check_all(ev)
-        return Played(tl, str(state.status), found, _coverage(events, str(state.status)),
-                      p.trace, rounds)
+    are those diagnose suggests. Over HTTP unless told (``bot.sim.inprocess``)."""
+    with staged(tl, runbooks_dir=runbooks_dir, transport=transport) as r:
+        return play_staged(r, tl, draw_events=draw_events, rounds=rounds)
+
+
+def play_staged(r: Rehearsal, tl: Timeline, *, draw_events: bool = False,
+                rounds: int = ROUNDS) -> Played:
+    """Play ``tl`` on ``r``, a rehearsal just staged for it (or a fork of one: ``fork``); the
+    world is used up afterwards."""
+    if draw_events:
+        tl = replace(tl, events=draw(r.sandbox, seed=tl.seed, rounds=rounds))
+    # botocore draws its retry backoff's jitter from the process's ``random``, and the backoff
+    # passes on the sandbox clock: seeded where every way of playing a timeline seeds it (here,
+    # and after the shared beginning), a throttled timeline replays to the second
+    random.seed("explore-begin")
+    if not tl.params:
+        tl = replace(tl, params=suggested_params(r, tl.runbook))
+    p = _Player(r, tl)
+    return finish(p, p.begin(), tl)
+
+
+def begin(r: Rehearsal, tl: Timeline) -> tuple[_Player, RunState]:
+    """The beginning every timeline of ``tl``'s runbook and params shares, played on ``r``
+    (``fork`` plays it once and each timeline from there, with ``finish``)."""
+    random.seed("explore-begin")
+    p = _Player(r, replace(tl, events=()))
+    return p, p.begin()
+
+
+def finish(p: _Player, state: RunState, tl: Timeline) -> Played:
+    """``tl`` played on from its beginning (``begin``), and every invariant checked."""
+    assert (tl.runbook, tl.params) == (p.tl.runbook, p.tl.params), "another run's beginning"
+    random.seed(f"explore-{tl.seed}")
+    p.tl = tl
+    r = p.r
+    try:
+        state, rounds, hung = p.rounds(state)
+    finally:
+        if p.other is not None:
+            p.other.store.close()
+    p.verify()
+    events = r.events(p.run_id)
+    runbook, _text, _file = r.runner.runbooks.get(tl.runbook)
+    actions = {s.id: str(s.action) for s in runbook.spec.steps if s.action}
+    ev = Evidence(sandbox=r.sandbox, status=str(state.status), events=events,
+                  requester=REQUESTER, group=frozenset(r.settings.policy.groups[GROUP]),
+                  hung=hung, audit_ok=not p.audit_problem, audit_problem=p.audit_problem,
+                  actions=actions, world_caused=p.world_caused)
+    found = check_all(ev)
+    return Played(tl, str(state.status), found, _coverage(events, str(state.status)),
+                  p.trace, rounds)

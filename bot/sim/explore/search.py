@@ -4,6 +4,12 @@ still break the same invariant, and the coverage of what the search reached.
 Shrinking is delta debugging over the timeline's events (halves, then single events), replaying
 each candidate from scratch; a candidate counts only if it breaks the *same* invariant, so a
 shrink never trades the bug it was given for another.
+
+Where the platform forks, the scenario is staged once and each timeline is played in a fork of it
+over the in-process transport (``fork``, ``bot.sim.inprocess``). One timeline in ``check_every``,
+and every counterexample before it is reported, is played again as a process of its own would, on
+a world staged afresh and over HTTP; a different result is an explorer error (``Report.errors``),
+a fault of the sandbox's fast path that no runbook is blamed for.
 """
 
 from __future__ import annotations
@@ -15,7 +21,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from bot.sim.explore.driver import Coverage, Played, play, staged, suggested_params
+from bot.sim.explore.fork import CAN_FORK, Stage
 from bot.sim.explore.timeline import Timeline
+
+CHECK_EVERY = 20  # one explored timeline in this many is played over HTTP too, and compared
 
 # the scenario each shipped runbook is explored on by default: the incident it is for
 SCENARIO_FOR: dict[str, str] = {
@@ -43,15 +52,16 @@ def base_timeline(runbook: str, scenario: str, *, params: dict[str, str] | None 
     return replace(tl, params={**found, **(params or {})})
 
 
-def shrink(failed: Played, *, runbooks_dir: str | None = None,
-           budget: float = 120.0) -> Played:
-    """The fewest events of ``failed``'s timeline that still break its first invariant."""
+def shrink(failed: Played, *, runbooks_dir: str | None = None, budget: float = 120.0,
+           player: Callable[[Timeline], Played] | None = None) -> Played:
+    """The fewest events of ``failed``'s timeline that still break its first invariant, each
+    candidate played by ``player`` (staged afresh over HTTP unless given)."""
     target = failed.found[0].invariant
     best = failed
     deadline = time.monotonic() + budget
 
     def still(tl: Timeline) -> Played | None:
-        p = play(tl, runbooks_dir=runbooks_dir)
+        p = player(tl) if player is not None else play(tl, runbooks_dir=runbooks_dir)
         return p if any(f.invariant == target for f in p.found) else None
 
     # events after the run ended never happened: drop them first
@@ -84,12 +94,28 @@ class Report:
     failures: list[Played] = field(default_factory=list)
     coverage: Coverage = field(default_factory=Coverage)
     ends: dict[str, int] = field(default_factory=dict)
+    checked: int = 0  # timelines played both ways (a fork in-process, and staged over HTTP)
+    errors: list[str] = field(default_factory=list)  # where the two ways disagreed
+
+    def compare(self, fast: Played, http: Played) -> None:
+        """Note a timeline played both ways; a difference is an explorer error."""
+        self.checked += 1
+        diff = fast.differences(http)
+        if diff:
+            self.errors.append(f"seed {fast.timeline.seed}: in a fork over the in-process "
+                               "transport the timeline ended otherwise than staged afresh over "
+                               "HTTP: " + "; ".join(diff))
 
     def words(self, steps: list[str] | None = None) -> str:
         rate = self.played / self.seconds if self.seconds else 0.0
         lines = [f"{self.runbook} on {self.scenario}: {self.played} timeline(s) in "
                  f"{self.seconds:.1f} s ({rate:.2f}/s), {len(self.failures)} violation(s)",
                  "  run ends: " + ", ".join(f"{k} {v}" for k, v in sorted(self.ends.items()))]
+        if self.checked:
+            lines.append(f"  played over HTTP too: {self.checked} timeline(s), "
+                         + (f"{len(self.errors)} ended otherwise" if self.errors else
+                            "each with the same result"))
+        lines += [f"  EXPLORER ERROR: {e}" for e in self.errors]
         if steps:
             ran = [s for s in steps if self.coverage.steps.get(s, set()) - {"skipped"}]
             lines.append(f"  steps run: {len(ran)} of {len(steps)} (the others only skipped "
@@ -103,26 +129,60 @@ class Report:
 
 def explore(base: Timeline, *, count: int, seed: int = 0, budget: float | None = None,
             runbooks_dir: str | None = None, shrink_budget: float = 120.0,
-            on_played: Callable[[Played], None] | None = None) -> Report:
-    """Play up to ``count`` timelines (or until ``budget`` seconds), shrinking each failure."""
+            on_played: Callable[[Played], None] | None = None, fork: bool | None = None,
+            check_every: int = CHECK_EVERY) -> Report:
+    """Play up to ``count`` timelines (or until ``budget`` seconds), shrinking each failure.
+
+    ``fork`` (the default where the platform has it): in forks of one staged world over the
+    in-process transport, one timeline in ``check_every`` (0: none) and every counterexample
+    checked against a play staged afresh over HTTP. Otherwise each is staged afresh over HTTP."""
     report = Report(base.runbook, base.scenario)
     start = time.monotonic()
     seen: set[str] = set()
     rng = random.Random(seed)
-    for _ in range(count):
-        if budget is not None and time.monotonic() - start > budget:
-            break
-        p = play(replace(base, seed=rng.randrange(2**31)), runbooks_dir=runbooks_dir,
-                 draw_events=True)
-        base = replace(base, params=p.timeline.params)  # diagnose once
-        report.played += 1
-        report.coverage.add(p.coverage)
-        report.ends[p.status] = report.ends.get(p.status, 0) + 1
-        if on_played:
-            on_played(p)
-        if p.found and p.found[0].invariant not in seen:
-            seen.add(p.found[0].invariant)
-            report.failures.append(shrink(p, runbooks_dir=runbooks_dir, budget=shrink_budget))
+    forking = CAN_FORK if fork is None else fork
+    stage: Stage | None = None
+    try:
+        for i in range(count):
+            if budget is not None and time.monotonic() - start > budget:
+                break
+            tl = replace(base, seed=rng.randrange(2**31))
+            if not forking:
+                p = play(tl, runbooks_dir=runbooks_dir, draw_events=True)
+            elif stage is None:
+                # the first is played here, in-process on a world staged for it: that warms
+                # what the forks will share (loaded models, parsed runbooks), then the world
+                # they fork from is staged
+                p = play(tl, runbooks_dir=runbooks_dir, draw_events=True, transport="inprocess")
+                if check_every:
+                    report.compare(p, play(tl, runbooks_dir=runbooks_dir, draw_events=True))
+                if i + 1 < count:
+                    stage = Stage(replace(base, params=p.timeline.params),
+                                  runbooks_dir=runbooks_dir, warm=False)
+            else:
+                p = stage.play(tl, draw_events=True)
+                if check_every and i % check_every == 0:
+                    report.compare(p, stage.play(tl, draw_events=True, transport="http"))
+            base = replace(base, params=p.timeline.params)  # diagnose once
+            report.played += 1
+            report.coverage.add(p.coverage)
+            report.ends[p.status] = report.ends.get(p.status, 0) + 1
+            if on_played:
+                on_played(p)
+            if p.found and p.found[0].invariant not in seen:
+                seen.add(p.found[0].invariant)
+                if forking and stage is None:
+                    stage = Stage(replace(base, params=p.timeline.params),
+                                  runbooks_dir=runbooks_dir, warm=False)
+                small = shrink(p, runbooks_dir=runbooks_dir, budget=shrink_budget,
+                               player=None if stage is None else stage.play)
+                if stage is not None:  # what is reported is what a replay over HTTP shows
+                    report.compare(stage.play(small.timeline),
+                                   stage.play(small.timeline, transport="http"))
+                report.failures.append(small)
+    finally:
+        if stage is not None:
+            stage.close()
     report.seconds = time.monotonic() - start
     return report
 

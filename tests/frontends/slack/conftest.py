@@ -23,7 +23,8 @@ from bot.engine.plan import Change, Plan, Result
 from bot.engine.ports import ManualClock
 from bot.frontends.metrics import Metrics
 from bot.frontends.observed import ObservedCatalog
-from bot.frontends.ops import OpsEndpoints, database_check, worker_check
+from bot.frontends.alerts import listener
+from bot.frontends.ops import OpsEndpoints, database_check, side_server, worker_check
 from bot.frontends.slack.app import SlackParts, build_app, http_server, stop_http_server
 from bot.runbook.source import TextSource
 from bot.runtime.runner import Runner
@@ -224,20 +225,32 @@ class Bot:
                                               diagnoser=diagnoser)
         self.parts.start()
         self._closed = False
-        self.server = http_server(self.app, host="127.0.0.1", port=0, threads=threads, ops=self.ops,
-                                  alerts=self.parts.webhook)
+        # one listener per audience, as ``slack serve`` runs them: Slack's, the ops port's and
+        # (with webhook credentials) Alertmanager's
+        self.server = http_server(self.app, host="127.0.0.1", port=0, threads=threads)
         self.base = f"http://127.0.0.1:{self.server.effective_port}"
         self.url = f"{self.base}/slack/events"
-        self._thread = threading.Thread(target=self.server.run, daemon=True, name="waitress")
-        self._thread.start()
+        self.ops_server = side_server(self.ops, host="127.0.0.1", port=0)
+        self.ops_base = f"http://127.0.0.1:{self.ops_server.effective_port}"
+        self.alerts_server = None if self.parts.webhook is None else listener(
+            self.parts.webhook, host="127.0.0.1", port=0, threads=2)
+        self.alerts_base = "" if self.alerts_server is None else \
+            f"http://127.0.0.1:{self.alerts_server.effective_port}"
+        self._threads = [threading.Thread(target=s.run, daemon=True, name="waitress")
+                         for s in (self.server, self.ops_server, self.alerts_server) if s is not None]
+        for t in self._threads:
+            t.start()
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
         self.settle()
-        stop_http_server(self.server)
-        self._thread.join(timeout=5)
+        for server in (self.server, self.ops_server, self.alerts_server):
+            if server is not None:
+                stop_http_server(server)
+        for t in self._threads:
+            t.join(timeout=5)
         self.parts.close()
         if self.rehearsal is None:
             self.db.close()

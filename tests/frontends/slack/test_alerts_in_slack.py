@@ -97,7 +97,7 @@ def post(bot: Bot, body: Any, *, auth: str | None = f"Bearer {TOKEN}",
     headers = {"Content-Type": "application/json", "User-Agent": "Alertmanager/0.27.0"}
     if auth is not None:
         headers["Authorization"] = auth
-    req = urllib.request.Request(f"{bot.base}/alertmanager", data=data, headers=headers,
+    req = urllib.request.Request(f"{bot.alerts_base}/alertmanager", data=data, headers=headers,
                                  method="POST")
     try:
         with urllib.request.urlopen(req, timeout=10) as r:
@@ -142,7 +142,7 @@ def test_oversized_is_413_and_malformed_is_400_naming_what_is_wrong(abot: Bot):
     from bot.frontends.alerts import BODY_LIMIT
     from tests.frontends.slack.test_body_limits import _raw
 
-    answer = _raw(abot, f"POST /alertmanager HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}"
+    answer = _raw(abot.alerts_base, f"POST /alertmanager HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}"
                         f"\r\nContent-Type: application/json\r\nContent-Length: {BODY_LIMIT + 1}")
     assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
     big = json.dumps(payload(alert(node="n1", big="x" * 1000))).encode()

@@ -15,9 +15,10 @@ from tests.fakes.slack_requests import send, signed, slash_command_body
 from tests.frontends.slack.conftest import Bot
 
 
-def _raw(bot: Bot, head: str, body: bytes = b"", *, timeout: float = 5.0) -> bytes:
-    """Send raw HTTP; return what the server answered (the status line first)."""
-    where = urlsplit(bot.url)
+def _raw(bot: Bot | str, head: str, body: bytes = b"", *, timeout: float = 5.0) -> bytes:
+    """Send raw HTTP to the bot's Slack port (or the listener at a URL); return what the server
+    answered (the status line first)."""
+    where = urlsplit(bot if isinstance(bot, str) else bot.url)
     with socket.create_connection((where.hostname, where.port), timeout=timeout) as sock:
         sock.sendall(head.encode() + b"\r\n\r\n" + body)
         answer = b""
@@ -118,6 +119,9 @@ def test_the_guard_refuses_by_length_and_reads_a_body_without_one_only_up_to_the
 
 def test_the_server_cap_is_the_largest_endpoint_limit() -> None:
     from bot.frontends.alerts import ALERTS_PATH
+    from bot.frontends.alerts import BODY_LIMITS as ALERT_LIMITS
 
-    assert server_cap(BODY_LIMITS) == BODY_LIMITS[ALERTS_PATH] > BODY_LIMITS[EVENTS_PATH]
+    # each listener its own: the Slack port's, and the alerts port's (a larger one)
+    assert server_cap(BODY_LIMITS) == BODY_LIMITS[EVENTS_PATH]
+    assert server_cap(ALERT_LIMITS) == ALERT_LIMITS[ALERTS_PATH] > BODY_LIMITS[EVENTS_PATH]
     assert server_cap({}) == 1024

@@ -1,5 +1,5 @@
-"""``slack serve`` in HTTP mode answers ``/metrics`` and ``/readyz`` on its own port, behind the
-body limits, and counts what people did in Slack, the acks and Slack's failures."""
+"""``slack serve`` in HTTP mode answers ``/metrics`` and ``/readyz`` on the ops port (never the Slack
+port), behind the body limits, and counts what people did in Slack, the acks and Slack's failures."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from tests.frontends.observe import get, scrape, value
 from tests.frontends.slack.conftest import BOB, DAVE, Bot
 
 
-def test_a_run_approved_in_slack_is_counted_and_served_beside_the_events(bot: Bot) -> None:
+def test_a_run_approved_in_slack_is_counted_and_served_on_the_ops_port(bot: Bot) -> None:
     bot.command("run change-thing name=web-1")
     run = bot.run_id()
     bot.clock.advance(45)  # Bob takes 45 s to approve
@@ -17,7 +17,7 @@ def test_a_run_approved_in_slack_is_counted_and_served_beside_the_events(bot: Bo
     bot.click(bot.approval("taint"), "rb_approve", user=DAVE)
     assert bot.db.load(run).status == "succeeded"
 
-    m = scrape(bot.base)
+    m = scrape(bot.ops_base)
     assert value(m, "runbook_bot_runs_total", runbook="change-thing", status="started") == 1
     assert value(m, "runbook_bot_runs_total", runbook="change-thing", status="succeeded") == 1
     assert value(m, "runbook_bot_approval_wait_seconds_count", runbook="change-thing") == 2
@@ -32,17 +32,17 @@ def test_a_run_approved_in_slack_is_counted_and_served_beside_the_events(bot: Bo
     assert value(m, "runbook_bot_slack_outbox_backlog") == 1  # the failed reply waits its retry
     bot.clock.advance(10)
     bot.settle()
-    assert value(scrape(bot.base), "runbook_bot_slack_outbox_backlog") == 0
+    assert value(scrape(bot.ops_base), "runbook_bot_slack_outbox_backlog") == 0
 
 
-def test_readyz_on_the_slack_port_follows_the_worker_loop_and_takes_no_body(bot: Bot) -> None:
-    assert get(bot.base + "/readyz")[0] == 503  # the worker loop has not gone round yet
+def test_readyz_on_the_ops_port_follows_the_worker_loop_and_takes_no_body(bot: Bot) -> None:
+    assert get(bot.ops_base + "/readyz")[0] == 503  # the worker loop has not gone round yet
     bot.runner.run_due()
-    assert get(bot.base + "/readyz")[0] == 200
+    assert get(bot.ops_base + "/readyz")[0] == 200
     bot.clock.advance(121)
-    status, _, body = get(bot.base + "/readyz")
+    status, _, body = get(bot.ops_base + "/readyz")
     assert status == 503 and body.startswith("worker: ")
     for path in ("/metrics", "/readyz", "/healthz"):
-        status, _, body = get(bot.base + path, data=b"{}")
+        status, _, body = get(bot.ops_base + path, data=b"{}")
         assert status == 413, (path, status, body)
-    assert get(bot.base + "/healthz")[:3:2] == (200, "ok\n")
+    assert get(bot.ops_base + "/healthz")[:3:2] == (200, "ok\n")

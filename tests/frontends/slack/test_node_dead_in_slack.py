@@ -57,7 +57,7 @@ def test_node_dead_ngns_recovers_from_slack_and_the_summary_names_the_taint(
         assert raw_iso_times(bot.fake) == []
         # the clients' call records, counted: every API call of every apply is in the audit too
         # (a read served again from the pass is audited as `cached`, and is no API call)
-        m = scrape(bot.base)
+        m = scrape(bot.ops_base)
         applied = [c for ev in bot.events(run) for c in ev.payload.get("calls") or ()
                    if c.get("outcome") != "cached"]
         for service in ("kubernetes", "ec2"):

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import threading
+import urllib.error
 import urllib.request
 from dataclasses import replace
 from pathlib import Path
@@ -59,14 +60,14 @@ def test_a_malformed_api_url_or_a_refused_token_is_explained(env: pytest.MonkeyP
 @pytest.mark.parametrize("socket_mode", [False, True], ids=["http", "socket-mode"])
 def test_serve_answers_health_readiness_and_metrics_until_interrupted(tmp_path: Path,
                                                                       socket_mode: bool) -> None:
-    """HTTP mode on its own port beside /slack/events; Socket Mode on the side port."""
+    """On the ops port in both modes; in HTTP mode the Slack port answers none of them."""
     with FakeSlack() as fake:
         env = {**os.environ, "SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_SIGNING_SECRET": "s3cret",
                "RUNBOOK_BOT_SLACK_API_URL": fake.base_url,
                "RUNBOOK_BOT_RUNBOOKS_DIR": str(ROOT / "runbooks"),
                "RUNBOOK_BOT_DATABASE_URL": f"sqlite:///{tmp_path / 'state.db'}"}
         env.pop("RUNBOOK_BOT_CONFIG", None)
-        args = ["--host", "127.0.0.1", "--port", "0"]
+        args = ["--host", "127.0.0.1", "--port", "0", "--metrics-host", "127.0.0.1", "--metrics-port", "0"]
         if socket_mode:
             fake.start_socket_mode()
             env["SLACK_APP_TOKEN"] = APP_TOKEN
@@ -74,16 +75,22 @@ def test_serve_answers_health_readiness_and_metrics_until_interrupted(tmp_path: 
         proc = subprocess.Popen([sys.executable, "-m", "bot", "slack", "serve", *args], cwd=tmp_path,
                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            line = [""]
-            reader = threading.Thread(target=lambda: line.__setitem__(0, proc.stdout.readline()))
+            lines: list[str] = []
+            reader = threading.Thread(target=lambda: lines.extend(
+                proc.stdout.readline() for _ in range(1 if socket_mode else 2)))
             reader.start()
             reader.join(timeout=20)
-            if socket_mode:
-                assert "metrics on http://127.0.0.1:" in line[0], proc.stderr.read()
-                base = line[0].split(" on ", 1)[1].split("/metrics", 1)[0]
-            else:
-                assert "serving Slack on http://127.0.0.1:" in line[0], proc.stderr.read()
-                base = line[0].split(" on ", 1)[1].split("/slack/events", 1)[0]
+            assert lines and "metrics on http://127.0.0.1:" in lines[0], proc.stderr.read()
+            base = lines[0].split(" on ", 1)[1].split("/metrics", 1)[0]
+            if not socket_mode:
+                assert "serving Slack on http://127.0.0.1:" in lines[1], proc.stderr.read()
+                slack = lines[1].split(" on ", 1)[1].split("/slack/events", 1)[0]
+                assert slack != base
+                for path in ("/metrics", "/readyz"):
+                    with pytest.raises(urllib.error.HTTPError) as e:
+                        urllib.request.urlopen(slack + path, timeout=5)
+                    e.value.close()
+                    assert e.value.code == 404, path
             with urllib.request.urlopen(base + "/healthz", timeout=5) as r:
                 assert r.status == 200
             with urllib.request.urlopen(base + "/readyz", timeout=5) as r:

@@ -1,0 +1,90 @@
+"""The explorer's fast path gives the results of the real one: a timeline played in a fork of a
+staged world over the in-process transport ends as it does staged afresh and played over HTTP
+(same status, findings, step outcomes, rounds and trace), and the transport answers the product's
+clients as the HTTP servers do, watches included."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from bot.clients.kube import KubeClient
+from bot.errors import PermanentError
+from bot.sim.explore import fork
+from bot.sim.explore.driver import Played
+from bot.sim.explore.search import explore
+from bot.sim.explore.timeline import Timeline
+from bot.sim.rehearsal import Rehearsal
+
+NODE = "ip-10-0-1-23.ap-southeast-1.compute.internal"
+BASE = Timeline("node-dead-ngns", "node-hung", {"cluster": "sandbox", "node": NODE})
+
+needs_fork = pytest.mark.skipif(not fork.CAN_FORK, reason="os.fork is not available")
+
+
+@needs_fork
+@pytest.mark.slow
+def test_timelines_played_in_forks_in_process_end_as_staged_afresh_over_http() -> None:
+    # seed 3 meets EC2 and API throttling (botocore's backoff, on the sandbox clock) and a worker
+    # killed between ticks; seed 5 ends failed after three crashes and a rejection
+    with fork.Stage(BASE, warm=False) as stage:
+        for seed in (3, 5):
+            tl = replace(BASE, seed=seed)
+            fast = stage.play(tl, draw_events=True)
+            http = stage.play(tl, draw_events=True, transport="http")
+            assert fast.timeline.events, "the timeline drew no event"
+            assert fast.differences(http) == [], "\n".join([tl.words(), *fast.trace])
+        assert stage.forks == 4
+
+
+def test_the_in_process_transport_answers_the_product_as_http_does() -> None:
+    with Rehearsal("node-hung", transport="inprocess") as r:
+        assert r.sandbox.api._httpd is None and r.sandbox.ec2._httpd is None  # no server, no thread
+        clients = r.clients()
+        nodes = clients.kube.list_nodes()
+        assert NODE in {n["metadata"]["name"] for n in nodes}
+        with pytest.raises(PermanentError) as missing:
+            clients.kube.get_node("no-such-node")
+        assert missing.value.code == "NotFound"
+        ids = [i.id for res in r.sandbox.ec2.backend.reservations.values() for i in res.instances]
+        described = clients.ec2.describe_instances(ids)
+        assert set(described) == set(ids)
+        assert [c.access_key for c in r.sandbox.ec2.wire] == ["testing"]  # the bot's signature
+
+        # RBAC holds as over HTTP: the bot may not watch nodes; the sandbox's admin may, and a
+        # watch streams its events as they are written, until it times out
+        from kubernetes.client.exceptions import ForbiddenException
+
+        with pytest.raises(ForbiddenException):
+            clients.kube._group("core").list_node(watch=True, timeout_seconds=1)
+        admin = KubeClient.from_config(kubeconfig=str(r.sandbox.kubeconfig_path), context="sandbox",
+                                       pool=r.sandbox.kube_transport())
+        resp = admin._group("core").list_node(watch=True, timeout_seconds=1,
+                                              _preload_content=False)
+        lines = [json.loads(line) for line in resp.stream() for line in line.splitlines() if line]
+        assert {e["type"] for e in lines} == {"ADDED"}
+        assert NODE in {e["object"]["metadata"]["name"] for e in lines}
+
+
+@needs_fork
+@pytest.mark.slow
+def test_a_timeline_that_ends_otherwise_in_process_is_an_explorer_error(monkeypatch) -> None:
+    real = fork.finish
+
+    def drifting(*args: object) -> Played:
+        return replace(real(*args), status="drifted")  # type: ignore[arg-type]
+
+    monkeypatch.setattr(fork, "finish", drifting)  # the forks' path only, never the HTTP one
+    # the first timeline is played in this process (it warms it for the forks); the second forks
+    report = explore(BASE, count=2, seed=4, check_every=1)
+    assert report.checked == 2 and len(report.errors) == 1
+    assert "status: drifted != " in report.errors[0]
+    assert "EXPLORER ERROR" in report.words()
+
+
+@pytest.mark.slow
+def test_without_fork_each_timeline_is_staged_afresh_over_http() -> None:
+    report = explore(BASE, count=1, seed=4, fork=False)
+    assert report.played == 1 and report.checked == 0 and not report.errors
