@@ -21,9 +21,9 @@ from pydantic import BaseModel, ConfigDict
 from bot.config import AlertsConfig, ClusterConfig, PolicyConfig, Settings, SlackConfig
 from bot.engine.plan import Change, Plan, Result
 from bot.engine.ports import ManualClock
+from bot.frontends.alerts import listener
 from bot.frontends.metrics import Metrics
 from bot.frontends.observed import ObservedCatalog
-from bot.frontends.alerts import listener
 from bot.frontends.ops import OpsEndpoints, database_check, side_server, worker_check
 from bot.frontends.slack.app import SlackParts, build_app, http_server, stop_http_server
 from bot.runbook.source import TextSource
