@@ -51,6 +51,7 @@ ENV PATH=/opt/runbook-bot/bin:$PATH \
     HOME=/var/lib/runbook-bot
 WORKDIR /var/lib/runbook-bot
 USER 10001:10001
-EXPOSE 3000
+# the Slack port, the ops port (probes, metrics) and the alerts port: docs/deploy.md, "Ports"
+EXPOSE 3000 9464 9095
 ENTRYPOINT ["runbook-bot"]
 CMD ["slack", "serve"]

@@ -126,3 +126,16 @@ def test_by_default_both_front_ends_may_approve_and_safety_switches_are_off() ->
 def test_a_secret_of_the_wrong_type_is_named_but_never_echoed() -> None:
     assert problems({"audit_key": 8231749, "slack": {"signing_secret": ["hunter2"]}}) == [
         "bot.yaml: audit_key: must be a string", "bot.yaml: slack.signing_secret: must be a string"]
+
+
+def test_listen_gives_each_audience_a_port_of_its_own_and_refuses_sharing_one():
+    from bot.config import ListenConfig
+
+    assert settings_from_mapping({}, {}).listen == ListenConfig(
+        host="0.0.0.0", slack_port=3000, ops_port=9464, alerts_port=9095)
+    s = settings_from_mapping({"listen": {"ops_port": 9100, "host": "127.0.0.1"}}, {})
+    assert (s.listen.host, s.listen.slack_port, s.listen.ops_port) == ("127.0.0.1", 3000, 9100)
+    with pytest.raises(ConfigError, match="listen: slack_port and ops_port are both 3000"):
+        settings_from_mapping({"listen": {"ops_port": 3000}}, {})
+    with pytest.raises(ConfigError, match=r"listen.alerts_port: must be at most 65535"):
+        settings_from_mapping({"listen": {"alerts_port": 70000}}, {})

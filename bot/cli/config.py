@@ -4,7 +4,8 @@
 in the bot's pod (``kubectl exec deploy/runbook-bot -- runbook-bot config check``): it loads the
 file, lists the runbooks, opens the state database, and for every cluster loads its kubeconfig
 (or the in-cluster ServiceAccount), lists nodes with it, and asks STS who the AWS credentials are
-(after ``role_arn``). Each line says what was found or why not; the exit status is 1 if anything
+(after ``role_arn``, assumed with the person running the check as its ``SourceIdentity`` and
+requester tag). Each line says what was found or why not; the exit status is 1 if anything
 that was reachable answered no, 2 if the config itself is invalid.
 """
 
@@ -131,10 +132,12 @@ def _check_cluster(cfg: Any) -> bool:
             kube.close()
     from bot.clients.ec2 import caller_identity
     from bot.errors import RetryableError
+    from bot.frontends.term.identity import os_user
 
     role = f", role {cfg.role_arn}" if cfg.role_arn else ""
     try:
-        found = caller_identity(cfg)
+        # with role_arn, the session is attributed to whoever runs the check (its SourceIdentity)
+        found = caller_identity(cfg, requester=os_user())
     except RetryableError as e:
         print(f"skip  {what} aws: STS not reachable from here, identity not checked ({e})")
     except RunbookBotError as e:

@@ -5,7 +5,11 @@ With a cluster ``role_arn``, every EC2 write of a run is made with credentials o
 the session and it cannot be changed inside it), ``RoleSessionName`` names the run, and session
 tags name the requester and the people whose approval let the write go ahead. A new session is
 assumed only when that set of approvers changes, so a run approved by the same people throughout
-has one session.
+has one session. The cluster's shared session (reads, ``DryRun`` checks, ``config check``) is
+attributed too (``SharedSession``): its ``SourceIdentity`` and requester tag name the bot, or the
+person running ``config check``. The role's trust policy (deploy/role-trust-policy.json) refuses
+any AssumeRole without a ``SourceIdentity`` and the requester tag, or with a tag key that is not
+the bot's (``runbook-bot-*``), so no session of the role is ever unattributed.
 
 This module turns a run's people into what STS accepts, within its documented limits: at most 50
 session tags, keys of 1-128 and values of 0-256 characters of letters, digits, spaces and
@@ -31,6 +35,9 @@ TAG_APPROVER = "runbook-bot-approver-"  # + 1, 2, ...
 TAG_MORE = "runbook-bot-approvers-not-tagged"  # how many approvers did not fit
 # the run and requester tags, and one for the count of approvers that did not fit
 MAX_APPROVER_TAGS = MAX_TAGS - 3
+TAG_PREFIX = "runbook-bot-"  # every session tag key the bot sets starts with it
+REQUIRED_TAGS = (TAG_REQUESTER,)  # on every session, as the shipped trust policy requires
+BOT_IDENTITY = "runbook-bot"  # whom the shared session acts for: the bot itself
 
 _IDENTITY_CHAR = re.compile(r"[^A-Za-z0-9_+=,.@-]")
 
@@ -81,3 +88,23 @@ class Attribution:
         if len(self.approvers) > len(shown):
             tags.append({"Key": TAG_MORE, "Value": str(len(self.approvers) - len(shown))})
         return tags
+
+
+@dataclass(frozen=True)
+class SharedSession:
+    """The cluster's shared session of its ``role_arn``: reads and ``DryRun`` checks, made for no
+    run in particular; ``requester`` is the bot, or the person running ``config check``."""
+
+    cluster: str
+    requester: str = BOT_IDENTITY
+
+    @property
+    def source_identity(self) -> str:
+        return identity_text(self.requester)
+
+    @property
+    def session_name(self) -> str:
+        return identity_text(SESSION_PREFIX + self.cluster)
+
+    def tags(self) -> list[dict[str, str]]:
+        return [{"Key": TAG_REQUESTER, "Value": tag_value(self.requester)}]

@@ -51,7 +51,7 @@ from botocore.exceptions import (
 from botocore.loaders import create_loader
 from botocore.session import get_session
 
-from bot.clients.attribution import Attribution, identity_text
+from bot.clients.attribution import BOT_IDENTITY, Attribution, SharedSession
 from bot.clients.redact import redact
 from bot.config import ClusterConfig
 from bot.engine.plan import ApiCall
@@ -330,15 +330,22 @@ class Ec2Client:
     @classmethod
     def from_cluster(cls, cfg: ClusterConfig, *, endpoint_url: str | None = None,
                      sts_endpoint_url: str | None = None,
-                     credentials: dict[str, str] | None = None) -> Ec2Client:
+                     credentials: dict[str, str] | None = None,
+                     requester: str = BOT_IDENTITY) -> Ec2Client:
         """Region, profile, retry mode and (optionally) an assumed role from the cluster's config.
 
         ``credentials`` (``aws_access_key_id``...) replace the default chain as the base identity.
+        With a ``role_arn``, the shared session is attributed to ``requester`` (the bot, or the
+        person running ``config check``): its ``SourceIdentity`` and session tag, which the role's
+        trust policy requires of every session (``SharedSession``).
         """
         reach = _Reach(cfg, endpoint_url=endpoint_url, sts_endpoint_url=sts_endpoint_url,
                        credentials=credentials)
         if cfg.role_arn:
-            session, _ = reach.role_session(RoleSessionName=identity_text(f"runbook-bot-{cfg.name}"))
+            shared = SharedSession(cluster=cfg.name, requester=requester)
+            session, _ = reach.role_session(RoleSessionName=shared.session_name,
+                                            SourceIdentity=shared.source_identity,
+                                            Tags=shared.tags())
             return cls(client=reach.ec2(session), sts=reach.sts(session),
                        run_sessions=RunSessions(reach))
         base = reach.base_session()
@@ -705,14 +712,15 @@ def iso(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-def caller_identity(cfg: ClusterConfig) -> dict[str, str]:
-    """Who AWS sees for this cluster's config (``sts get-caller-identity``), after ``role_arn``.
+def caller_identity(cfg: ClusterConfig, *, requester: str = BOT_IDENTITY) -> dict[str, str]:
+    """Who AWS sees for this cluster's config (``sts get-caller-identity``), after ``role_arn``
+    (assumed for ``requester``, its ``SourceIdentity``).
 
     Raises ``RetryableError`` when STS cannot be reached and ``PermanentError`` when it answers no
     (no credentials, an expired token, a role that cannot be assumed).
     """
     try:
-        client = Ec2Client.from_cluster(cfg)  # with role_arn, the role is assumed here
+        client = Ec2Client.from_cluster(cfg, requester=requester)  # with role_arn, assumed here
     except (ClientError, BotoCoreError) as e:
         raise _identity_error(e) from e
     return client.caller_identity()

@@ -19,7 +19,8 @@ botocore parses them, before or instead of forwarding to moto (DOMAIN.md §4):
   for lack of capacity, DescribeVolumeStatus (moto lacks it) with impaired volumes.
 - A snapshot is ``pending``, its progress climbing, for ``snapshot_seconds`` (``ec2_snapshots``).
 - Every caller but the sandbox itself is held to deploy/iam-policy.json (``iam``), and an
-  AssumeRole also to the role's trust policy, deploy/role-trust-policy.json (``trust``).
+  AssumeRole also to the role's trust policy, deploy/role-trust-policy.json (``trust``), its
+  conditions on the request's SourceIdentity and session tags included.
 - STS requests (``AWS_ENDPOINT_URL_STS`` may point here too) are recorded, then answered by moto
   (``sts``); every EC2 request is recorded with the access key that signed it (``wire``), so a
   test sees which credentials (which assumed-role session) made each call.
@@ -70,7 +71,7 @@ from bot.sim.ec2_status import StatusChecks
 from bot.sim.ec2_zone import ZoneFailure, ZoneFailures
 from bot.sim.iam import ADMIN_KEY, Policy, access_key, implicit_checks, resources_of
 from bot.sim.net import POLL, Server, no_delay
-from bot.sim.sts import StsLog, assume_role_actions, is_sts
+from bot.sim.sts import StsLog, assume_role_actions, is_sts, trust_context
 from bot.sim.sts import error_xml as sts_error_xml
 from bot.sim.trust import TrustPolicy
 
@@ -418,11 +419,14 @@ class Ec2Sim(InstanceLifecycle, ZoneFailures):
             return ""
         principal = f"arn:aws:sts::123456789012:assumed-role/runbook-bot/{key}"
         role = params.get("RoleArn", "")
+        context = trust_context(params)  # its SourceIdentity and session tags, as condition keys
+        tags = {k: v for k, v in context.items() if isinstance(v, str) and k.startswith("aws:")}
         for action in assume_role_actions(params):
-            denied = self.policy.evaluate(action, [(role, {})], principal=principal) \
+            denied = self.policy.evaluate(action, [(role, tags)], principal=principal) \
                 if self.policy is not None else None
             why = denied.message if denied is not None else (
-                self.trust.refuses(action, principal, role) if self.trust is not None else "")
+                self.trust.refuses(action, principal, role, context) if self.trust is not None
+                else "")
             if why:
                 self.refused.append((key, action, why))
                 return why

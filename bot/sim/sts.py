@@ -9,7 +9,9 @@ assert on, with the access key an ``AssumeRole`` answer handed out (``issued_key
 endpoint records the access key that signed each request (``Ec2Sim.wire``), so a test can tell
 which session made which call. ``AssumeRole`` is held to the sandbox's policy file as IAM holds
 the caller: ``sts:AssumeRole`` on the role, and ``sts:TagSession`` / ``sts:SetSourceIdentity``
-when the request carries tags / a SourceIdentity (moto checks neither).
+when the request carries tags / a SourceIdentity (moto checks neither), with the request's
+condition keys (``trust_context``: its SourceIdentity and session tags), which the role's trust
+policy's conditions are evaluated on too.
 """
 
 from __future__ import annotations
@@ -47,6 +49,28 @@ def assume_role_actions(params: dict[str, str]) -> list[str]:
     return out
 
 
+def session_tags(params: dict[str, str]) -> dict[str, str]:
+    """The session tags an AssumeRole asks for (``Tags.member.N.Key``/``Value``), in order."""
+    tags: dict[str, str] = {}
+    n = 1
+    while f"Tags.member.{n}.Key" in params:
+        tags[params[f"Tags.member.{n}.Key"]] = params.get(f"Tags.member.{n}.Value", "")
+        n += 1
+    return tags
+
+
+def trust_context(params: dict[str, str]) -> dict[str, str | list[str]]:
+    """The condition keys IAM sees for this AssumeRole: ``sts:SourceIdentity`` (when given),
+    ``aws:RequestTag/KEY`` for each session tag and ``aws:TagKeys`` (all of their keys)."""
+    tags = session_tags(params)
+    context: dict[str, str | list[str]] = {f"aws:RequestTag/{k}": v for k, v in tags.items()}
+    if tags:
+        context["aws:TagKeys"] = list(tags)
+    if params.get("SourceIdentity"):
+        context["sts:SourceIdentity"] = params["SourceIdentity"]
+    return context
+
+
 def error_xml(code: str, message: str) -> bytes:
     """An STS error body, in the Query protocol's ``ErrorResponse`` shape botocore parses."""
     return (f'<ErrorResponse xmlns="https://sts.amazonaws.com/doc/{API_VERSION}/"><Error>'
@@ -65,11 +89,7 @@ class StsLog:
         self._lock = threading.Lock()
 
     def record(self, params: dict[str, str], *, access_key: str, answer: bytes = b"") -> StsCall:
-        tags: dict[str, str] = {}
-        n = 1
-        while f"Tags.member.{n}.Key" in params:
-            tags[params[f"Tags.member.{n}.Key"]] = params.get(f"Tags.member.{n}.Value", "")
-            n += 1
+        tags = session_tags(params)
         transitive = tuple(v for k, v in sorted(params.items())
                            if k.startswith("TransitiveTagKeys.member."))
         duration = params.get("DurationSeconds")

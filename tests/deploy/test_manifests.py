@@ -130,21 +130,61 @@ def test_probes_service_and_ingress_rules_follow_the_slack_mode(variant: Any) ->
     pdb = objects[("PodDisruptionBudget", "runbook-bot")]["spec"]
     assert pdb["minAvailable"] == 1
     assert set(policy["policyTypes"]) == {"Ingress", "Egress"}
+    # the probes ask the ops port in both modes, never the Slack port
+    assert c["startupProbe"]["httpGet"] == {"path": "/healthz", "port": "ops"}
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "ops"}
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "ops"}
+    service = objects[("Service", "runbook-bot")]
+    assert service["spec"]["selector"] == objects[("Deployment", "runbook-bot")]["spec"][
+        "selector"]["matchLabels"]
+    assert "ops" not in {p["targetPort"] for p in service["spec"]["ports"]}  # scraped per pod
     if mode == "http":
         assert c["args"] == ["slack", "serve"]
-        assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
-        assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
-        service = objects[("Service", "runbook-bot")]
-        assert service["spec"]["selector"] == objects[("Deployment", "runbook-bot")]["spec"][
-            "selector"]["matchLabels"]
-        assert policy["ingress"] == [{"ports": [{"protocol": "TCP", "port": 3000}]}]
+        assert [p["targetPort"] for p in service["spec"]["ports"]] == ["slack", "alerts"]
     else:
         assert c["args"] == ["slack", "serve", "--socket-mode"]
-        assert not [k for k in objects if k[0] in ("Service", "Ingress")]
-        assert "ports" not in c and "readinessProbe" not in c and "livenessProbe" not in c
-        assert policy["ingress"] == []  # nothing may connect in
+        assert not [k for k in objects if k[0] == "Ingress"]
+        assert [p["targetPort"] for p in service["spec"]["ports"]] == ["alerts"]
         app_token = next(e for e in c["env"] if e["name"] == "SLACK_APP_TOKEN")
         assert app_token["valueFrom"]["secretKeyRef"]["name"] == "runbook-bot-slack"
+
+
+def test_the_ports_are_the_config_defaults_and_the_scrape_asks_the_ops_port(variant: Any) -> None:
+    from bot.config import ListenConfig
+
+    mode, objects = variant
+    listen = ListenConfig()
+    wanted = {"ops": listen.ops_port, "alerts": listen.alerts_port}
+    if mode == "http":
+        wanted["slack"] = listen.slack_port  # Socket Mode listens for no Slack request
+    c = container(objects)
+    assert {p["name"]: p["containerPort"] for p in c["ports"]} == wanted
+    assert "--port" not in c["args"] and "--metrics-port" not in c["args"]  # the defaults, as set
+    pod = objects[("Deployment", "runbook-bot")]["spec"]["template"]["metadata"]["annotations"]
+    assert (pod["prometheus.io/scrape"], pod["prometheus.io/port"], pod["prometheus.io/path"]) == (
+        "true", str(listen.ops_port), "/metrics")
+
+
+def test_the_network_policy_lets_each_port_in_only_from_where_it_should(variant: Any) -> None:
+    """Slack's port from anywhere (the load balancer is not a pod); the ops and alerts ports from
+    the cluster's pods only; nothing else, and no rule without a port."""
+    from bot.config import ListenConfig
+
+    mode, objects = variant
+    listen = ListenConfig()
+    rules = objects[("NetworkPolicy", "runbook-bot")]["spec"]["ingress"]
+    sources: dict[int, list[Any]] = {}
+    for rule in rules:
+        assert rule.get("ports"), f"a rule lets every port in: {rule}"
+        for port in rule["ports"]:
+            assert port["protocol"] == "TCP"
+            sources.setdefault(port["port"], []).append(rule.get("from"))
+    in_cluster = [[{"namespaceSelector": {}}]]
+    wanted = {listen.ops_port: in_cluster, listen.alerts_port: in_cluster}
+    if mode == "http":
+        wanted[listen.slack_port] = [None]  # from anywhere: the only public port
+    assert sources == wanted
+    assert set(sources) == {p["containerPort"] for p in container(objects)["ports"]}
 
 
 def test_the_overlay_in_the_deployment_guide_renders_valid_objects(tmp_path: Path) -> None:
@@ -175,5 +215,7 @@ def test_the_overlay_in_the_deployment_guide_renders_valid_objects(tmp_path: Pat
     assert kinds["ServiceAccount"]["metadata"]["annotations"]["eks.amazonaws.com/role-arn"] == \
         "arn:aws:iam::111122223333:role/runbook-bot"
     assert "region: eu-west-1" in kinds["ConfigMap"]["data"]["runbook-bot.yaml"]
-    assert kinds["Ingress"]["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"] == {
-        "name": "runbook-bot", "port": {"name": "http"}}
+    # the Ingress forwards Slack's one path to the Slack port, nothing else
+    [path] = kinds["Ingress"]["spec"]["rules"][0]["http"]["paths"]
+    assert (path["path"], path["pathType"]) == ("/slack/events", "Exact")
+    assert path["backend"]["service"] == {"name": "runbook-bot", "port": {"name": "slack"}}

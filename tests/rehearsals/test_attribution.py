@@ -103,11 +103,19 @@ def test_without_a_role_arn_there_is_no_session_and_writes_use_the_base_identity
 
 
 def test_a_role_that_may_not_tag_its_session_fences_nothing(with_role, tmp_path):
-    """Without sts:TagSession the run's session cannot be assumed: the write is never sent."""
+    """Without sts:TagSession the run's session cannot be assumed: the write is never sent.
+
+    The cluster's shared session is tagged too (the trust policy requires it of every session), so
+    the bot may tag that one: the policy refuses only a session tagged with a run."""
     policy = json.loads((REPO / "deploy" / "iam-policy.json").read_text())
     for st in policy["Statement"]:
         if st["Sid"] == "AssumeClusterRoles":
             st["Action"] = ["sts:AssumeRole", "sts:SetSourceIdentity"]
+            policy["Statement"].append({
+                "Sid": "TagTheSharedSessionOnly", "Effect": "Allow", "Action": "sts:TagSession",
+                "Resource": st["Resource"],
+                "Condition": {"Null": {"aws:RequestTag/runbook-bot-run": "true"}}})
+            break
     path = tmp_path / "policy.json"
     path.write_text(json.dumps(policy))
     r = with_role("node-hung", iam_policy=str(path))

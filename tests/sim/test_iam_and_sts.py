@@ -154,12 +154,14 @@ def test_sts_is_answered_locally_and_records_source_identity_and_session_tags(pl
     assert sts.get_caller_identity()["Account"] == "123456789012"
     creds = sts.assume_role(RoleArn="arn:aws:iam::123456789012:role/runbook-bot",
                             RoleSessionName="run-42", SourceIdentity="alice",
-                            Tags=[{"Key": "run", "Value": "42"}, {"Key": "approver", "Value": "bob"}],
-                            TransitiveTagKeys=["run"])["Credentials"]
+                            Tags=[{"Key": "runbook-bot-requester", "Value": "alice"},
+                                  {"Key": "runbook-bot-approver-1", "Value": "bob"}],
+                            TransitiveTagKeys=["runbook-bot-requester"])["Credentials"]
     call = [c for c in plain.ec2.sts.calls if c.action == "AssumeRole"][-1]
     assert (call.action, call.role_arn, call.session_name, call.source_identity) == (
         "AssumeRole", "arn:aws:iam::123456789012:role/runbook-bot", "run-42", "alice")
-    assert call.tags == {"run": "42", "approver": "bob"} and call.transitive_tag_keys == ("run",)
+    assert call.tags == {"runbook-bot-requester": "alice", "runbook-bot-approver-1": "bob"}
+    assert call.transitive_tag_keys == ("runbook-bot-requester",)
     assert call.access_key == "testing"
     # the assumed role's credentials are held to the policy too
     ec2 = session.client("ec2", region_name=plain.region, aws_access_key_id=creds["AccessKeyId"],
@@ -225,11 +227,14 @@ def test_a_role_that_trusts_another_principal_is_not_assumed(pool, tmp_path):
 def test_the_shipped_trust_policy_loads_and_a_condition_is_refused_naming_the_statement(tmp_path):
     shipped = TrustPolicy.load(DEFAULT_TRUST)
     caller = "arn:aws:sts::123456789012:assumed-role/runbook-bot/key"
+    attributed = {"sts:SourceIdentity": "rb-1", "aws:RequestTag/runbook-bot-requester": "alice",
+                  "aws:TagKeys": ["runbook-bot-requester"]}
     for action in ("sts:AssumeRole", "sts:TagSession", "sts:SetSourceIdentity"):
-        assert shipped.refuses(action, caller, "arn:aws:iam::123456789012:role/x") == ""
+        assert shipped.refuses(action, caller, "arn:aws:iam::123456789012:role/x", attributed) == ""
     bad = tmp_path / "trust.json"
     bad.write_text(json.dumps({"Statement": [{"Sid": "Bot", "Effect": "Allow", "Principal": "*",
                                               "Action": "sts:AssumeRole",
                                               "Condition": {"StringEquals": {"sts:ExternalId": "x"}}}]}))
-    with pytest.raises(PolicyFileError, match="Statement Bot: Condition is not evaluated"):
+    with pytest.raises(PolicyFileError,
+                       match="Statement Bot: condition key sts:ExternalId is not evaluated"):
         TrustPolicy.load(bad)

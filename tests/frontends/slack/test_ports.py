@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 
 import pytest
 
@@ -25,9 +26,9 @@ PAYLOAD = (b'{"version": "4", "groupKey": "g", "status": "firing", "receiver": "
 
 
 @pytest.fixture
-def served(make_bot: object) -> Bot:
+def served(make_bot: Callable[..., Bot]) -> Bot:
     """A bot with the Alertmanager webhook on (it has credentials to check)."""
-    return make_bot(alerts=AlertsConfig(bearer_tokens=(TOKEN,)))  # type: ignore[operator]
+    return make_bot(alerts=AlertsConfig(bearer_tokens=(TOKEN,)))
 
 
 def status(url: str, *, data: bytes | None = None, headers: dict[str, str] | None = None) -> int:
