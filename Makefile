@@ -49,10 +49,14 @@ explore: $(VENV)/.stamp-dev
 	$(PY) -m pytest -m explore tests/explore $(ARGS)
 	$(PY) bench/explore.py --timelines $${TIMELINES:-400}
 
+# The complexity and size budget (docs/architecture.md): no block rated worse than D by radon,
+# no module in bot/ over 600 lines.
 lint: $(VENV)/.stamp-dev
-	$(VENV)/bin/ruff check bot tests bench
+	$(VENV)/bin/ruff check bot tests bench scripts
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/xenon --max-absolute D bot
+	$(PY) scripts/module_size.py --max-lines 600 bot
 
 # Every benchmark runs and prints its figures; the target fails at the end if any missed.
 bench: $(VENV)/.stamp-dev

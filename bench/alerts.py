@@ -91,7 +91,7 @@ def serve_app(api_url: str, scan_seconds: float) -> int:
         parts.start()
         collect_garbage_for_latency()
         server = listener(parts.webhook, host="127.0.0.1", port=0, threads=8)  # slack serve's
-        threading.Thread(target=server.run, daemon=True, name="waitress").start()
+        server.start()
         print(json.dumps({"url": f"http://127.0.0.1:{server.effective_port}/alertmanager"}),
               flush=True)
         for line in sys.stdin:

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bot.actions.authoring import action
 from bot.actions.registry import Registry
 from bot.config import PolicyConfig
 from bot.engine.commands import StartRun
@@ -44,11 +45,15 @@ class NoParams(BaseModel):
     n: int = 0
 
 
+def _unused(*args: Any) -> Any:
+    raise AssertionError("NoopCatalog plans and applies itself")
+
+
 class NoopCatalog:
     def __init__(self) -> None:
-        self.reg = Registry()
-        self.reg.declare("noop", params=NoParams, destructive=False, summary="Nothing",
-                         description="Does nothing.")
+        # the catalog plans and applies itself (no Env); the spec is what runbooks are validated on
+        self.reg = Registry((action("noop", NoParams, destructive=False, summary="Nothing",
+                                    description="Does nothing.", plan=_unused, apply=_unused),))
 
     def spec(self, name: str) -> Any:
         return self.reg.get(name)

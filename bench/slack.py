@@ -26,7 +26,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.parse
 from pathlib import Path
@@ -99,7 +98,7 @@ def serve_app(api_url: str) -> int:
         parts.start()
         collect_garbage_for_latency()  # as ``slack serve`` does before serving
         server = http_server(app, host="127.0.0.1", port=0, threads=8)  # the serve default
-        threading.Thread(target=server.run, daemon=True, name="waitress").start()
+        server.start()
         print(json.dumps({"url": f"http://127.0.0.1:{server.effective_port}/slack/events"}),
               flush=True)
         for line in sys.stdin:

@@ -31,15 +31,21 @@ and built-in defaults when there is none. A file named by 1 or 2 must exist. Its
         default 60: how long a dead node's Lease must have been stale before its instance may be
         fenced), fence_ambiguous_after (seconds, 60-86400; default 300: how long a silent node
         whose EC2 status checks still pass must wait before break-glass may fence it),
-        approvals_from (a non-empty list of terminal, slack; default both)
+        approvals_from (a non-empty list of terminal, slack, api; default all three),
+        start (runbook or "*" -> groups, channels: who may start it, from which Slack channels;
+        absent: anyone may start any runbook, as before; docs/slack.md, "Who may start a run")
     slack: bot_token, signing_secret, app_token, api_url, allowed_channels, usergroup_ttl
     alerts: bearer_tokens, basic_auth (username -> password; secrets of 16 characters or more),
         cluster_label (default cluster), channel (the Slack channel of suggestion cards),
         auto_run_limit (>= 0; default 10) auto-runs of one runbook per auto_run_window (seconds
         > 0; default 600), counted in the store, so shared by every replica
     listen: host (default 0.0.0.0), slack_port (3000: /slack/events), ops_port (9464: /healthz,
-        /readyz, /metrics), alerts_port (9095: /alertmanager); each 1-65535, no two the same
+        /readyz, /metrics), alerts_port (9095: /alertmanager), api_port (8080: /api/v1/); each
+        1-65535, no two the same
         (docs/deploy.md, "Ports": who may reach each)
+    api: tokens, oidc, kubernetes: how callers of the API authenticate (bot/config_api.py)
+    server: url, ca_bundle, token, kubeconfig, context, timeout: the terminal as the API's client
+        (bot/config_server.py); local_mode_override: local writes to a served database
 
 The file is validated as a whole with pydantic, strictly: a quoted "false" is not a boolean and a
 quoted "3" is not a number. Every bad value becomes one line of the ``ConfigError``, naming the key
@@ -61,6 +67,7 @@ Environment variables override the file:
     RUNBOOK_BOT_ALERTS_CHANNEL  the Slack channel of alert suggestion cards
     RUNBOOK_BOT_LOG_FORMAT      text (default) or json: what --log-format is when not given
     RUNBOOK_BOT_LOG_LEVEL       debug, info, warning or error: what --log-level is when not given
+    RUNBOOK_BOT_SERVER          the bot's API URL (replaces server.url; --server replaces both)
 
 Default database: ``$XDG_STATE_HOME/runbook-bot/state.db`` (``~/.local/state/runbook-bot/state.db``).
 """
@@ -78,6 +85,24 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from bot.config_api import API_SECTIONS, ApiConfig, ApiModel, api_config
+from bot.config_api import KubernetesAuthConfig as KubernetesAuthConfig
+from bot.config_api import OidcConfig as OidcConfig
+from bot.config_listeners import ALERTS_PORT as ALERTS_PORT
+from bot.config_listeners import API_PORT as API_PORT
+from bot.config_listeners import OPS_PORT as OPS_PORT
+from bot.config_listeners import SLACK_PORT as SLACK_PORT
+from bot.config_listeners import AlertsConfig as AlertsConfig
+from bot.config_listeners import AlertsModel as _Alerts
+from bot.config_listeners import ListenConfig as ListenConfig
+from bot.config_listeners import ListenModel as _Listen
+from bot.config_listeners import SlackConfig as SlackConfig
+from bot.config_listeners import SlackModel as _Slack
+from bot.config_server import ServerConfig as ServerConfig
+from bot.config_server import ServerModel, server_config
+from bot.config_server import server_at as server_at
+from bot.config_start import StartModel, start_rules, undefined_groups
+from bot.config_start import StartRule as StartRule
 from bot.errors import ConfigError
 
 
@@ -103,51 +128,6 @@ class ClusterConfig:
 
 
 @dataclass(frozen=True)
-class SlackConfig:
-    bot_token: str | None = None
-    signing_secret: str | None = None
-    app_token: str | None = None
-    api_url: str | None = None  # e.g. http://127.0.0.1:8900/api/ (trailing slash matters)
-    allowed_channels: tuple[str, ...] = ()
-    usergroup_ttl: float = 300.0
-
-
-@dataclass(frozen=True)
-class AlertsConfig:
-    """The Alertmanager webhook: who may post to it, and where its suggestions go."""
-
-    bearer_tokens: tuple[str, ...] = ()  # Authorization: Bearer <token>
-    basic_auth: Mapping[str, str] = field(default_factory=dict)  # username -> password
-    cluster_label: str = "cluster"  # the label naming an alert's cluster
-    channel: str | None = None  # the Slack channel of suggestion cards
-    # at most this many auto-runs of one runbook in any auto_run_window seconds, on all replicas
-    auto_run_limit: int = 10
-    auto_run_window: float = 600.0
-
-    @property
-    def enabled(self) -> bool:
-        """The webhook is served only with credentials to check: never open to anyone."""
-        return bool(self.bearer_tokens or self.basic_auth)
-
-
-# one listener per audience (docs/deploy.md, "Ports"); the manifests in deploy/ use these numbers
-SLACK_PORT = 3000  # /slack/events: Slack's requests, public through the Ingress
-OPS_PORT = 9464  # /healthz, /readyz, /metrics: probes and scraping, inside the cluster
-ALERTS_PORT = 9095  # /alertmanager: Alertmanager's webhook, inside the cluster
-
-
-@dataclass(frozen=True)
-class ListenConfig:
-    """Where the serving commands listen: each audience on a port of its own, so a route or a
-    NetworkPolicy rule that lets one in lets in nothing else."""
-
-    host: str = "0.0.0.0"
-    slack_port: int = SLACK_PORT
-    ops_port: int = OPS_PORT
-    alerts_port: int = ALERTS_PORT
-
-
-@dataclass(frozen=True)
 class PolicyConfig:
     """Approval and interlock policy that no runbook can loosen."""
 
@@ -165,7 +145,9 @@ class PolicyConfig:
     # identity aliases: a terminal user and a Slack user can be the same person
     aliases: Mapping[str, str] = field(default_factory=dict)
     # where approvals and break-glass are accepted from: "terminal" (OS users), "slack" (slack:U…)
-    approvals_from: tuple[str, ...] = ("terminal", "slack")
+    approvals_from: tuple[str, ...] = ("terminal", "slack", "api")
+    # runbook (or "*") -> who may start it; None (no ``start:``): anyone may start any runbook
+    start: Mapping[str, StartRule] | None = None
 
 
 @dataclass(frozen=True)
@@ -177,11 +159,15 @@ class Settings:
     redact_patterns: tuple[str, ...] = ()
     clusters: Mapping[str, ClusterConfig] = field(default_factory=dict)
     policy: PolicyConfig = PolicyConfig()
-    slack: SlackConfig = SlackConfig()
-    alerts: AlertsConfig = AlertsConfig()
-    listen: ListenConfig = ListenConfig()
+    slack: SlackConfig = field(default_factory=SlackConfig)
+    alerts: AlertsConfig = field(default_factory=AlertsConfig)
+    listen: ListenConfig = field(default_factory=ListenConfig)
+    api: ApiConfig = field(default_factory=ApiConfig)  # who may call the API (frontends/api/auth.py)
     lease_seconds: float = 6.0
     config_file: str | None = None  # the file these settings were read from, if any
+    server: ServerConfig | None = None  # the terminal is the API's client (bot/cli/remote.py)
+    # a local-mode write to a database a server recorded itself in (bot/store/servers.py)
+    local_mode_override: bool = False
 
     def cluster(self, name: str | None) -> ClusterConfig:
         if not self.clusters:
@@ -207,9 +193,9 @@ Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 Text = Annotated[str, Field(min_length=1)]
 BACKENDS = ("sqlite", "postgresql")
 SECRETS = frozenset({"audit_key", "audit_previous_keys", "bot_token", "signing_secret", "app_token",
-                     "bearer_tokens", "basic_auth"})  # never echoed
-Frontend = Literal["terminal", "slack"]
-FRONTENDS: tuple[Frontend, ...] = ("terminal", "slack")
+                     "bearer_tokens", "basic_auth", "tokens"})  # never echoed
+Frontend = Literal["terminal", "slack", "api"]
+FRONTENDS: tuple[Frontend, ...] = ("terminal", "slack", "api")
 
 
 class _Strict(BaseModel):
@@ -242,44 +228,11 @@ class _Policy(_Strict):
     fence_ambiguous_after: Annotated[float, Field(ge=60, le=86400, allow_inf_nan=False)] = 300.0
     aliases: dict[Text, Text] = {}
     approvals_from: Annotated[list[Frontend], Field(min_length=1)] = list(FRONTENDS)
-
-
-class _Slack(_Strict):
-    bot_token: Text | None = None
-    signing_secret: Text | None = None
-    app_token: Text | None = None
-    api_url: Text | None = None
-    allowed_channels: list[Text] = []
-    usergroup_ttl: Seconds = 300.0
-
-
-class _Alerts(_Strict):
-    bearer_tokens: list[Annotated[str, Field(min_length=16)]] = []
-    basic_auth: dict[Text, Annotated[str, Field(min_length=16)]] = {}
-    cluster_label: Annotated[str, Field(pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$")] = "cluster"
-    channel: Text | None = None
-    auto_run_limit: Annotated[int, Field(ge=0)] = 10  # 0: alerts start nothing, only suggest
-    auto_run_window: Seconds = 600.0
-
-
-Port = Annotated[int, Field(ge=1, le=65535)]
-
-
-class _Listen(_Strict):
-    host: Text = "0.0.0.0"
-    slack_port: Port = SLACK_PORT
-    ops_port: Port = OPS_PORT
-    alerts_port: Port = ALERTS_PORT
+    start: dict[Text, StartModel] | None = None  # bot/config_start.py
 
     @model_validator(mode="after")
-    def _apart(self) -> _Listen:
-        ports = {"slack_port": self.slack_port, "ops_port": self.ops_port,
-                 "alerts_port": self.alerts_port}
-        for name, port in ports.items():
-            same = [n for n, p in ports.items() if p == port and n != name]
-            if same:
-                raise ValueError(f"{name} and {same[0]} are both {port}: each listener needs a "
-                                 "port of its own")
+    def _known_groups(self) -> _Policy:
+        undefined_groups(self.start, self.groups)
         return self
 
 
@@ -294,7 +247,10 @@ class _File(_Strict):
     slack: _Slack = _Slack()
     alerts: _Alerts = _Alerts()
     listen: _Listen = _Listen()
+    api: ApiModel = ApiModel()
     lease_seconds: Seconds = 6.0
+    server: ServerModel | None = None
+    local_mode_override: bool = False
 
     @field_validator("redact_patterns")
     @classmethod
@@ -328,7 +284,8 @@ class _File(_Strict):
 
 _SECTIONS: dict[str, type[BaseModel]] = {"": _File, "policy": _Policy, "slack": _Slack,
                                         "clusters": _Cluster, "alerts": _Alerts,
-                                        "listen": _Listen}
+                                        "policy.start": StartModel,
+                                        "listen": _Listen, "server": ServerModel, **API_SECTIONS}
 _EXPECTED = {
     "bool_type": "must be true or false",
     "int_type": "must be a whole number",
@@ -353,6 +310,8 @@ def _line(err: Any) -> str:
     kind, got, ctx = err["type"], err.get("input"), err.get("ctx") or {}
     if kind == "extra_forbidden":
         parent = "clusters" if loc[:1] == ("clusters",) and len(loc) == 3 else \
+            "policy.start" if loc[:2] == ("policy", "start") and len(loc) == 4 else \
+            ".".join(map(str, loc[:2])) if loc[:1] == ("api",) and len(loc) == 3 else \
             str(loc[0]) if len(loc) == 2 else ""
         valid = ", ".join(_SECTIONS[parent].model_fields) if parent in _SECTIONS else ""
         return f"{_key(loc)}: unknown key" + (f"; valid keys here: {valid}" if valid else "")
@@ -407,7 +366,11 @@ def _parse(data: Mapping[str, Any], env: Mapping[str, str], *, source: str) -> _
         if env.get("RUNBOOK_BOT_ALERTS_CHANNEL"):
             alerts["channel"] = env["RUNBOOK_BOT_ALERTS_CHANNEL"]
         merged["alerts"] = alerts
-    for key in [k for k in ("policy", "slack", "alerts", "listen")
+    if env.get("RUNBOOK_BOT_SERVER"):
+        server = data.get("server")
+        merged["server"] = {**(server if isinstance(server, Mapping) else {}),
+                            "url": env["RUNBOOK_BOT_SERVER"]}
+    for key in [k for k in ("policy", "slack", "alerts", "listen", "server", "api")
                 if merged.get(k) is None and k in merged]:
         del merged[key]  # an empty section (`policy:` alone) means the defaults
     try:
@@ -478,7 +441,8 @@ def settings_from_mapping(data: Mapping[str, Any], env: Mapping[str, str], *,
         node_monitor_grace_period=p.node_monitor_grace_period,
         fence_min_not_ready=p.fence_min_not_ready, fence_ambiguous_after=p.fence_ambiguous_after,
         aliases=dict(p.aliases),
-        approvals_from=tuple(dict.fromkeys(p.approvals_from)))
+        approvals_from=tuple(dict.fromkeys(p.approvals_from)),
+        start=start_rules(p.start))
     s = f.slack
     slack = SlackConfig(bot_token=s.bot_token, signing_secret=s.signing_secret,
                         app_token=s.app_token, api_url=s.api_url,
@@ -489,7 +453,7 @@ def settings_from_mapping(data: Mapping[str, Any], env: Mapping[str, str], *,
                           auto_run_limit=a.auto_run_limit, auto_run_window=a.auto_run_window)
     n = f.listen
     listen = ListenConfig(host=n.host, slack_port=n.slack_port, ops_port=n.ops_port,
-                          alerts_port=n.alerts_port)
+                          alerts_port=n.alerts_port, api_port=n.api_port)
     return Settings(
         database_url=f.database_url or default_database_url(env), audit_key=f.audit_key,
         audit_previous_keys=tuple(dict.fromkeys(f.audit_previous_keys)),
@@ -497,7 +461,8 @@ def settings_from_mapping(data: Mapping[str, Any], env: Mapping[str, str], *,
         runbooks_dir=_runbook_dirs(f.runbooks_dir, env, path.parent if path else None),
         redact_patterns=tuple(f.redact_patterns), clusters=clusters,
         policy=policy, slack=slack, lease_seconds=f.lease_seconds,
-        config_file=str(path) if path else None)
+        config_file=str(path) if path else None, server=server_config(f.server, path), api=api_config(f.api),
+        local_mode_override=f.local_mode_override)
 
 
 # ``--config FILE`` of the command line, for the command being run (``use_config``)
@@ -551,6 +516,12 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     if path is None:
         return settings_from_mapping({}, env)
     return settings_from_mapping(_read_file(path), env, source=str(path), path=path.absolute())
+
+
+def environment_value(name: str, env: Mapping[str, str] | None = None) -> str | None:
+    """One environment variable named by the config (``server.token: env:VAR``), read here."""
+    env = os.environ if env is None else env
+    return env.get(name) or None
 
 
 LOG_FORMATS = ("text", "json")

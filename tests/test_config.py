@@ -50,7 +50,7 @@ def problems(data: dict[str, Any], env: dict[str, str] | None = None) -> list[st
      "bot.yaml: policy.groups.sre: must be a list (got 'alice')"),
     ({"policy": {"approvals_from": []}}, "bot.yaml: policy.approvals_from: must not be empty"),
     ({"policy": {"approvals_from": ["email"]}},
-     "bot.yaml: policy.approvals_from[0]: must be one of 'terminal' or 'slack' (got 'email')"),
+     "bot.yaml: policy.approvals_from[0]: must be one of 'terminal', 'slack' or 'api' (got 'email')"),
     ({"lease_seconds": float("inf")}, "bot.yaml: lease_seconds: must be a finite number (got inf)"),
     ({"lease_seconds": "60"},
      "bot.yaml: lease_seconds: must be a number of seconds (got '60'); write the number without "
@@ -77,7 +77,7 @@ def problems(data: dict[str, Any], env: dict[str, str] | None = None) -> list[st
      "bot.yaml: slack.allowed_channels: must be a list (got 'C0OPS00001')"),
     ({"polcy": {}}, "bot.yaml: polcy: unknown key; valid keys here: database_url, audit_key, "
                     "audit_previous_keys, runbooks_dir, redact_patterns, clusters, policy, slack, "
-                    "alerts, listen, lease_seconds"),
+                    "alerts, listen, api, lease_seconds, server, local_mode_override"),
 ])
 def test_a_bad_value_is_one_line_naming_the_key_and_what_is_allowed(
     data: dict[str, Any], line: str,
@@ -118,7 +118,7 @@ def test_good_values_load_with_their_types() -> None:
 
 def test_by_default_both_front_ends_may_approve_and_safety_switches_are_off() -> None:
     s = settings_from_mapping({"policy": None}, {"HOME": "/home/sre"})
-    assert s.policy.approvals_from == ("terminal", "slack")
+    assert s.policy.approvals_from == ("terminal", "slack", "api")
     assert s.policy.allow_self_approval is False and s.policy.allow_impersonation is False
     assert s.database_url == "sqlite:////home/sre/.local/state/runbook-bot/state.db"
 
@@ -132,7 +132,9 @@ def test_listen_gives_each_audience_a_port_of_its_own_and_refuses_sharing_one():
     from bot.config import ListenConfig
 
     assert settings_from_mapping({}, {}).listen == ListenConfig(
-        host="0.0.0.0", slack_port=3000, ops_port=9464, alerts_port=9095)
+        host="0.0.0.0", slack_port=3000, ops_port=9464, alerts_port=9095, api_port=8080)
+    with pytest.raises(ConfigError, match="listen: alerts_port and api_port are both 9095"):
+        settings_from_mapping({"listen": {"api_port": 9095}}, {})
     s = settings_from_mapping({"listen": {"ops_port": 9100, "host": "127.0.0.1"}}, {})
     assert (s.listen.host, s.listen.slack_port, s.listen.ops_port) == ("127.0.0.1", 3000, 9100)
     with pytest.raises(ConfigError, match="listen: slack_port and ops_port are both 3000"):

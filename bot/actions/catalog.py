@@ -154,8 +154,6 @@ class RegistryCatalog:
     def plan(self, name: str, params: BaseModel | Mapping[str, Any], ctx: StepContext) -> Plan:
         spec = self.spec(name)
         checked = self.validate(name, params)
-        if spec.plan_fn is None:
-            raise PolicyError(f"action {name!r} is declared but has no implementation")
         plan = spec.plan_fn(checked, self._env(checked, ctx))
         return replace(plan, action=name, params=params_json(checked),
                        summary=self.summary(name, checked))
@@ -164,8 +162,6 @@ class RegistryCatalog:
         spec = self.spec(name)
         if ctx.dry_run and (spec.destructive or not plan.is_noop):
             raise PolicyError(f"{name}: apply refused in a dry run; a dry run shows plans only")
-        if spec.apply_fn is None:
-            raise PolicyError(f"action {name!r} is declared but has no implementation")
         checked = self.validate(name, plan.params)
         result = spec.apply_fn(plan, checked, self._env(checked, ctx))
         return replace(result, calls=tuple(ctx.calls))

@@ -18,18 +18,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.actions.declarations import ClaimsStatusParams
-from bot.actions.env import Env
-from bot.actions.objects import (
+from bot.actions.authoring import (
+    ActionSpec,
+    Env,
     Obj,
+    Plan,
+    Result,
+    action,
     ebs_volume_id_of_pv,
     meta,
     pod_claims,
     pod_finished,
     terminating,
 )
-from bot.actions.registry import ActionSpec, action
-from bot.engine.plan import Plan, Result
+from bot.actions.declarations import ClaimsStatusParams
 
 # the controllers whose wishes this module reads from their workloads; a Deployment's pods are
 # owned by its ReplicaSets

@@ -14,6 +14,24 @@ from typing import Any
 
 from bot.actions import interlocks as il
 from bot.actions import local_data, multiattach
+from bot.actions.authoring import (
+    FENCED_STATES,
+    ActionSpec,
+    Change,
+    Env,
+    Fact,
+    InterlockBlocked,
+    Obj,
+    PermanentError,
+    Plan,
+    Result,
+    RetryableError,
+    action,
+    ec2_tags,
+    instance_state,
+    operator_of,
+    poll_interval,
+)
 from bot.actions.declarations import (
     InstanceParams,
     InstanceStopParams,
@@ -24,12 +42,6 @@ from bot.actions.declarations import (
     VolumesListParams,
     VolumesWaitDetachedParams,
 )
-from bot.actions.env import Env
-from bot.actions.objects import FENCED_STATES, Obj, ec2_tags, instance_state, operator_of
-from bot.actions.polling import poll_interval
-from bot.actions.registry import ActionSpec, action
-from bot.engine.plan import Change, Fact, Plan, Result
-from bot.errors import InterlockBlocked, PermanentError, RetryableError
 
 POLL_SECONDS = 5.0
 # how often a stop is checked on: the interval of EC2's own ``instance-stopped`` waiter

@@ -15,13 +15,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from bot.actions.authoring import (
+    ActionSpec,
+    Change,
+    Env,
+    Obj,
+    PermanentError,
+    Plan,
+    Result,
+    action,
+    ec2_tags,
+    pv_named_by_tags,
+)
 from bot.actions.declarations import VolumeSnapshotParams
 from bot.actions.ec2 import POLL_SECONDS, lagging
-from bot.actions.env import Env
-from bot.actions.objects import Obj, ec2_tags, pv_named_by_tags
-from bot.actions.registry import ActionSpec, action
-from bot.engine.plan import Change, Plan, Result
-from bot.errors import PermanentError
 
 TAG_RUN = "runbook-bot/run"
 TAG_STEP = "runbook-bot/step"

@@ -15,10 +15,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from bot.actions.authoring import ActionSpec, Env, Plan, Result, action
 from bot.actions.declarations import ConfirmParams, NotifyParams, WaitParams
-from bot.actions.env import Env
-from bot.actions.registry import ActionSpec, action
-from bot.engine.plan import Plan, Result
 
 
 def plan_confirm(p: ConfirmParams, env: Env) -> Plan:

@@ -19,13 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from bot.actions.env import Env
-from bot.actions.interlocks_release import RULE_FORCE_DETACH as RULE_FORCE_DETACH
-from bot.actions.interlocks_release import RULE_VA_DELETE as RULE_VA_DELETE
-from bot.actions.interlocks_release import check_force_detach as check_force_detach
-from bot.actions.interlocks_release import check_va_delete as check_va_delete
-from bot.actions.liveness import AMBIGUOUS, DEAD, READY, SICK, classify
-from bot.actions.objects import (
+from bot.actions.authoring import (
     CSI_NODE_ID,
     FENCED_STATES,
     OUT_OF_SERVICE_TAINT,
@@ -33,6 +27,9 @@ from bot.actions.objects import (
     TAG_CSI_VOLUME_NAME,
     TAINT_AT,
     TAINT_BOOT_ID,
+    Env,
+    Fact,
+    InterlockBlocked,
     Obj,
     annotations_of,
     boot_id_of,
@@ -56,8 +53,11 @@ from bot.actions.objects import (
     va_node,
     zone_of_node,
 )
-from bot.engine.plan import Fact
-from bot.errors import InterlockBlocked
+from bot.actions.interlocks_release import RULE_FORCE_DETACH as RULE_FORCE_DETACH
+from bot.actions.interlocks_release import RULE_VA_DELETE as RULE_VA_DELETE
+from bot.actions.interlocks_release import check_force_detach as check_force_detach
+from bot.actions.interlocks_release import check_va_delete as check_va_delete
+from bot.actions.liveness import AMBIGUOUS, DEAD, READY, SICK, classify
 
 RULE_OOS_TAINT = "oos-taint"  # 1
 RULE_OOS_UNTAINT = "oos-untaint"  # 3

@@ -25,9 +25,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from bot.actions import multiattach
-from bot.actions.env import Env
-from bot.actions.objects import (
+from bot.actions.authoring import (
     FENCED_STATES,
+    Env,
+    Fact,
     Obj,
     csi_instance_id_of,
     ebs_volume_id_of_pv,
@@ -39,7 +40,6 @@ from bot.actions.objects import (
     terminating,
     va_node,
 )
-from bot.engine.plan import Fact
 
 RULE_FORCE_DETACH = "force-detach"  # 2
 RULE_VA_DELETE = "va-delete"  # 10

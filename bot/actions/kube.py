@@ -13,22 +13,21 @@ from datetime import datetime
 from typing import Any
 
 from bot.actions import interlocks as il
-from bot.actions.declarations import (
-    NodeGetParams,
-    NodeParams,
-    PodDeleteParams,
-    PodParams,
-    PodsListParams,
-    TaintParams,
-    UntaintParams,
-)
-from bot.actions.env import Env
-from bot.actions.objects import (
+from bot.actions.authoring import (
     CORDONED_BY,
     OUT_OF_SERVICE_TAINT,
     TAINT_AT,
     TAINT_BOOT_ID,
+    ActionSpec,
+    Change,
+    Env,
+    Fact,
+    NodeParams,
     Obj,
+    PermanentError,
+    Plan,
+    Result,
+    action,
     annotations_of,
     boot_id_of,
     has_taint,
@@ -43,10 +42,15 @@ from bot.actions.objects import (
     va_node,
     zone_of_node,
 )
-from bot.actions.registry import ActionSpec, action
-from bot.engine.plan import Change, Fact, Plan, Result
+from bot.actions.declarations import (
+    NodeGetParams,
+    PodDeleteParams,
+    PodParams,
+    PodsListParams,
+    TaintParams,
+    UntaintParams,
+)
 from bot.engine.provenance import out_of_service_hold
-from bot.errors import PermanentError
 
 MULTI_ATTACH = re.compile(r'Multi-Attach error for volume "(?P<volume>[^"]+)"')
 AFFINITY_CONFLICT = ("volume node affinity conflict", "didn't match PersistentVolume's node affinity",

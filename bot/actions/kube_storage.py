@@ -13,6 +13,26 @@ from datetime import datetime
 from typing import Any
 
 from bot.actions import interlocks as il
+from bot.actions.authoring import (
+    ActionSpec,
+    Change,
+    Env,
+    Fact,
+    Obj,
+    ParamError,
+    PermanentError,
+    Plan,
+    Result,
+    action,
+    ebs_driver_of_pv,
+    ebs_volume_id_of_pv,
+    meta,
+    pv_zone,
+    ready_condition,
+    terminating,
+    va_node,
+    zone_of_node,
+)
 from bot.actions.declarations import (
     FinalizersRemoveParams,
     PvcParams,
@@ -23,21 +43,6 @@ from bot.actions.declarations import (
     VolumeAttachmentsListParams,
     WaitGoneParams,
 )
-from bot.actions.env import Env
-from bot.actions.objects import (
-    Obj,
-    ebs_driver_of_pv,
-    ebs_volume_id_of_pv,
-    meta,
-    pv_zone,
-    ready_condition,
-    terminating,
-    va_node,
-    zone_of_node,
-)
-from bot.actions.registry import ActionSpec, action
-from bot.engine.plan import Change, Fact, Plan, Result
-from bot.errors import ParamError, PermanentError
 
 
 def _read_only(action: str) -> Plan:

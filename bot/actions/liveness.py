@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from bot.actions.objects import Obj, instance_state, parse_time
+from bot.actions.authoring import Obj, instance_state, parse_time
 
 READY, SICK, DEAD, AMBIGUOUS = "ready", "sick", "dead", "ambiguous"
 # EC2 states that confirm the machine is off or on its way off
@@ -136,38 +136,64 @@ def classify(*, node: Obj | None, lease: Obj | None, instance: Obj | None,
              status: Obj | None, now: datetime, grace: float) -> Liveness:
     """The verdict on one node (``node`` None: a machine whose Node was deleted; EC2 alone)."""
     conds = {str(c.get("type")): c for c in ((node or {}).get("status") or {}).get("conditions") or ()}
+    ev = _evidence(conds, has_node=node is not None, lease=lease, instance=instance,
+                   status=status or {}, now=now, grace=grace)
+    return _verdict(ev, conds, has_node=node is not None, grace=grace)
+
+
+def _evidence(conds: Mapping[str, Obj], *, has_node: bool, lease: Obj | None,
+              instance: Obj | None, status: Obj, now: datetime, grace: float) -> Evidence:
+    """Everything ``classify`` rests on, read out of the node's conditions, its Lease and EC2."""
     ready = conds.get("Ready") or {}
     beat = _age(now, ready.get("lastHeartbeatTime"))
     renewed = _age(now, ((lease or {}).get("spec") or {}).get("renewTime"))
+    return Evidence(ready=str(ready.get("status") or "Unknown"), reason=ready.get("reason"),
+                    message=ready.get("message"), heartbeat_age=beat, lease_age=renewed,
+                    silent_for=_silent_for(ready, beat=beat, renewed=renewed, has_node=has_node,
+                                           now=now, grace=grace),
+                    instance_state=instance_state(instance) if instance is not None else None,
+                    system_status=(status.get("SystemStatus") or {}).get("Status"),
+                    instance_status=(status.get("InstanceStatus") or {}).get("Status"),
+                    events=_scheduled_events(status),
+                    conditions={k: str(c.get("status")) for k, c in conds.items()
+                                if k in AGENT_CONDITIONS + PRESSURE_CONDITIONS})
+
+
+def _silent_for(ready: Obj, *, beat: float | None, renewed: float | None, has_node: bool,
+                now: datetime, grace: float) -> float | None:
+    """Seconds since the last sign of life: the Lease, or a heartbeat fresher than the grace."""
     signs = [a for a in (renewed, beat if beat is not None and beat < grace else None)
              if a is not None]
+    if signs:
+        return min(signs)
+    if not has_node:
+        return None
     # without a Lease or a heartbeat time, the move to Unknown (a grace period after the last
     # heartbeat) bounds the silence from below
-    fallback = beat if beat is not None else (
-        _age(now, ready.get("lastTransitionTime")) if ready.get("status") == "Unknown" else None)
-    silent = min(signs) if signs else (fallback if node is not None else None)
-    state = instance_state(instance) if instance is not None else None
-    st = status or {}
-    system = (st.get("SystemStatus") or {}).get("Status")
-    inst_check = (st.get("InstanceStatus") or {}).get("Status")
-    events = tuple(f"{e.get('Code')} ({e.get('Description') or 'scheduled'})"
-                   for e in st.get("Events") or () if not str(e.get("Description") or "")
-                   .startswith("[Completed]"))
-    other = {k: str(c.get("status")) for k, c in conds.items()
-             if k in AGENT_CONDITIONS + PRESSURE_CONDITIONS}
-    ev = Evidence(ready=str(ready.get("status") or "Unknown"), reason=ready.get("reason"),
-                  message=ready.get("message"), heartbeat_age=beat, lease_age=renewed,
-                  silent_for=silent, instance_state=state, system_status=system,
-                  instance_status=inst_check, events=events, conditions=other)
-    alive = node is not None and ((renewed is not None and renewed < grace)
-                                  or (ev.ready == "False" and beat is not None and beat < grace))
+    if beat is not None:
+        return beat
+    return _age(now, ready.get("lastTransitionTime")) if ready.get("status") == "Unknown" else None
+
+
+def _scheduled_events(status: Obj) -> tuple[str, ...]:
+    """DescribeInstanceStatus's scheduled events not yet completed, as "code (description)"."""
+    return tuple(f"{e.get('Code')} ({e.get('Description') or 'scheduled'})"
+                 for e in status.get("Events") or ()
+                 if not str(e.get("Description") or "").startswith("[Completed]"))
+
+
+def _verdict(ev: Evidence, conds: Mapping[str, Obj], *, has_node: bool, grace: float) -> Liveness:
+    alive = has_node and ((ev.lease_age is not None and ev.lease_age < grace)
+                          or (ev.ready == "False" and ev.heartbeat_age is not None
+                              and ev.heartbeat_age < grace))
     if alive and ev.ready == "True":
         return Liveness(READY, _cause(ev, conds) if _pressured(conds) else None, ev)
     if alive:
         return Liveness(SICK, _cause(ev, conds), ev)
-    if node is not None and ev.ready == "True":
+    if has_node and ev.ready == "True":
         return Liveness(READY, None, ev)  # the controller has not marked it yet
-    confirmed = state in DOWN_STATES or "impaired" in (system, inst_check)
+    confirmed = ev.instance_state in DOWN_STATES or "impaired" in (ev.system_status,
+                                                                   ev.instance_status)
     return Liveness(DEAD if confirmed else AMBIGUOUS, None, ev)
 
 

@@ -20,10 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.actions.env import Env
-from bot.actions.objects import Obj, meta, nodes_of_instance, pod_claims
+from bot.actions.authoring import Env, Fact, Obj, meta, nodes_of_instance, pod_claims
 from bot.engine.approvals import RAISE_KEY
-from bot.engine.plan import Fact
 
 # CSI drivers (and provisioners, in ``pv.kubernetes.io/provisioned-by``) whose volumes live on one
 # node's own disks: TopoLVM (and its pre-0.18 name), OpenEBS LocalPV (its LVM/ZFS CSI driver and
@@ -140,28 +138,51 @@ def find(env: Env, *, instance_id: str, instance: Obj | None = None) -> LocalDat
     interlock), the pods on its nodes and the PVs, and its instance type's storage."""
     found = LocalData(instance_id=instance_id)
     nodes = nodes_of_instance(env.kube.list_nodes(), instance_id)
-    labels = [meta(n).get("labels") or {} for n in nodes]
-    found.instance_type = next((str(lb[k]) for lb in labels for k in INSTANCE_TYPE_LABELS
-                                if lb.get(k)), None) or (instance or {}).get("InstanceType")
-    if found.instance_type is None:  # no node names it (deleted): EC2 does
-        found.instance_type = (env.ec2.describe_instances([instance_id]).get(instance_id)
-                               or {}).get("InstanceType")
+    found.instance_type = _instance_type(env, nodes, instance_id=instance_id, instance=instance)
     if found.instance_type:
-        it = env.ec2.describe_instance_types([found.instance_type]).get(found.instance_type) or {}
-        info = it.get("InstanceStorageInfo") or {}
-        if it.get("InstanceStorageSupported") or info.get("Disks"):
-            found.instance_store = {
-                "total_gb": info.get("TotalSizeInGB"),
-                "disks": [{"count": d.get("Count"), "size_gb": d.get("SizeInGB"),
-                           "type": d.get("Type")} for d in info.get("Disks") or ()]}
-    names = [str(meta(n)["name"]) for n in nodes]
-    if not names:
+        found.instance_store = _instance_store(env, found.instance_type)
+    if not nodes:
         return found
+    found.volumes = _local_volumes(env, nodes, _claim_users(env, nodes))
+    return found
+
+
+def _instance_type(env: Env, nodes: list[Obj], *, instance_id: str,
+                   instance: Obj | None) -> str | None:
+    """The instance type: from a node's label, else the instance given, else EC2 (node deleted)."""
+    labels = [meta(n).get("labels") or {} for n in nodes]
+    named: str | None = next((str(lb[k]) for lb in labels for k in INSTANCE_TYPE_LABELS
+                              if lb.get(k)), None) or (instance or {}).get("InstanceType")
+    if named is None:  # no node names it (deleted): EC2 does
+        named = (env.ec2.describe_instances([instance_id]).get(instance_id)
+                 or {}).get("InstanceType")
+    return named
+
+
+def _instance_store(env: Env, instance_type: str) -> dict[str, Any] | None:
+    """The instance-store disks the type comes with (``InstanceStorageInfo``), or None."""
+    it = env.ec2.describe_instance_types([instance_type]).get(instance_type) or {}
+    info = it.get("InstanceStorageInfo") or {}
+    if not (it.get("InstanceStorageSupported") or info.get("Disks")):
+        return None
+    return {"total_gb": info.get("TotalSizeInGB"),
+            "disks": [{"count": d.get("Count"), "size_gb": d.get("SizeInGB"),
+                       "type": d.get("Type")} for d in info.get("Disks") or ()]}
+
+
+def _claim_users(env: Env, nodes: list[Obj]) -> dict[str, list[str]]:
+    """Claim (namespace/name) -> the pods on these nodes that use it (namespace/name)."""
     users: dict[str, list[str]] = {}
-    for name in names:
+    for name in [str(meta(n)["name"]) for n in nodes]:
         for pod in env.kube.list_pods(node=name):
             for claim in pod_claims(pod):
                 users.setdefault(claim, []).append(f"{meta(pod).get('namespace')}/{meta(pod)['name']}")
+    return users
+
+
+def _local_volumes(env: Env, nodes: list[Obj], users: Mapping[str, list[str]]) -> list[dict[str, Any]]:
+    """The local PVs on this machine, each with its claim and the pods here that use it."""
+    volumes: list[dict[str, Any]] = []
     for pv in sorted(env.kube.list_pvs(), key=lambda v: str(meta(v)["name"])):
         kind = local_kind(pv)
         if kind is None:
@@ -173,6 +194,6 @@ def find(env: Env, *, instance_id: str, instance: Obj | None = None) -> LocalDat
         # force-deleted already still has its data on this machine)
         if not pods and not any(pinned_to(pv, n) for n in nodes):
             continue
-        found.volumes.append({"pv": str(meta(pv)["name"]), "kind": kind, "claim": claim or None,
-                              "pods": pods, "path": _path(pv)})
-    return found
+        volumes.append({"pv": str(meta(pv)["name"]), "kind": kind, "claim": claim or None,
+                        "pods": pods, "path": _path(pv)})
+    return volumes

@@ -15,9 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from bot.actions.env import Env
-from bot.actions.objects import Obj, instance_state
-from bot.engine.plan import Fact
+from bot.actions.authoring import Env, Fact, Obj, instance_state
 
 
 def holders(volume: Obj) -> list[Obj]:

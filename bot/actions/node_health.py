@@ -14,12 +14,20 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from bot.actions.authoring import (
+    FENCED_STATES,
+    ActionSpec,
+    Env,
+    Obj,
+    Plan,
+    Result,
+    action,
+    instance_id_of,
+    instance_state,
+    meta,
+)
 from bot.actions.declarations import LivenessParams
-from bot.actions.env import Env
 from bot.actions.liveness import CAUSES, DEAD, Liveness, classify
-from bot.actions.objects import FENCED_STATES, Obj, instance_id_of, instance_state, meta
-from bot.actions.registry import ActionSpec, action
-from bot.engine.plan import Plan, Result
 
 SYSTEM_NAMESPACE = "kube-system"
 SYSTEM_APPS = ("aws-node", "kube-proxy")  # the k8s-app label of the VPC CNI and kube-proxy

@@ -25,12 +25,22 @@ from typing import Any
 
 from bot.actions import interlocks as il
 from bot.actions import local_data
+from bot.actions.authoring import (
+    ActionSpec,
+    Change,
+    Env,
+    Fact,
+    InterlockBlocked,
+    Obj,
+    PermanentError,
+    Plan,
+    Result,
+    action,
+    instance_state,
+    meta,
+    operator_of,
+)
 from bot.actions.declarations import NodeClaimDeleteParams
-from bot.actions.env import Env
-from bot.actions.objects import Obj, instance_state, meta, operator_of
-from bot.actions.registry import ActionSpec, action
-from bot.engine.plan import Change, Fact, Plan, Result
-from bot.errors import InterlockBlocked, PermanentError
 
 POLL_SECONDS = 15.0
 GONE = frozenset({"shutting-down", "terminated"})

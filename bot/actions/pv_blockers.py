@@ -19,10 +19,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.actions.declarations import PvParams
-from bot.actions.env import Env
-from bot.actions.objects import (
+from bot.actions.authoring import (
+    ActionSpec,
+    Env,
     Obj,
+    Plan,
+    Result,
+    action,
     ebs_driver_of_pv,
     ebs_volume_id_of_pv,
     meta,
@@ -30,8 +33,7 @@ from bot.actions.objects import (
     pod_finished,
     terminating,
 )
-from bot.actions.registry import ActionSpec, action
-from bot.engine.plan import Plan, Result
+from bot.actions.declarations import PvParams
 
 PV_PROTECTION = "kubernetes.io/pv-protection"
 PVC_PROTECTION = "kubernetes.io/pvc-protection"

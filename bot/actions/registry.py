@@ -7,9 +7,9 @@ params model, destructive flag, approval summary and description, and its ``plan
 return a ``Result``. A mismatch is a type error, not a crash in a running incident.
 
 A ``Registry`` is built explicitly from specs (``bot/actions/builtin.py`` lists the shipped ones);
-nothing registers itself on import. ``declare`` with ``planner``/``applier`` assembles one piece by
-piece, which is what a test's fake catalog needs; declared-only actions are enough to validate
-runbooks against.
+nothing registers itself on import. ``action(...)`` is the only way to make one, for a test's fake
+catalog too, so every spec has its ``plan`` and ``apply``. Action modules import ``action`` and
+``ActionSpec`` from ``bot.actions.authoring``, the one face for action authors.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from bot.engine.plan import Plan, Result
 P = TypeVar("P", bound=BaseModel)
 Planner = Callable[[P, Env], Plan]
 Applier = Callable[[Plan, P, Env], Result]
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 @dataclass
@@ -36,8 +35,8 @@ class ActionSpec(Generic[P]):
     destructive: bool  # destructive actions always need approval and are never polled
     summary: str  # a Jinja2 template over the params, e.g. "Stop {{ instance_id }} (force)"
     description: str
-    plan_fn: Planner[P] | None = None
-    apply_fn: Applier[P] | None = None
+    plan_fn: Planner[P]
+    apply_fn: Applier[P]
 
 
 def action(name: str, params: type[P], *, destructive: bool, summary: str, description: str,
@@ -59,32 +58,6 @@ class Registry:
             raise ValueError(f"action {spec.name!r} is declared twice")
         self._specs[spec.name] = spec
         return spec
-
-    def declare(
-        self,
-        name: str,
-        *,
-        params: type[BaseModel],
-        destructive: bool,
-        summary: str,
-        description: str,
-    ) -> ActionSpec[Any]:
-        """An action without its implementation yet; ``planner``/``applier`` attach it."""
-        return self.add(ActionSpec(name, params, destructive, summary, description))
-
-    def planner(self, name: str) -> Callable[[F], F]:
-        def attach(fn: F) -> F:
-            self.get(name).plan_fn = fn
-            return fn
-
-        return attach
-
-    def applier(self, name: str) -> Callable[[F], F]:
-        def attach(fn: F) -> F:
-            self.get(name).apply_fn = fn
-            return fn
-
-        return attach
 
     def get(self, name: str) -> ActionSpec[Any]:
         try:

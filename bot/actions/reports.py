@@ -24,11 +24,19 @@ from jinja2 import FileSystemLoader, StrictUndefined, TemplateNotFound
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from pydantic import BaseModel, ConfigDict, Field
 
-from bot.actions.env import Env
-from bot.actions.objects import Obj, meta, pod_claims, ready_condition, terminating
-from bot.actions.registry import ActionSpec, action
-from bot.engine.plan import Plan, Result
-from bot.errors import ParamError
+from bot.actions.authoring import (
+    ActionSpec,
+    Env,
+    Obj,
+    ParamError,
+    Plan,
+    Result,
+    action,
+    meta,
+    pod_claims,
+    ready_condition,
+    terminating,
+)
 
 
 def _templates_dir() -> Path:

@@ -19,13 +19,20 @@ from __future__ import annotations
 from typing import Any
 
 from bot.actions import interlocks_release as rules
+from bot.actions.authoring import (
+    ActionSpec,
+    Change,
+    Env,
+    Fact,
+    Obj,
+    PermanentError,
+    Plan,
+    Result,
+    action,
+    meta,
+)
 from bot.actions.declarations import VolumeAttachmentsDeleteParams
-from bot.actions.env import Env
 from bot.actions.kube_storage import va_delete_change
-from bot.actions.objects import Obj, meta
-from bot.actions.registry import ActionSpec, action
-from bot.engine.plan import Change, Fact, Plan, Result
-from bot.errors import PermanentError
 
 
 def _to_delete(env: Env, p: VolumeAttachmentsDeleteParams) -> list[tuple[Obj, Change]]:

@@ -25,14 +25,20 @@ from typing import Any
 
 from bot.actions import interlocks_release as rules
 from bot.actions import multiattach
+from bot.actions.authoring import (
+    ActionSpec,
+    Change,
+    Env,
+    Fact,
+    Obj,
+    PermanentError,
+    Plan,
+    Result,
+    action,
+    poll_interval,
+)
 from bot.actions.declarations import VolumesDetachParams
 from bot.actions.ec2 import STALE_CODES, STUCK
-from bot.actions.env import Env
-from bot.actions.objects import Obj
-from bot.actions.polling import poll_interval
-from bot.actions.registry import ActionSpec, action
-from bot.engine.plan import Change, Fact, Plan, Result
-from bot.errors import PermanentError
 
 
 def _pairs(p: VolumesDetachParams) -> list[tuple[str, str]]:
@@ -98,15 +104,39 @@ def _item(vid: str, iid: str, vol: Obj | None, *, forced: bool, failed: str | No
     return item
 
 
+Pair = tuple[str, str]  # (volume id, instance id)
+
+
 def apply_detach_many(plan: Plan, p: VolumesDetachParams, env: Env) -> Result:
     pairs = _pairs(p)
     vids = sorted({vid for vid, _ in pairs})
+    forced, failed = _earlier_polls(env)
+    vols = env.ec2.describe_volumes(vids)
+    send = _to_send(pairs, vols, p, forced=forced, failed=failed)
+    if send:
+        if p.force:  # live reads, never the plan's: an instance may have been started since
+            rules.check_force_detaches(env, targets=[(v, iid) for v, iid, _ in send], facts=[])
+        _send_detaches(env, send, forced=forced, failed=failed)
+        vols = env.ec2.describe_volumes(vids)  # one read for all, after the writes
+    items = [_item(vid, iid, vols.get(vid), forced=(vid, iid) in forced,
+                   failed=failed.get((vid, iid))) for vid, iid in pairs]
+    return _batch_result(env, items, sent=bool(send))
+
+
+def _earlier_polls(env: Env) -> tuple[set[Pair], dict[Pair, str]]:
+    """What earlier polls of this step did: the pairs sent with Force, and those EC2 refused."""
     before = {(str(i["volume_id"]), str(i["instance_id"])): i
               for i in ((env.ctx.last_result or {}).get("items") or ()) if env.ctx.poll}
     forced = {k for k, i in before.items() if i.get("forced")}
     failed = {k: str(i.get("reason")) for k, i in before.items() if i.get("outcome") == "failed"}
-    vols = env.ec2.describe_volumes(vids)
-    send: list[tuple[Obj, str, bool]] = []  # (volume, instance, with Force)
+    return forced, failed
+
+
+def _to_send(pairs: list[Pair], vols: dict[str, Obj], p: VolumesDetachParams, *,
+             forced: set[Pair], failed: dict[Pair, str]) -> list[tuple[Obj, str, bool]]:
+    """The DetachVolume calls to make now: (volume, instance, with Force). An attached or busy
+    attachment is detached; one left detaching is forced once when ``force`` allows it."""
+    send: list[tuple[Obj, str, bool]] = []
     for vid, iid in pairs:
         att = _on(vols.get(vid), iid)
         if att is None or (vid, iid) in failed:
@@ -115,25 +145,29 @@ def apply_detach_many(plan: Plan, p: VolumesDetachParams, env: Env) -> Result:
         if state in {"attached", "busy"} or (p.force and state == "detaching"
                                              and (vid, iid) not in forced):
             send.append((vols[vid], iid, p.force and state in STUCK))
-    if send:
-        if p.force:  # live reads, never the plan's: an instance may have been started since
-            rules.check_force_detaches(env, targets=[(v, iid) for v, iid, _ in send], facts=[])
-        for vol, iid, force in send:
-            vid = str(vol["VolumeId"])
-            try:
-                # InstanceId always given: without it some endpoints fail instead of picking one
-                env.ec2.detach_volume(volume_id=vid, instance_id=iid, force=force)
-            except PermanentError as e:
-                if e.code not in STALE_CODES:  # refused for this volume alone (IAM, EC2)
-                    failed[(vid, iid)] = f"{e.code}: {e}"
-                # EC2's view lagging: the read below decides, and a volume still attached is
-                # sent again at the next poll
-                continue
-            if force:
-                forced.add((vid, iid))
-        vols = env.ec2.describe_volumes(vids)  # one read for all, after the writes
-    items = [_item(vid, iid, vols.get(vid), forced=(vid, iid) in forced,
-                   failed=failed.get((vid, iid))) for vid, iid in pairs]
+    return send
+
+
+def _send_detaches(env: Env, send: list[tuple[Obj, str, bool]], *, forced: set[Pair],
+                   failed: dict[Pair, str]) -> None:
+    """One DetachVolume per volume; records in ``forced`` and ``failed`` what each did."""
+    for vol, iid, force in send:
+        vid = str(vol["VolumeId"])
+        try:
+            # InstanceId always given: without it some endpoints fail instead of picking one
+            env.ec2.detach_volume(volume_id=vid, instance_id=iid, force=force)
+        except PermanentError as e:
+            if e.code not in STALE_CODES:  # refused for this volume alone (IAM, EC2)
+                failed[(vid, iid)] = f"{e.code}: {e}"
+            # EC2's view lagging: the read after the writes decides, and a volume still
+            # attached is sent again at the next poll
+            continue
+        if force:
+            forced.add((vid, iid))
+
+
+def _batch_result(env: Env, items: list[Obj], *, sent: bool) -> Result:
+    """Not done while a volume is detaching; failed naming each volume EC2 refused; else done."""
     off = [i["volume_id"] for i in items if i["outcome"] == "detached"]
     bad = [i for i in items if i["outcome"] == "failed"]
     waiting = [i for i in items if i["outcome"] == "detaching"]
@@ -152,7 +186,7 @@ def apply_detach_many(plan: Plan, p: VolumesDetachParams, env: Env) -> Result:
             + "; ".join(f"{i['volume_id']} from {i['instance_id']}: {i['reason']}" for i in bad),
             service="ec2", operation="DetachVolume", code="PartialFailure")
     with_force = sum(1 for i in items if i["forced"])
-    return Result(data=data, already_done=not send and not env.ctx.poll,
+    return Result(data=data, already_done=not sent and not env.ctx.poll,
                   message=f"{len(off)} volume(s) off their instances"
                           + (f" ({with_force} with Force)" if with_force else ""))
 

@@ -34,20 +34,17 @@ from typing import Any
 
 from bot.actions import interlocks as il
 from bot.actions import zone_local
-from bot.actions.declarations import (
-    ZoneHeldParams,
-    ZoneLeftoverParams,
-    ZonePlacementParams,
-    ZoneSurveyParams,
-    ZoneWaitParams,
-)
-from bot.actions.env import Env
-from bot.actions.liveness import SICK, classify
-from bot.actions.local_data import local_kind
-from bot.actions.objects import (
+from bot.actions.authoring import (
     FENCED_STATES,
     OUT_OF_SERVICE_TAINT,
+    ActionSpec,
+    Env,
     Obj,
+    PermanentError,
+    Plan,
+    Result,
+    action,
+    canonical_json,
     ebs_volume_id_of_pv,
     ec2_tags,
     has_taint,
@@ -55,6 +52,7 @@ from bot.actions.objects import (
     instance_state,
     meta,
     pod_claims,
+    poll_interval,
     pv_named_by_tags,
     pv_zone,
     ready_condition,
@@ -62,10 +60,15 @@ from bot.actions.objects import (
     va_node,
     zone_of_node,
 )
-from bot.actions.polling import poll_interval
-from bot.actions.registry import ActionSpec, action
-from bot.engine.plan import Plan, Result, canonical_json
-from bot.errors import PermanentError
+from bot.actions.declarations import (
+    ZoneHeldParams,
+    ZoneLeftoverParams,
+    ZonePlacementParams,
+    ZoneSurveyParams,
+    ZoneWaitParams,
+)
+from bot.actions.liveness import SICK, classify
+from bot.actions.local_data import local_kind
 
 TAINT_VALUE = "nodeshutdown"
 TAINT_EFFECT = "NoExecute"
@@ -106,6 +109,35 @@ def plan_survey(p: ZoneSurveyParams, env: Env) -> Plan:
 
 
 def apply_survey(plan: Plan, p: ZoneSurveyParams, env: Env) -> Result:
+    in_zone, instances, vas, leases = _survey_reads(env, p)
+    now, grace = env.ctx.clock.now(), env.settings.policy.node_monitor_grace_period
+    ordered = sorted(in_zone, key=node_name)
+    items = [_survey_item(n, instances, vas, leases.get(node_name(n)), now=now, grace=grace)
+             for n in ordered]
+    kept = [n for n, item in zip(ordered, items, strict=True) if item["outcome"] != "skipped"]
+    # claims on local volumes of these nodes: no VolumeAttachment names them, their affinity does
+    local = zone_local.pinned(env.kube.list_pvs(), kept) if kept else {}
+    for item in items:
+        item["local_pvs"] = sorted(pv for pv, node in local.items() if node == item["node"])
+    todo, done, skipped = (_named(items, outcome) for outcome in ("to do", "done", "skipped"))
+    # instances still running first: they are fenced in as few batches (and stop waits) as can be
+    running = {i["node"] for i in items if i["state"] not in FENCED_STATES}
+    todo.sort(key=lambda name: (name not in running, name))
+    _check_max_nodes(p, todo)
+    pvs = [pv for i in items if i["outcome"] != "skipped" for pv in i["pvs"]]
+    todo_ids = [i["instance_id"] for i in items if i["outcome"] != "skipped"]
+    return Result(data={"zone": p.zone, "items": items, "todo": todo, "done": done,
+                        "skipped": skipped, "pvs": sorted(set(pvs) | set(local)),
+                        "local_pvs": sorted(local),
+                        "instance_ids": sorted(i for i in todo_ids if i), "count": len(todo)},
+                  message=f"{len(todo)} node(s) of {p.zone} to recover, {len(done)} already out of "
+                          f"service, {len(skipped)} left alone")
+
+
+def _survey_reads(env: Env, p: ZoneSurveyParams) -> tuple[list[Obj], dict[str, Obj], list[Obj],
+                                                          dict[str, Obj]]:
+    """The zone's nodes (or those named), and for its NotReady ones their instances, the
+    VolumeAttachments and the Leases: one call each, made only when a node is NotReady."""
     nodes = env.kube.list_nodes()
     if p.nodes:
         il.check_zone(env, zone=p.zone, named=p.nodes, nodes=nodes, facts=[])
@@ -117,59 +149,49 @@ def apply_survey(plan: Plan, p: ZoneSurveyParams, env: Env) -> Result:
     vas = env.kube.list_volume_attachments() if dead else []
     # a NotReady node whose kubelet is alive (rule 8's "sick") is no part of a zone outage
     leases = {node_name(x): x for x in env.kube.list_node_leases()} if dead else {}
-    now, grace = env.ctx.clock.now(), env.settings.policy.node_monitor_grace_period
-    items: list[Obj] = []
-    todo, done, skipped, pvs, todo_ids = [], [], [], [], []
-    kept: list[Obj] = []
-    for n in sorted(in_zone, key=node_name):
-        name, iid = node_name(n), instance_id_of(n)
-        inst = instances.get(iid) if iid else None
-        mine = sorted(str(pv) for v in vas if va_node(v) == name
-                      if (pv := ((v.get("spec") or {}).get("source") or {}).get("persistentVolumeName")))
-        item = {"node": name, "instance_id": iid, "state": instance_state(inst) if iid else None,
-                "ready": ready_condition(n)[0] == "True", "spot": is_spot(n, inst),
-                "out_of_service": has_taint(n, OUT_OF_SERVICE_TAINT),
-                "volume_attachments": len(mine), "pvs": mine, "groups": groups_of([n])}
-        if item["ready"]:
-            item["outcome"], item["reason"] = "skipped", "the node is Ready"
-            skipped.append(name)
-        elif iid is None:
-            item["outcome"], item["reason"] = "skipped", "no EC2 instance in its providerID (Fargate?)"
-            skipped.append(name)
-        elif (lv := classify(node=n, lease=leases.get(name), instance=inst, status=None,
-                             now=now, grace=grace)).verdict == SICK:
-            item["outcome"], item["reason"] = "skipped", f"not dead: {lv.words()}"
-            skipped.append(name)
-        elif item["out_of_service"] and item["state"] in FENCED_STATES:
-            item["outcome"], item["reason"] = "done", "already out of service, instance " + str(item["state"])
-            done.append(name)
-        else:
-            item["outcome"], item["reason"] = "to do", f"NotReady, instance {item['state']}"
-            todo.append(name)
-        if item["outcome"] != "skipped":
-            pvs += mine
-            todo_ids.append(iid)
-            kept.append(n)
-        items.append(item)
-    # claims on local volumes of these nodes: no VolumeAttachment names them, their affinity does
-    local = zone_local.pinned(env.kube.list_pvs(), kept) if kept else {}
-    for item in items:
-        item["local_pvs"] = sorted(pv for pv, node in local.items() if node == item["node"])
-    # instances still running first: they are fenced in as few batches (and stop waits) as can be
-    running = {i["node"] for i in items if i["state"] not in FENCED_STATES}
-    todo.sort(key=lambda name: (name not in running, name))
+    return in_zone, instances, vas, leases
+
+
+def _survey_item(n: Obj, instances: dict[str, Obj], vas: list[Obj], lease: Obj | None, *,
+                 now: datetime, grace: float) -> Obj:
+    """One node of the survey: what was read of it, and its outcome (to do, done or skipped)."""
+    name, iid = node_name(n), instance_id_of(n)
+    inst = instances.get(iid) if iid else None
+    mine = sorted(str(pv) for v in vas if va_node(v) == name
+                  if (pv := ((v.get("spec") or {}).get("source") or {}).get("persistentVolumeName")))
+    item = {"node": name, "instance_id": iid, "state": instance_state(inst) if iid else None,
+            "ready": ready_condition(n)[0] == "True", "spot": is_spot(n, inst),
+            "out_of_service": has_taint(n, OUT_OF_SERVICE_TAINT),
+            "volume_attachments": len(mine), "pvs": mine, "groups": groups_of([n])}
+    item["outcome"], item["reason"] = _survey_outcome(n, item, inst, lease, now=now, grace=grace)
+    return item
+
+
+def _survey_outcome(n: Obj, item: Obj, inst: Obj | None, lease: Obj | None, *, now: datetime,
+                    grace: float) -> tuple[str, str]:
+    if item["ready"]:
+        return "skipped", "the node is Ready"
+    if item["instance_id"] is None:
+        return "skipped", "no EC2 instance in its providerID (Fargate?)"
+    lv = classify(node=n, lease=lease, instance=inst, status=None, now=now, grace=grace)
+    if lv.verdict == SICK:
+        return "skipped", f"not dead: {lv.words()}"
+    if item["out_of_service"] and item["state"] in FENCED_STATES:
+        return "done", "already out of service, instance " + str(item["state"])
+    return "to do", f"NotReady, instance {item['state']}"
+
+
+def _named(items: list[Obj], outcome: str) -> list[str]:
+    return [str(i["node"]) for i in items if i["outcome"] == outcome]
+
+
+def _check_max_nodes(p: ZoneSurveyParams, todo: list[str]) -> None:
     if p.max_nodes is not None and len(todo) > p.max_nodes:
         raise PermanentError(
             f"{len(todo)} NotReady nodes in {p.zone} need recovery, more than max_nodes="
             f"{p.max_nodes}: a larger outage than expected. Check it is really one zone, then "
             f"start again with max_nodes={len(todo)} (or name the nodes)",
             service="kubernetes", operation="list_node", code="TooManyNodes")
-    return Result(data={"zone": p.zone, "items": items, "todo": todo, "done": done,
-                        "skipped": skipped, "pvs": sorted(set(pvs) | set(local)),
-                        "local_pvs": sorted(local),
-                        "instance_ids": sorted(i for i in todo_ids if i), "count": len(todo)},
-                  message=f"{len(todo)} node(s) of {p.zone} to recover, {len(done)} already out of "
-                          f"service, {len(skipped)} left alone")
 
 
 # -- waiting for all the nodes' attachments together ------------------------------------------
@@ -287,49 +309,69 @@ def plan_placement(p: ZonePlacementParams, env: Env) -> Plan:
 def apply_placement(plan: Plan, p: ZonePlacementParams, env: Env) -> Result:
     dead = set(p.nodes)
     # the nodes say only why a claim is not running yet: read once one is not, never otherwise
-    nodes: list[Obj] | None = None
+    nodes = _NodesOnDemand(env)
     pods = env.kube.list_pods() if p.pvs else []
-    wanted = set(p.pvs)
-    by_claim: dict[str, Obj] = {}
-    for one in env.kube.list_pvs() if p.pvs else []:
-        ref = (one.get("spec") or {}).get("claimRef") or {}
-        if ref.get("name") and node_name(one) in wanted:
-            by_claim[f"{ref.get('namespace')}/{ref['name']}"] = one
+    by_claim = _claims_of(env.kube.list_pvs() if p.pvs else [], set(p.pvs))
     users: dict[str, list[Obj]] = {}
     for each in pods:
         for c in pod_claims(each):
             users.setdefault(c, []).append(each)
-    items = []
-    for claim in sorted(by_claim):
-        pv = by_claim.get(claim)
-        zone = pv_zone(pv) if pv else None
-        live = [q for q in users.get(claim, []) if not terminating(q)]
-        pod = live[0] if live else None
-        where = (pod or {}).get("spec", {}).get("nodeName")
-        phase = ((pod or {}).get("status") or {}).get("phase")
-        item = {"claim": claim, "pod": f"{meta(pod).get('namespace')}/{node_name(pod)}" if pod else None,
-                "node": where, "phase": phase, "volume_zone": zone,
-                "volume_id": ebs_volume_id_of_pv(pv) if pv else None, "local": None}
-        kind = local_kind(pv) if pv is not None else None
-        on_node = None
-        if pv is not None and kind is not None:  # its pod can run on one node alone
-            nodes = env.kube.list_nodes() if nodes is None else nodes
-            on_node = zone_local.placement(pv, pod=pod, dead=dead, nodes=nodes)
-        if on_node is not None:
-            item["local"] = kind
-            item["outcome"], item["reason"] = on_node
-        elif pod is not None and phase == "Running" and where not in dead:
-            item["outcome"], item["reason"] = "running", f"running on {where}"
-        else:
-            nodes = env.kube.list_nodes() if nodes is None else nodes
-            item["outcome"], item["reason"] = _why_not(claim, zone, pod, nodes, dead)
-        items.append(item)
+    items = [_placement_item(claim, by_claim.get(claim), users.get(claim, []), dead=dead,
+                             nodes=nodes) for claim in sorted(by_claim)]
     _check_volumes(env, items)
     waiting = [i["claim"] for i in items if i["outcome"] != "running"]
     blocked = [i["claim"] for i in items if i["outcome"] == "blocked"]
     return Result(data={"items": items, "total": len(items), "running": len(items) - len(waiting),
                         "waiting": waiting, "blocked": blocked},
                   progress=f"{len(items) - len(waiting)} of {len(items)} claims in use again")
+
+
+class _NodesOnDemand:
+    """The list of nodes, read the first time it is asked for, and only then."""
+
+    def __init__(self, env: Env) -> None:
+        self._env = env
+        self._nodes: list[Obj] | None = None
+
+    def __call__(self) -> list[Obj]:
+        if self._nodes is None:
+            self._nodes = self._env.kube.list_nodes()
+        return self._nodes
+
+
+def _claims_of(pvs: list[Obj], wanted: set[str]) -> dict[str, Obj]:
+    """The wanted PVs by the claim bound to each (namespace/name)."""
+    by_claim: dict[str, Obj] = {}
+    for one in pvs:
+        ref = (one.get("spec") or {}).get("claimRef") or {}
+        if ref.get("name") and node_name(one) in wanted:
+            by_claim[f"{ref.get('namespace')}/{ref['name']}"] = one
+    return by_claim
+
+
+def _placement_item(claim: str, pv: Obj | None, users: list[Obj], *, dead: set[str],
+                    nodes: _NodesOnDemand) -> Obj:
+    """One claim: its pod runs on a live node, or why not (a local volume: on its node alone)."""
+    zone = pv_zone(pv) if pv else None
+    live = [q for q in users if not terminating(q)]
+    pod = live[0] if live else None
+    where = (pod or {}).get("spec", {}).get("nodeName")
+    phase = ((pod or {}).get("status") or {}).get("phase")
+    item = {"claim": claim, "pod": f"{meta(pod).get('namespace')}/{node_name(pod)}" if pod else None,
+            "node": where, "phase": phase, "volume_zone": zone,
+            "volume_id": ebs_volume_id_of_pv(pv) if pv else None, "local": None}
+    kind = local_kind(pv) if pv is not None else None
+    on_node = None
+    if pv is not None and kind is not None:  # its pod can run on one node alone
+        on_node = zone_local.placement(pv, pod=pod, dead=dead, nodes=nodes())
+    if on_node is not None:
+        item["local"] = kind
+        item["outcome"], item["reason"] = on_node
+    elif pod is not None and phase == "Running" and where not in dead:
+        item["outcome"], item["reason"] = "running", f"running on {where}"
+    else:
+        item["outcome"], item["reason"] = _why_not(claim, zone, pod, nodes(), dead)
+    return item
 
 
 def _check_volumes(env: Env, items: list[Obj]) -> None:

@@ -33,32 +33,38 @@ apply is dropped from the batch and the rest apply as approved (``bot.engine.pla
 from __future__ import annotations
 
 from dataclasses import asdict
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from bot.actions import interlocks as il
 from bot.actions import zone_local
-from bot.actions.declarations import ZoneBatchParams
-from bot.actions.ec2 import must_terminate
-from bot.actions.env import Env
-from bot.actions.objects import (
+from bot.actions.authoring import (
     FENCED_STATES,
     OUT_OF_SERVICE_TAINT,
+    ActionSpec,
+    Change,
+    Env,
+    Fact,
+    InterlockBlocked,
     Obj,
+    PermanentError,
+    Plan,
+    Result,
+    RetryableError,
+    action,
     csi_instance_id_of,
     has_taint,
     instance_id_of,
     instance_state,
     nodes_of_instance,
     operator_of,
+    poll_interval,
     ready_condition,
     set_taint,
 )
-from bot.actions.polling import poll_interval
-from bot.actions.registry import ActionSpec, action
+from bot.actions.declarations import ZoneBatchParams
+from bot.actions.ec2 import must_terminate
 from bot.actions.zone import TAINT_EFFECT, TAINT_VALUE, digest, is_spot, node_name
-from bot.engine.plan import Change, Fact, Plan, Result
-from bot.errors import InterlockBlocked, PermanentError, RetryableError
 
 # EC2 (or IAM) answers that refuse a whole StopInstances/TerminateInstances call for one instance
 ONE_REFUSES_ALL = frozenset({"UnsupportedOperation", "OperationNotPermitted",
@@ -233,28 +239,86 @@ def _outcome(name: str, iid: str | None, outcome: str, reason: str, **more: Any)
 
 def apply_fence_taint(plan: Plan, p: ZoneBatchParams, env: Env) -> Result:
     approved: dict[str, Obj] = dict(plan.data.get("nodes") or {})
-    batch_info = plan.data.get("batch") or {}
-    outcomes: dict[str, Obj] = {n: _outcome(n, None, "dropped", why)
-                                for n, why in (batch_info.get("dropped") or {}).items()}
-    outcomes |= {n: _outcome(n, None, "gone", why)
-                 for n, why in (batch_info.get("gone") or {}).items()}
     # a poll follows an apply that returned; an apply the engine tries again after a transient
     # error (a poll with nothing returned before) is still the first: it has not fenced yet
     polling = env.ctx.poll and env.ctx.last_result is not None
-    if polling:  # what earlier applies settled stays settled (a failed stop, a stuck host)
-        outcomes |= {str(o["node"]): dict(o) for o in (env.ctx.last_result or {}).get("items") or ()
-                     if o.get("outcome") in FINAL}
+    outcomes = _settled(env, plan, polling=polling)
     if polling and not p.without_stop:
         quick = _still_stopping(env, p, approved, outcomes)
         if quick is not None:
             return quick
-    unsettled = {n: str(v["instance_id"]) for n, v in approved.items()
-                 if v.get("instance_id") and (not polling or n not in outcomes)}
+    unsettled = _unsettled(approved, outcomes, polling=polling)
     # live reads, never the plan's facts: a node may have come back, or gone, since approval. A
     # poll reads only the instances still open, which its quick check above may just have read
     # (then served from this pass, not asked twice)
     b = _Batch(env, p, [], extra_ids=tuple(sorted(set(unsettled.values()))),
                only=frozenset(unsettled) if polling else None)
+    _record_gone(b, approved, outcomes)
+    now = env.ctx.clock.now()
+    deadline = (env.ctx.applying_since or now) + timedelta(seconds=p.stop_timeout)
+    pending = _pending(env, p, b, approved, outcomes, polling=polling)
+    states = {i: instance_state(b.instances.get(i)) for i in (instance_id_of(n) for n in pending)
+              if i}
+    first = not polling and not p.without_stop
+    fenced = first and _fence_batch(env, b, pending, approved, states, outcomes)
+    again = _taint_fenced(env, p, b, pending, states, outcomes, first=first,
+                          in_time=now < deadline)
+    # one override is one audit event, however many nodes and checks it let through
+    env.ctx.overridden[:] = list(dict.fromkeys(env.ctx.overridden))
+    if now >= deadline:
+        _mark_stuck(p, pending, states, outcomes, again)
+    waiting = [n for n in pending if node_name(n) not in outcomes]
+    data = _summary(outcomes, waiting, states, again)
+    if waiting:
+        return _waiting(env, data, waiting, again, now=now, deadline=deadline)
+    return _finished(p, data, outcomes, fenced=fenced, polling=polling)
+
+
+def _unsettled(approved: dict[str, Obj], outcomes: dict[str, Obj], *,
+               polling: bool) -> dict[str, str]:
+    """Node -> instance of the approved nodes still open (all of them at the first apply)."""
+    return {n: str(v["instance_id"]) for n, v in approved.items()
+            if v.get("instance_id") and (not polling or n not in outcomes)}
+
+
+def _fence_batch(env: Env, b: _Batch, pending: list[Obj], approved: dict[str, Obj],
+                 states: dict[str, str], outcomes: dict[str, Obj]) -> bool:
+    """The first apply's fence, after the blast radius of the whole batch: a refusal of the batch
+    never follows StopInstances. Whether anything was sent."""
+    if pending:
+        il.check_blast_radius(env, targets=[node_name(n) for n in pending], nodes=b.nodes, facts=[])
+    return _fence_first(env, pending, approved, states, outcomes)
+
+
+def _finished(p: ZoneBatchParams, data: Obj, outcomes: dict[str, Obj], *, fenced: bool,
+              polling: bool) -> Result:
+    """Every node settled: the batch's result, with its compensation when a node is tainted."""
+    changed = [o for o in outcomes.values() if o["outcome"] == "tainted"]
+    if changed or data["out_of_service"]:
+        data["compensation"] = (f"out-of-service taint and stopped instances stay on "
+                                f"{len(data['out_of_service'])} node(s) of {p.zone}: run "
+                                "node-recovered on each once it is repaired and Ready")
+    counts = {k: sum(1 for o in outcomes.values() if o["outcome"] == k) for k in FINAL}
+    return Result(data=data, already_done=not changed and not fenced and not polling,
+                  message=", ".join(f"{v} {k}" for k, v in counts.items() if v) or "nothing to do")
+
+
+def _settled(env: Env, plan: Plan, *, polling: bool) -> dict[str, Obj]:
+    """The nodes already settled: dropped or gone at the plan, and, on a poll, what earlier
+    applies settled (a failed stop, a stuck host), which stays settled."""
+    batch_info = plan.data.get("batch") or {}
+    outcomes: dict[str, Obj] = {n: _outcome(n, None, "dropped", why)
+                                for n, why in (batch_info.get("dropped") or {}).items()}
+    outcomes |= {n: _outcome(n, None, "gone", why)
+                 for n, why in (batch_info.get("gone") or {}).items()}
+    if polling:
+        outcomes |= {str(o["node"]): dict(o) for o in (env.ctx.last_result or {}).get("items") or ()
+                     if o.get("outcome") in FINAL}
+    return outcomes
+
+
+def _record_gone(b: _Batch, approved: dict[str, Obj], outcomes: dict[str, Obj]) -> None:
+    """An approved node deleted since (replaced by its node group...) is gone: its outcome."""
     for name in b.gone:
         if name in approved and name not in outcomes:
             iid = approved[name].get("instance_id")
@@ -265,9 +329,13 @@ def apply_fence_taint(plan: Plan, p: ZoneBatchParams, env: Env) -> Result:
                 "volumes detach once the machine is gone or after the attach/detach controller's "
                 "6-minute timeout, and a VolumeAttachment left after that is deleted later in "
                 "the run"), state=state)
-    now = env.ctx.clock.now()
-    deadline = (env.ctx.applying_since or now) + timedelta(seconds=p.stop_timeout)
-    pending: list[Obj] = []  # nodes of the batch still to fence or to taint, in batch order
+
+
+def _pending(env: Env, p: ZoneBatchParams, b: _Batch, approved: dict[str, Obj],
+             outcomes: dict[str, Obj], *, polling: bool) -> list[Obj]:
+    """The nodes of the batch still to fence or to taint, in batch order. A node that changed
+    since approval (assessed again), or whose instance runs again after the fence, is dropped."""
+    pending: list[Obj] = []
     for node in b.batch:
         name, iid = node_name(node), instance_id_of(node)
         if name not in approved or name in outcomes:
@@ -286,12 +354,14 @@ def apply_fence_taint(plan: Plan, p: ZoneBatchParams, env: Env) -> Result:
             outcomes[name] = _outcome(name, iid, "dropped", f"changed since approval: {problem}")
         else:
             pending.append(node)
-    states = {i: instance_state(b.instances.get(i)) for i in (instance_id_of(n) for n in pending)
-              if i}
-    first = not polling and not p.without_stop
-    if first and pending:  # before any fence: a refusal of the batch never follows StopInstances
-        il.check_blast_radius(env, targets=[node_name(n) for n in pending], nodes=b.nodes, facts=[])
-    fenced = first and _fence_first(env, pending, approved, states, outcomes)
+    return pending
+
+
+def _taint_fenced(env: Env, p: ZoneBatchParams, b: _Batch, pending: list[Obj],
+                  states: dict[str, str], outcomes: dict[str, Obj], *, first: bool,
+                  in_time: bool) -> dict[str, str]:
+    """Taint each pending node whose instance is now off (or stopping, ``without_stop``); returns
+    the taints that met a transient error, tried again at the next check while ``in_time``."""
     taint_now = [n for n in pending if node_name(n) not in outcomes
                  and (states.get(instance_id_of(n) or "") in FENCED_STATES
                       or (p.without_stop and states.get(instance_id_of(n) or "") in MOVING))]
@@ -305,7 +375,7 @@ def apply_fence_taint(plan: Plan, p: ZoneBatchParams, env: Env) -> Result:
     again: dict[str, str] = {}  # taints that met a transient error: tried again at the next check
     for node in taint_now:
         done = _taint(env, node, b)
-        if done["outcome"] == "again" and now < deadline:
+        if done["outcome"] == "again" and in_time:
             again[node_name(node)] = done["reason"]
             continue
         if done["outcome"] == "again":  # tried at every check since the batch began: give up
@@ -313,40 +383,38 @@ def apply_fence_taint(plan: Plan, p: ZoneBatchParams, env: Env) -> Result:
             done["reason"] += (f", still {p.stop_timeout:.0f} s after its batch began: re-run "
                                "this runbook for it")
         outcomes[node_name(node)] = done
-    # one override is one audit event, however many nodes and checks it let through
-    env.ctx.overridden[:] = list(dict.fromkeys(env.ctx.overridden))
+    return again
+
+
+def _mark_stuck(p: ZoneBatchParams, pending: list[Obj], states: dict[str, str],
+                outcomes: dict[str, Obj], again: dict[str, str]) -> None:
+    """Past the deadline, an instance still on its way down is its node's outcome: stuck."""
     for node in pending:
         name, iid = node_name(node), instance_id_of(node)
         if name in outcomes or name in again:
             continue
         state = states.get(iid or "", "unknown")
-        if state in MOVING and now >= deadline:
+        if state in MOVING:
             outcomes[name] = _outcome(name, iid, "stuck", (
                 f"instance {iid} is still {state} {p.stop_timeout:.0f} s after its batch began: "
                 "a machine on a failed host can stay stopping for hours. Ask AWS (the host may "
                 "have failed), or, if the zone outage is declared, have two people break glass "
                 "on the step that taints stuck nodes without a confirmed stop"), state=state)
-    waiting = [n for n in pending if node_name(n) not in outcomes]
-    data = _summary(outcomes, waiting, states, again)
-    if waiting:
-        left = (deadline - now).total_seconds()
-        progress = f"{len(data['out_of_service'])} node(s) out of service"
-        if len(waiting) > len(again):
-            progress += (f", {len(waiting) - len(again)} instance(s) still stopping (each called "
-                         f"stuck {max(0.0, left):.0f} s from now)")
-        if again:
-            progress += f", {len(again)} taint(s) to try again after a transient error"
-        env.ctx.progress = progress
-        return Result(data=data, done=False, progress=progress, retry_after=poll_interval(
-            started=env.ctx.applying_since, now=now, deadline=deadline))
-    changed = [o for o in outcomes.values() if o["outcome"] == "tainted"]
-    if changed or data["out_of_service"]:
-        data["compensation"] = (f"out-of-service taint and stopped instances stay on "
-                                f"{len(data['out_of_service'])} node(s) of {p.zone}: run "
-                                "node-recovered on each once it is repaired and Ready")
-    counts = {k: sum(1 for o in outcomes.values() if o["outcome"] == k) for k in FINAL}
-    return Result(data=data, already_done=not changed and not fenced and not polling,
-                  message=", ".join(f"{v} {k}" for k, v in counts.items() if v) or "nothing to do")
+
+
+def _waiting(env: Env, data: Obj, waiting: list[Obj], again: dict[str, str], *, now: datetime,
+             deadline: datetime) -> Result:
+    """Not done yet: how many nodes are out of service, and what the others wait for."""
+    left = (deadline - now).total_seconds()
+    progress = f"{len(data['out_of_service'])} node(s) out of service"
+    if len(waiting) > len(again):
+        progress += (f", {len(waiting) - len(again)} instance(s) still stopping (each called "
+                     f"stuck {max(0.0, left):.0f} s from now)")
+    if again:
+        progress += f", {len(again)} taint(s) to try again after a transient error"
+    env.ctx.progress = progress
+    return Result(data=data, done=False, progress=progress, retry_after=poll_interval(
+        started=env.ctx.applying_since, now=now, deadline=deadline))
 
 
 def _still_stopping(env: Env, p: ZoneBatchParams, approved: dict[str, Obj],

@@ -20,9 +20,8 @@ each one ``blocked`` with what it takes (the node back, or the data given up), n
 from __future__ import annotations
 
 from bot.actions import local_data
-from bot.actions.env import Env
+from bot.actions.authoring import Env, Obj, instance_id_of, instance_state, meta, ready_condition
 from bot.actions.local_data import INSTANCE_TYPE_LABELS, LocalData, local_kind, pinned_to
-from bot.actions.objects import Obj, instance_id_of, instance_state, meta, ready_condition
 
 FENCEABLE = frozenset({"pending", "running", "stopping"})  # states a batch may stop or terminate
 

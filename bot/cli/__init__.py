@@ -52,6 +52,8 @@ COMMAND_MODULES = (
     "bot.cli.sim",  # sim up, sim scenarios
     "bot.cli.slack",  # slack serve
     "bot.cli.alerts",  # alerts serve
+    "bot.cli.api",  # api serve
+    "bot.cli.api_tokens",  # api hash-token (after bot.cli.api: it joins the api command)
     "bot.cli.db",  # db status, db upgrade
     "bot.cli.config",  # config path, config check
 )
@@ -66,6 +68,14 @@ Start here:
   runbook-bot show node-dead-ngns       its steps, approvals and guards
   runbook-bot run node-dead-ngns -p node=NODE --dry-run
   runbook-bot demo                      watch a full recovery in the built-in sandbox
+
+Two modes:
+  client mode   with a server (server.url in the config, $RUNBOOK_BOT_SERVER or --server URL),
+                run, the decisions, follow, status, runs, export, audit and diagnose go through
+                the bot's API with your token: the bot holds the database and the credentials.
+  local mode    without one, this command opens its own database with its own credentials:
+                whoever runs it holds the powers. For demo, sim, rehearsals and single-user
+                set-ups; it refuses to write to a database a server serves.
 """
 
 

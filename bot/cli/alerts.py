@@ -38,10 +38,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from bot.config import load_settings
     from bot.errors import ConfigError
     from bot.frontends.alerts import AlertIntake, LogCards, listener, webhook_app
-    from bot.frontends.http import stop_server
     from bot.frontends.metrics import Metrics
     from bot.frontends.term.printer import TerminalPrinter
     from bot.runtime.drain import stop_on_signals
+    from bot.runtime.facade import Origin, Runtime
     from bot.store.alerts import AlertLog
 
     settings = load_settings()
@@ -54,15 +54,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
     runner = build_runner(settings, store=store, notifiers=[TerminalPrinter()], metrics=metrics)
     pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="alerts")
 
-    def start(cmd: Any) -> Any:
-        state = runner.start(cmd)
-        pool.submit(runner.drive, state.run_id)
+    # the front-end's one way to runs and runbooks
+    runtime = Runtime(runner, refusals=store.refusals)
+
+    def start(cmd: Any) -> Any:  # the bot's system actor: only read-only auto-runs pass
+        state = runtime.start(cmd, origin=Origin(frontend="alerts"))
+        pool.submit(runtime.drive, state.run_id)
         return state
 
-    names: Any = getattr(runner.runbooks, "names", lambda: [])
+    names: Any = runtime.runbook_names if runtime.lists_runbooks else (lambda: [])
     intake = AlertIntake(config=settings.alerts, clusters=list(settings.clusters),
-                         runbooks=runner.runbooks, names=names, alert_log=AlertLog(store.engine),
-                         clock=runner.clock, cards=LogCards(), start=start,
+                         runbooks=runtime.runbook_source, names=names,
+                         alert_log=AlertLog(store.engine), clock=runtime.clock, cards=LogCards(),
+                         start=start,
                          submit=pool.submit, diagnoser=scanner(settings), metrics=metrics)
     ops = ops_endpoints(runner, store, metrics, interval=args.interval)
     listen = settings.listen
@@ -76,16 +80,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
         with stop_on_signals(stop.set):
             worker.start()
             side = start_side_server(ops, args, listen)
-            threading.Thread(target=server.run, name="runbook-bot-http", daemon=True).start()
+            server.start()
             print(f"runbook-bot: serving Alertmanager on http://{host}:{server.effective_port}"
                   "/alertmanager; SIGTERM or Ctrl-C drains and stops", flush=True)
             while not stop.wait(0.5):
                 pass
-            stop_server(server)
+            server.stop()
             pool.shutdown(wait=True)
             runner.stop()
             worker.join(timeout=20)
-            stop_server(side)
+            side.stop()
     except KeyboardInterrupt:
         runner.stop()
         return 130

@@ -1,4 +1,4 @@
-"""``audit verify``, ``audit head`` and ``audit show``: check and read a run's audit log.
+"""``audit verify``, ``audit head``, ``audit show`` and ``audit refusals``: check and read the audit logs.
 
 ``verify RUN_ID`` reads the chain from the store (and checks the header the run shows against it);
 ``verify --file export.json`` checks an exported transcript offline, with no database, seal
@@ -12,6 +12,9 @@ rotated while its run was open needs each key it was written with.
 
 ``head RUN_ID`` prints the run's head, to paste where the database's writers cannot reach (the
 incident ticket) for a run that had no Slack thread.
+
+``refusals [--limit N]`` lists requests refused before any run existed (``bot.store.refusals``) and
+verifies their chain: exit 0 intact, 1 naming the first changed refusal, 2 without a key it needs.
 """
 
 from __future__ import annotations
@@ -34,18 +37,32 @@ def register(sub: Any) -> None:
     p.add_argument("--head", metavar="SEQ:HASH", type=_published,
                    help="a head published earlier (`audit head`, the Slack summary, the "
                    "transcript): the chain must contain it")
+    from bot.cli.remote import add_server_option
+
+    add_server_option(p)
     p.set_defaults(handler=cmd_verify)
     p = asub.add_parser("head", help="print a run's audit head, to publish out of the database",
                         description="Print the audit head of RUN_ID (last seq, hash and its "
                         "signature) as one line to paste into the incident ticket; `audit verify "
                         "RUN_ID --head SEQ:HASH` checks the chain against it later.")
     p.add_argument("run_id", metavar="RUN_ID")
+    add_server_option(p)
     p.set_defaults(handler=cmd_head)
     p = asub.add_parser("show", help="print a run's audit events",
                         description="Print every audit event of RUN_ID, one per line.")
     p.add_argument("run_id", metavar="RUN_ID")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
+    add_server_option(p)
     p.set_defaults(handler=cmd_show)
+    p = asub.add_parser("refusals", help="list refused requests and verify their chain",
+                        description="Requests refused before any run existed (a start the "
+                        "policy does not allow, an API call without valid credentials), newest "
+                        "last, and whether their hash chain verifies: exit 0 intact, 1 naming "
+                        "the first changed refusal, 2 when a key it was signed with is not given.")
+    p.add_argument("--limit", type=int, default=50, metavar="N",
+                   help="show the newest N (default 50); the whole chain is verified")
+    p.add_argument("--json", action="store_true", help="one JSON object per line")
+    p.set_defaults(handler=cmd_refusals)
 
 
 def _published(text: str) -> tuple[int, str]:
@@ -65,6 +82,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from bot.store.integrity import exit_status, verify_document, verify_run
 
     settings = load_settings()
+    from bot.cli.remote import server_of
+
+    if args.run_id and not args.file and (server := server_of(args, settings)) is not None:
+        from bot.cli import remote
+        from bot.cli.wiring import run_id_arg
+
+        return remote.cmd_verify(args, server, run_id_arg(args.run_id))
     key = Keyring(settings.audit_key.encode() if settings.audit_key else None,
                   tuple(k.encode() for k in settings.audit_previous_keys))
     if args.file:
@@ -109,7 +133,14 @@ def cmd_head(args: argparse.Namespace) -> int:
     from bot.cli.wiring import open_store, run_id_arg
     from bot.config import load_settings
 
-    store = open_store(load_settings())
+    settings = load_settings()
+    from bot.cli.remote import server_of
+
+    if (server := server_of(args, settings)) is not None:
+        from bot.cli import remote
+
+        return remote.cmd_head(server, run_id_arg(args.run_id))
+    store = open_store(settings)
     try:
         run_id = run_id_arg(args.run_id)
         seq, hash_, mac = store.signed_head(run_id)
@@ -125,7 +156,14 @@ def cmd_show(args: argparse.Namespace) -> int:
     from bot.cli.wiring import open_store, run_id_arg
     from bot.config import load_settings
 
-    store = open_store(load_settings())
+    settings = load_settings()
+    from bot.cli.remote import server_of
+
+    if (server := server_of(args, settings)) is not None:
+        from bot.cli import remote
+
+        return remote.cmd_show(server, run_id_arg(args.run_id), as_json=args.json)
+    store = open_store(settings)
     for ev in store.events(run_id_arg(args.run_id)):
         if args.json:
             print(json.dumps(ev.to_dict(), ensure_ascii=False))
@@ -134,3 +172,34 @@ def cmd_show(args: argparse.Namespace) -> int:
             print(f"{ev.seq:>5} {ev.ts}  {ev.type:<28} {ev.actor:<14}"
                   + (f" step={step}" if step else ""))
     return 0
+
+
+def cmd_refusals(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from bot.cli.wiring import open_store
+    from bot.config import load_settings
+    from bot.store.refusals import verify_refusals
+
+    store = open_store(load_settings())
+    try:
+        rows = store.refusals.rows()
+    finally:
+        store.close()
+    for r in rows[-max(args.limit, 0):] if args.limit > 0 else []:
+        if args.json:
+            print(json.dumps(asdict(r), ensure_ascii=False, default=dict))
+        else:
+            via = " ".join(f"{k}={v}" for k, v in sorted(r.via.items()))
+            print(f"{r.seq:>5} {r.ts}  {r.actor}  {r.what}: {r.reason}" + (f"  [{via}]" if via else ""))
+    verdict = verify_refusals(rows, store.keyring)
+    if verdict.ok:
+        how = "HMAC-SHA256" if any(r.kid for r in rows) else "plain SHA-256"
+        print(f"refusals chain intact: {verdict.count} refusals ({how})")
+        return 0
+    if verdict.kind == "key":
+        print(f"refusals: cannot verify: {verdict.reason}")
+        return 2
+    print(f"refusals chain BROKEN at refusal {verdict.first_bad_seq}: {verdict.reason} "
+          f"({verdict.count} refusals before it verify)")
+    return 1

@@ -75,6 +75,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         _ok("database", f"{masked(settings.database_url)} ({store.engine.dialect.name}), "
                         f"{len(store.runs())} runs")
         store.close()
+    if settings.policy.start is None:
+        print("warn  policy.start: not set; anyone who can reach the bot (an allowed Slack "
+              "channel, the terminal) may start any runbook (docs/slack.md, \"Who may start a "
+              "run\")")
     if not settings.clusters:
         print("note  clusters: none configured; actions use the default kubeconfig (or "
               "in-cluster) and the default AWS credentials")

@@ -32,6 +32,9 @@ def register(sub: Any) -> None:
     only.add_argument("--node", metavar="NODE", help="only findings about this node")
     p.add_argument("--format", "-f", dest="fmt", choices=("text", "json"), default="text",
                    help="text for people (default), JSON for machines")
+    from bot.cli.remote import add_server_option
+
+    add_server_option(p)
     p.set_defaults(handler=cmd_diagnose)
 
 
@@ -43,6 +46,12 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     from bot.present.diagnosis import report_text
 
     settings = load_settings()  # an invalid config: ConfigError, exit 2 like every command
+    from bot.cli.remote import server_of
+
+    if (server := server_of(args, settings)) is not None:
+        from bot.cli import remote
+
+        return remote.cmd_diagnose(args, server)
     scope = Scope(cluster=args.cluster or "", namespace=args.namespace, pod=args.pod,
                   node=args.node)
     try:

@@ -35,6 +35,9 @@ def register(sub: Any) -> None:
                    "Europe/Paris); default UTC")
     p.add_argument("--thread", metavar="FILE.json",
                    help="the run's Slack thread messages, to merge into the timeline")
+    from bot.cli.remote import add_server_option
+
+    add_server_option(p)
     p.set_defaults(handler=cmd_export)
 
 
@@ -59,8 +62,17 @@ def cmd_export(args: argparse.Namespace) -> int:
     from bot.present.transcript import export_verified
     from bot.store.integrity import exit_status
 
+    settings = load_settings()
+    from bot.cli.remote import server_of
+
+    if (server := server_of(args, settings)) is not None:
+        from bot.cli import remote
+
+        data, code = remote.cmd_export(args, server, run_id_arg(args.run_id))
+        _write(args, data)
+        return code
     thread = _thread(args.thread)
-    store = open_store(load_settings())
+    store = open_store(settings)
     try:
         text, verdict = export_verified(store, run_id_arg(args.run_id), fmt=args.fmt, tz=args.tz,
                                         thread=thread)
@@ -82,3 +94,17 @@ def cmd_export(args: argparse.Namespace) -> int:
         at = f" at seq {verdict.first_bad_seq}" if verdict.first_bad_seq is not None else ""
         print(f"{args.run_id}: audit chain BROKEN{at}: {verdict.reason}", file=sys.stderr)
     return code
+
+
+def _write(args: argparse.Namespace, data: bytes) -> None:
+    from bot.errors import ConfigError
+
+    if not args.output:
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+        return
+    try:
+        Path(args.output).write_bytes(data)
+    except OSError as e:
+        raise ConfigError(f"cannot write {args.output}: {e}") from e
+    print(f"wrote {args.output} ({args.fmt}, {len(data):,} bytes)", file=sys.stderr)

@@ -10,7 +10,6 @@ rule that lets Slack in lets in nothing else (docs/deploy.md, "Ports"). The conf
 from __future__ import annotations
 
 import argparse
-import threading
 from typing import Any
 
 from bot.config import OPS_PORT, ListenConfig
@@ -46,12 +45,12 @@ def chosen(value: Any, default: Any) -> Any:
 
 def start_side_server(endpoints: Any, args: argparse.Namespace, listen: ListenConfig) -> Any:
     """Serve the endpoints on the ops port, on a thread; returns the server
-    (``bot.frontends.http.stop_server`` stops it)."""
+    (its ``stop()`` stops it)."""
     from bot.frontends.ops import side_server
 
     host = chosen(args.metrics_host, listen.host)
     server = side_server(endpoints, host=host, port=chosen(args.metrics_port, listen.ops_port))
-    threading.Thread(target=server.run, name="runbook-bot-metrics", daemon=True).start()
+    server.start()
     print(f"runbook-bot: metrics on http://{host}:{server.effective_port}/metrics "
           "(readiness: /readyz, health: /healthz)", flush=True)
     return server

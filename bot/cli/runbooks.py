@@ -160,9 +160,6 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def describe(runbook: Runbook, catalog: Catalog) -> str:
     """A runbook as plain text for a terminal: params, then each step with approval and guards."""
-    from bot.runbook.durations import format_duration
-    from bot.runbook.validate import approval_reason
-
     md = runbook.metadata
     lines = [f"{md.name}: {md.title}"]
     if md.description:
@@ -170,51 +167,74 @@ def describe(runbook: Runbook, catalog: Catalog) -> str:
 
         lines += ["", *textwrap.wrap(" ".join(md.description.split()), width=96,
                                      initial_indent="  ", subsequent_indent="  ")]
-    if runbook.spec.params:
-        lines += ["", "Params:"]
-        for name, param in runbook.spec.params.items():
-            bits = [param.type, "required" if param.required else "optional"]
-            if param.default is not None:
-                bits.append(f"default {param.default}")
-            about = f": {param.description}" if param.description else ""
-            lines.append(f"  {name} ({', '.join(bits)}){about}")
-    defaults = runbook.spec.approvals
+    lines += _param_lines(runbook)
     lines += ["", "Steps:"]
     for number, step in enumerate(runbook.spec.steps, 1):
-        destructive = _destructive(step, catalog)
-        kind = step.action if step.action else "manual"
-        flag = "  [DESTRUCTIVE]" if destructive else ""
-        lines.append(f"  {number}. {step.id}: {step.title}  ({kind}){flag}")
-        if step.when:
-            lines.append(f"       only when: {step.when}")
-        if step.foreach:
-            lines.append(f"       for each item in: {step.foreach}")
-        reason = approval_reason(runbook, step, destructive=destructive)
-        if reason:
-            own = step.approval
-            count = (own.min_approvers if own and own.min_approvers else None) or (
-                defaults.min_approvers or 1)
-            groups = (own.groups if own and own.groups is not None else None) or defaults.groups
-            expires = (own.expires_after if own and own.expires_after else None) or (
-                defaults.expires_after)
-            who = f" from {', '.join(groups)}" if groups else ""
-            until = f", expires after {format_duration(expires)}" if expires else ""
-            lines.append(f"       approval: {count} approver{'s' if count > 1 else ''}{who}"
-                         f"{until} ({reason})")
-            if own and own.description:
-                lines.append(f"       approvers are told: {' '.join(own.description.split())}")
-        for guard in step.guards:
-            lines.append(f"       guard: {guard.expr}")
-            lines.append(f"         else: {' '.join(guard.message.split())}")
-        if step.wait_until:
-            lines.append(f"       waits until: {step.wait_until.expr} (every "
-                         f"{format_duration(step.wait_until.interval)}, up to "
-                         f"{format_duration(step.wait_until.timeout)})")
-        if not isinstance(step.on_failure, str):
-            lines.append(f"       on failure: go to {step.on_failure.goto}")
-        elif step.on_failure == "continue":
-            lines.append("       on failure: continue")
+        lines += _step_lines(runbook, number, step, catalog)
     return "\n".join(lines)
+
+
+def _param_lines(runbook: Runbook) -> list[str]:
+    """The ``Params:`` section of ``describe``: none without params."""
+    if not runbook.spec.params:
+        return []
+    lines = ["", "Params:"]
+    for name, param in runbook.spec.params.items():
+        bits = [param.type, "required" if param.required else "optional"]
+        if param.default is not None:
+            bits.append(f"default {param.default}")
+        about = f": {param.description}" if param.description else ""
+        lines.append(f"  {name} ({', '.join(bits)}){about}")
+    return lines
+
+
+def _step_lines(runbook: Runbook, number: int, step: Step, catalog: Catalog) -> list[str]:
+    """One step in ``describe``: its action, conditions, approval, guards, wait and failure path."""
+    from bot.runbook.durations import format_duration
+    from bot.runbook.validate import approval_reason
+
+    destructive = _destructive(step, catalog)
+    kind = step.action if step.action else "manual"
+    flag = "  [DESTRUCTIVE]" if destructive else ""
+    lines = [f"  {number}. {step.id}: {step.title}  ({kind}){flag}"]
+    if step.when:
+        lines.append(f"       only when: {step.when}")
+    if step.foreach:
+        lines.append(f"       for each item in: {step.foreach}")
+    reason = approval_reason(runbook, step, destructive=destructive)
+    if reason:
+        lines += _approval_lines(runbook, step, reason)
+    for guard in step.guards:
+        lines.append(f"       guard: {guard.expr}")
+        lines.append(f"         else: {' '.join(guard.message.split())}")
+    if step.wait_until:
+        lines.append(f"       waits until: {step.wait_until.expr} (every "
+                     f"{format_duration(step.wait_until.interval)}, up to "
+                     f"{format_duration(step.wait_until.timeout)})")
+    if not isinstance(step.on_failure, str):
+        lines.append(f"       on failure: go to {step.on_failure.goto}")
+    elif step.on_failure == "continue":
+        lines.append("       on failure: continue")
+    return lines
+
+
+def _approval_lines(runbook: Runbook, step: Step, reason: str) -> list[str]:
+    """Who must approve a step (its own approval over the runbook's defaults), and why."""
+    from bot.runbook.durations import format_duration
+
+    defaults, own = runbook.spec.approvals, step.approval
+    count = (own.min_approvers if own and own.min_approvers else None) or (
+        defaults.min_approvers or 1)
+    groups = (own.groups if own and own.groups is not None else None) or defaults.groups
+    expires = (own.expires_after if own and own.expires_after else None) or (
+        defaults.expires_after)
+    who = f" from {', '.join(groups)}" if groups else ""
+    until = f", expires after {format_duration(expires)}" if expires else ""
+    lines = [f"       approval: {count} approver{'s' if count > 1 else ''}{who}"
+             f"{until} ({reason})"]
+    if own and own.description:
+        lines.append(f"       approvers are told: {' '.join(own.description.split())}")
+    return lines
 
 
 def cmd_schema(args: argparse.Namespace) -> int:

@@ -13,78 +13,51 @@ from __future__ import annotations
 import argparse
 import sys
 import threading
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from bot.cli import EXIT_PARTIAL, EXIT_REFUSED, logs
+from bot.cli.grammar import add_verb, values
 from bot.cli.ops import add_side_port_arguments
+from bot.cli.remote import add_server_option, check_local_write, server_of
 
 ACTOR_HELP = "act as USER (only where policy.allow_impersonation is set: demos and tests)"
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("run", help="start a runbook and follow it",
-                       description="Start a run of runbook NAME with params, then follow it: "
-                       "plans, approvals, progress. Exit 0 when it succeeded or waits for an "
-                       "approval, 3 when it ended partial (its runbook's outcome rules say the "
-                       "incident is only partly resolved), 1 when it failed or was aborted (a dry "
-                       "run: 1 when a real run would stop).")
-    p.add_argument("name", metavar="NAME")
-    p.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
-                   help="a run parameter (repeat for several)")
-    p.add_argument("--dry-run", action="store_true", help="plan every step, change nothing")
+    p = add_verb(sub, "run", description="Start a run of runbook NAME with params, then follow "
+                 "it: plans, approvals, progress. Exit 0 when it succeeded or waits for an "
+                 "approval, 3 when it ended partial (its runbook's outcome rules say the "
+                 "incident is only partly resolved), 1 when it failed or was aborted (a dry "
+                 "run: 1 when a real run would stop).")
     p.add_argument("--no-follow", action="store_true",
                    help="start the run and return; a worker carries it on")
     p.add_argument("--yes", action="store_true",
                    help="approve prompts without asking (only steps you are eligible for)")
-    p.add_argument("--incident", metavar="REF",
-                   help="the incident this run belongs to: an id (INC-123), a Slack channel or a "
-                        "PagerDuty link; shown on the run and in its transcript")
     # what suggested the run (alert:<ref>, diagnosis:<ref>): set by the tools that suggest runs
     p.add_argument("--suggested-by", metavar="REF", help=argparse.SUPPRESS)
     p.add_argument("--as", dest="as_user", metavar="USER", help=ACTOR_HELP)
+    add_server_option(p)
     p.set_defaults(handler=cmd_run)
 
-    p = sub.add_parser("handover", help="make someone else the run's owner (incident commander)",
-                       description="Hand run RUN_ID over to USER, who becomes its owner (the "
-                       "incident commander). The current owner or the requester may. The owner "
-                       "never approves the run's steps, nor does the requester.")
-    p.add_argument("run_id", metavar="RUN_ID")
-    p.add_argument("--to", required=True, metavar="USER",
-                   help="the new owner: a terminal user, or a Slack user as slack:U0123ABCD")
-    p.add_argument("--reason", default="", metavar="TEXT", help="why (recorded in the audit)")
+    p = add_verb(sub, "handover", description="Hand run RUN_ID over to USER, who becomes its "
+                 "owner (the incident commander). The current owner or the requester may. The "
+                 "owner never approves the run's steps, nor does the requester.")
     p.add_argument("--as", dest="as_user", metavar="USER", help=ACTOR_HELP)
-    p.set_defaults(handler=cmd_handover)
+    add_server_option(p)
+    p.set_defaults(handler=cmd_decide, follow=False)
 
-    for name, helptext in (("approve", "approve the step waiting for approval"),
-                           ("confirm", "confirm a manual step is done"),
-                           ("retry", "plan a blocked step again (after fixing its cause)")):
-        p = sub.add_parser(name, help=helptext, description=helptext[0].upper() + helptext[1:] + ".")
-        p.add_argument("run_id", metavar="RUN_ID")
-        p.add_argument("--step", metavar="ID", help="the step (default: the one waiting)")
+    # the decisions: their arguments come from the verb table, the same as Slack's /runbook
+    for name in ("approve", "confirm", "retry", "reject", "abort", "break-glass"):
+        p = add_verb(sub, name)
         p.add_argument("--as", dest="as_user", metavar="USER", help=ACTOR_HELP)
-        _follow_arguments(p)
-        p.set_defaults(handler=cmd_decide, command_name=name)
-
-    for name, helptext in (("reject", "reject the step waiting for approval; the run stops"),
-                           ("abort", "abort the run; nothing more is applied"),
-                           ("break-glass", "override the interlock blocking a step "
-                                           "(needs two people, each with a reason)")):
-        p = sub.add_parser(name, help=helptext, description=helptext[0].upper() + helptext[1:] + ".")
-        p.add_argument("run_id", metavar="RUN_ID")
-        p.add_argument("--reason", required=True, metavar="TEXT", help="why (recorded in the audit)")
-        if name != "abort":
-            p.add_argument("--step", metavar="ID", help="the step (default: the one waiting)")
-        if name == "break-glass":
-            p.add_argument("--nodes", type=int, metavar="N",
-                           help="for an interlock that counts nodes (blast-radius): how many "
-                                "nodes the override allows out of service at once")
-        p.add_argument("--as", dest="as_user", metavar="USER", help=ACTOR_HELP)
-        if name == "break-glass":
-            _follow_arguments(p)
-        else:
+        add_server_option(p)
+        if name in ("reject", "abort"):
             p.set_defaults(follow=False)
-        p.set_defaults(handler=cmd_decide, command_name=name)
+        else:
+            _follow_arguments(p)
+        p.set_defaults(handler=cmd_decide)
 
     p = sub.add_parser("follow", help="follow a run live, whoever drives it",
                        description="Print a run's steps as they happen, whoever drives it (a "
@@ -93,11 +66,13 @@ def register(sub: Any) -> None:
                        "succeeded, 3 when it ended partial, 1 when it failed or was aborted.")
     p.add_argument("run_id", metavar="RUN_ID")
     p.add_argument("--interval", type=float, default=1.0, help="seconds between polls (default 1)")
+    add_server_option(p)
     p.set_defaults(handler=cmd_follow)
 
     p = sub.add_parser("runs", help="a table of runs", description="List runs, newest first.")
     p.add_argument("--all", action="store_true", help="include finished runs")
     p.add_argument("--limit", type=int, default=50)
+    add_server_option(p)
     p.set_defaults(handler=cmd_runs)
 
     p = sub.add_parser("status", help="each step of a run, who approved what, what is pending",
@@ -107,6 +82,7 @@ def register(sub: Any) -> None:
                    help="show it again each time it changes, until it finishes (Ctrl-C stops "
                    "watching; the run carries on)")
     p.add_argument("--interval", type=float, default=1.0, help="seconds between polls (default 1)")
+    add_server_option(p)
     p.set_defaults(handler=cmd_status)
 
     p = sub.add_parser("worker", help="carry on every unfinished run until interrupted",
@@ -193,21 +169,27 @@ def _ask(prompt: str) -> bool:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from bot.cli.wiring import build_runner, identity
-    from bot.engine.commands import StartRun
+    from bot.cli.wiring import build_runner, identity, open_store
     from bot.engine.provenance import Provenance
+    from bot.engine.verbs import BY_NAME, Parsed
     from bot.frontends.term.identity import whereabouts
     from bot.frontends.term.printer import TerminalPrinter
-    from bot.runbook.params import parse_assignments
+    from bot.runtime.facade import Origin, Runtime
 
+    given = values(args)
     settings = _settings()
+    if (server := server_of(args, settings)) is not None:
+        from bot.cli import remote
+
+        return remote.cmd_run(args, server, given)
     actor = identity(settings, args.as_user)
-    runner = build_runner(settings, notifiers=[TerminalPrinter()])
-    state = runner.start(StartRun(runbook=args.name, params=parse_assignments(args.param),
-                                  requester=actor, dry_run=args.dry_run,
-                                  origin=whereabouts(as_user=args.as_user),
-                                  provenance=Provenance(incident=args.incident,
-                                                        suggested_by=args.suggested_by)))
+    store = open_store(settings)
+    check_local_write(store, settings)
+    runner = build_runner(settings, store=store, notifiers=[TerminalPrinter()])
+    start = Parsed(BY_NAME["run"], given).start(actor, whereabouts(as_user=args.as_user))
+    # who may start it (policy.start): a refusal is recorded, printed as an error line, exit 1
+    state = Runtime(runner, refusals=store.refusals).start(replace(start, provenance=Provenance(
+        incident=given["incident"], suggested_by=args.suggested_by)), origin=Origin("terminal"))
     if args.no_follow:
         print(state.run_id)
         return 0
@@ -221,37 +203,30 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_decide(args: argparse.Namespace) -> int:
-    from bot.cli.wiring import build_runner, identity, open_store, run_id_arg
-    from bot.engine import commands as c
+    from bot.cli.wiring import build_runner, identity, open_store
+    from bot.engine.verbs import BY_NAME, Parsed
     from bot.frontends.term.identity import whereabouts
     from bot.frontends.term.printer import TerminalPrinter
 
+    given = values(args)
     settings = _settings()
+    if (server := server_of(args, settings)) is not None:
+        from bot.cli import remote
+
+        return remote.cmd_decide(args, server, given)
     actor = identity(settings, args.as_user)
-    run_id = run_id_arg(args.run_id)
+    run_id, name = given["run_id"], args.verb
     store = open_store(settings)
+    check_local_write(store, settings)
     runner = build_runner(settings, store=store, notifiers=[TerminalPrinter()])
-    name = args.command_name
-    step = getattr(args, "step", None)
     via = whereabouts(as_user=args.as_user)
-    cmd: Any
-    if name == "approve":
-        cmd = c.Approve(run_id=run_id, actor=actor, step=step, via=via)
-    elif name == "confirm":
-        cmd = c.Confirm(run_id=run_id, actor=actor, step=step, via=via)
-    elif name == "retry":
-        cmd = c.Retry(run_id=run_id, actor=actor, step=step, via=via)
-    elif name == "reject":
-        cmd = c.Reject(run_id=run_id, actor=actor, reason=args.reason, step=step, via=via)
-    elif name == "break-glass":
-        cmd = c.BreakGlass(run_id=run_id, actor=actor, reason=args.reason, step=step, via=via,
-                           nodes=args.nodes)
-    else:
-        cmd = c.Abort(run_id=run_id, actor=actor, reason=args.reason, via=via)
+    cmd = Parsed(BY_NAME[name], given).decision(actor, via)
     out = runner.submit(cmd)
     print(out.message)
     if not out.ok:
         return 1
+    if name == "handover":
+        return 0
     if name in ("reject", "abort"):
         runner.drive(run_id)
         return 0
@@ -272,18 +247,6 @@ def cmd_decide(args: argparse.Namespace) -> int:
     return _follow(runner, run_id, actor=actor, interactive=sys.stdin.isatty(), yes=False, via=via)
 
 
-def cmd_handover(args: argparse.Namespace) -> int:
-    from bot.cli.wiring import build_runner, identity, run_id_arg
-    from bot.engine.commands import Handover
-    from bot.frontends.term.identity import whereabouts
-
-    settings = _settings()
-    actor = identity(settings, args.as_user)
-    runner = build_runner(settings)
-    out = runner.submit(Handover(run_id=run_id_arg(args.run_id), actor=actor, to=args.to,
-                                 reason=args.reason, via=whereabouts(as_user=args.as_user)))
-    print(out.message)
-    return 0 if out.ok else 1
 def _poll_sleep() -> Any:
     return threading.Event().wait  # a wait Ctrl-C interrupts
 
@@ -292,8 +255,13 @@ def cmd_follow(args: argparse.Namespace) -> int:
     from bot.cli.wiring import open_store, run_id_arg
     from bot.frontends.term.follow import Follower
 
-    store = open_store(_settings())
+    settings = _settings()
     run_id = run_id_arg(args.run_id)
+    if (server := server_of(args, settings)) is not None:
+        from bot.cli import remote
+
+        return remote.cmd_follow(args, server, run_id)
+    store = open_store(settings)
     store.load(run_id)  # NotFound before anything is printed
     print(f"following run {run_id}; Ctrl-C stops following (the run carries on)", flush=True)
     try:
@@ -310,7 +278,12 @@ def cmd_runs(args: argparse.Namespace) -> int:
     from bot.present.console import runs_table
     from bot.present.views import run_view
 
-    store = open_store(_settings())
+    settings = _settings()
+    if (server := server_of(args, settings)) is not None:
+        from bot.cli import remote
+
+        return remote.cmd_runs(args, server)
+    store = open_store(settings)
     headers = store.runs(active=None if args.all else True, limit=args.limit)
     views = [run_view(store.load(h.run_id)) for h in headers]
     finished = None if args.all or views else store.count_runs(active=False)
@@ -323,7 +296,12 @@ def cmd_status(args: argparse.Namespace) -> int:
     from bot.present.console import status
     from bot.present.views import run_view, stored_runbook
 
-    store = open_store(_settings())
+    settings = _settings()
+    if (server := server_of(args, settings)) is not None:
+        from bot.cli import remote
+
+        return remote.cmd_status(args, server, run_id_arg(args.run_id))
+    store = open_store(settings)
     state = store.load(run_id_arg(args.run_id))
     if not args.watch:
         print(status(run_view(state, stored_runbook(state),
@@ -345,7 +323,6 @@ def cmd_worker(args: argparse.Namespace) -> int:
     """Drive runs until interrupted, answering /metrics, /readyz and /healthz on the ops port."""
     from bot.cli.ops import start_side_server
     from bot.cli.wiring import build_runner, open_store, ops_endpoints, record_worker
-    from bot.frontends.http import stop_server
     from bot.frontends.metrics import Metrics
     from bot.frontends.term.printer import TerminalPrinter
     from bot.runtime.drain import stop_on_signals
@@ -369,6 +346,6 @@ def cmd_worker(args: argparse.Namespace) -> int:
         return 130
     finally:
         record.close()
-        stop_server(side)
+        side.stop()
     print("worker: stopped", flush=True)
     return 0

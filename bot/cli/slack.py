@@ -5,7 +5,9 @@ HTTP mode serves ``/slack/events`` from waitress (a production WSGI server) on t
 ``GET /healthz``; ``--socket-mode`` connects out to Slack with the app-level token instead. In
 both modes ``/healthz``, ``/readyz`` and ``/metrics`` are on the ops port (``listen.ops_port``,
 ``--metrics-port``) and, with webhook credentials, ``/alertmanager`` on the alerts port
-(``listen.alerts_port``, ``--alerts-port``): one port per audience (docs/deploy.md, "Ports").
+(``listen.alerts_port``, ``--alerts-port``), and with API authentication configured (``api:``)
+the HTTP API on the api port (``listen.api_port``, ``--api-port``; ``bot.cli.api``): one port per
+audience (docs/deploy.md, "Ports").
 Either way the runner's worker loop runs in a thread beside it, so waits end and approvals
 expire without anyone typing, and the Slack outbox draws runs on a thread of its own (including
 runs changed from the terminal or left half-drawn by a restart). SIGTERM (or Ctrl-C) drains: no
@@ -41,6 +43,9 @@ def register(sub: Any) -> None:
     serve.add_argument("--alerts-port", type=int, default=None,
                        help="port of /alertmanager, with webhook credentials configured "
                        "(default: listen.alerts_port)")
+    serve.add_argument("--api-port", type=int, default=None,
+                       help="port of /api/v1/, with API authentication configured (api: in the "
+                       "config file) (default: listen.api_port)")
     logs.add_arguments(serve, here=True)
     serve.set_defaults(handler=cmd_serve, default_log_level="info")
     p.set_defaults(handler=lambda args: p.print_help() or 2)
@@ -64,7 +69,7 @@ def start_alerts_listener(webhook: Any, host: str, port: int, threads: int) -> A
     from bot.frontends.alerts import listener
 
     server = listener(webhook, host=host, port=port, threads=threads)
-    threading.Thread(target=server.run, name="runbook-bot-alerts", daemon=True).start()
+    server.start()
     print(f"runbook-bot: Alertmanager on http://{host}:{server.effective_port}/alertmanager",
           flush=True)
     return server
@@ -82,7 +87,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
         collect_garbage_for_latency,
         http_server,
         socket_mode_handler,
-        stop_http_server,
     )
     from bot.runtime.drain import stop_on_signals
 
@@ -112,6 +116,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     server: Any = None
     side: Any = None
     alerts: Any = None
+    api: Any = None
     socket: Any = None
     try:
         with stop_on_signals(stop.set):
@@ -122,6 +127,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
             if parts.webhook is not None:
                 alerts = start_alerts_listener(parts.webhook, host,
                                                chosen(args.alerts_port, listen.alerts_port), 2)
+            if settings.api.enabled:
+                from bot.cli.api import start_api_listener
+
+                api = start_api_listener(settings, runner, store, host,
+                                         chosen(args.api_port, listen.api_port))
             if args.socket_mode:
                 socket = socket_mode_handler(app, settings.slack)
                 socket.connect()
@@ -130,7 +140,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             else:
                 server = http_server(app, host=host, port=chosen(args.port, listen.slack_port),
                                      threads=args.threads)
-                threading.Thread(target=server.run, name="runbook-bot-http", daemon=True).start()
+                server.start()
                 print(f"runbook-bot: serving Slack on http://{host}:{server.effective_port}"
                       "/slack/events (and /healthz for the load balancer); "
                       "SIGTERM or Ctrl-C drains and stops",
@@ -139,16 +149,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 pass
             # draining: take no more requests, finish those in hand and the ticks in flight
             if server is not None:
-                stop_http_server(server)
+                server.stop()
             if alerts is not None:
-                stop_http_server(alerts)
+                alerts.stop()
+            if api is not None:
+                api.stop()
             if socket is not None:
                 socket.close()
             runner.stop()
             parts.close()  # the Slack work in hand (drives included), then the outbox
             worker.join(timeout=20)
             if side is not None:
-                stop_http_server(side)
+                side.stop()
     except KeyboardInterrupt:  # a second signal: stop without waiting
         runner.stop()
         return 130

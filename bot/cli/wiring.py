@@ -40,6 +40,7 @@ def build_runner(settings: Settings, *, store: RunStore | None = None,
     """The runner; every run's events are logged (``RunLog``), and counted where ``metrics``."""
     from bot.actions.catalog import build_catalog
     from bot.engine.ports import ActionCatalog, SystemClock
+    from bot.engine.redaction import Redactor
     from bot.frontends.runlog import RunLog
     from bot.runbook.source import DirectorySource
     from bot.runtime.runner import Runner
@@ -56,7 +57,8 @@ def build_runner(settings: Settings, *, store: RunStore | None = None,
                     runbooks=DirectorySource(settings.runbooks_dir, catalog=catalog.actions),
                     policy=settings.policy, clock=clock or SystemClock(), membership=membership,
                     notifiers=every, lease_seconds=settings.lease_seconds,
-                    clusters=tuple(settings.clusters))
+                    clusters=tuple(settings.clusters),
+                    redact=Redactor(settings.redact_patterns))  # the store's patterns, at entry
     if metrics is not None:
         runner.leases.takeover_listeners.append(metrics.lease_taken_over)
         runner.heartbeat.listeners.append(metrics.worker_looped)

@@ -1,8 +1,9 @@
-"""The EC2 client: the only importer of boto3/botocore in the product.
+"""The EC2 client: with ``bot.clients.aws``, the only importer of boto3/botocore in the product.
 
-``boto3_client`` builds a botocore EC2 client with the configured retry mode; endpoints come from
-the standard environment (``AWS_ENDPOINT_URL_EC2``) unless given, so production and the sandbox are
-reached the same way. ``Ec2Client`` wraps it for the actions:
+``boto3_client`` (``bot.clients.aws``, importable from here too) builds a botocore EC2 client with
+the configured retry mode; endpoints come from the standard environment (``AWS_ENDPOINT_URL_EC2``)
+unless given, so production and the sandbox are reached the same way. ``Ec2Client`` wraps it for
+the actions:
 
 - plain dicts out, the botocore response shapes (``State``, ``Attachments`` ...) unchanged;
 - batching: many instances or volumes in one paginated Describe call. Ids go in as *filters*, not
@@ -28,35 +29,31 @@ from __future__ import annotations
 import copy
 import json
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import cached_property, lru_cache
 from typing import Any
 
-import boto3
-from botocore.awsrequest import AWSResponse
-from botocore.config import Config
-from botocore.credentials import CredentialProvider, CredentialResolver, RefreshableCredentials
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
-    ConnectionClosedError,
     ConnectTimeoutError,
     NoCredentialsError,
     ReadTimeoutError,
 )
-from botocore.loaders import create_loader
-from botocore.session import get_session
 
 from bot.clients.attribution import BOT_IDENTITY, Attribution, SharedSession
+from bot.clients.aws import Reach, Send, bind_backoff, boto3_client, request_id_of
 from bot.clients.redact import redact
 from bot.config import ClusterConfig
 from bot.engine.plan import ApiCall
 from bot.engine.ports import SharedReads
 from bot.errors import PermanentError, PolicyError, RetryableError
+
+# boto3_client, bind_backoff and Send are importable from here, where they were defined before
+__all__ = ["ATTEMPTS_HANDLER", "DRY_RUN_OK", "RETRYABLE_CODES", "SERVICE", "Ec2Client", "RunSessions",
+           "Send", "bind_backoff", "boto3_client", "caller_identity", "iso", "translate"]
 
 SERVICE = "ec2"
 RETRYABLE_CODES = frozenset({
@@ -67,153 +64,6 @@ DRY_RUN_OK = "DryRunOperation"
 ATTEMPTS_HANDLER = "runbook-bot-record-attempts"
 
 
-def boto3_client(
-    *,
-    region: str,
-    endpoint_url: str | None = None,
-    profile: str | None = None,
-    retry_mode: str = "standard",
-    max_attempts: int = 5,
-    timeout: float = 30.0,
-    credentials: dict[str, str] | None = None,
-    service: str = "ec2",
-    send: Send | None = None,
-) -> Any:
-    """A raw botocore client (EC2 unless ``service``): retry mode, timeouts, endpoint, profile.
-
-    ``send`` takes each signed request instead of the network and answers it (the sandbox's
-    in-process transport): botocore's retries, parsing and errors are as over HTTP."""
-    session = _session(profile_name=profile, **(credentials or {}))
-    config = Config(
-        region_name=region,
-        retries={"mode": retry_mode, "max_attempts": max_attempts},
-        connect_timeout=timeout,
-        read_timeout=timeout,
-    )
-    client = session.client(service, endpoint_url=endpoint_url, config=config)
-    if send is not None:
-        client.meta.events.register("before-send", _sender(send))
-    return client
-
-
-# (method, url, headers, body) -> (status, headers, body)
-Send = Callable[[str, str, list[tuple[str, Any]], bytes], tuple[int, Any, bytes]]
-
-
-class _Raw:
-    """A response body as botocore reads one off the network (``stream``)."""
-
-    def __init__(self, data: bytes) -> None:
-        self._data = data
-
-    def stream(self, **_: Any) -> Iterator[bytes]:
-        yield self._data
-
-
-def _sender(send: Send) -> Callable[..., AWSResponse]:
-    def before_send(request: Any, **_: Any) -> AWSResponse:
-        body = request.body
-        if hasattr(body, "read"):
-            body = body.read()
-        data = body.encode() if isinstance(body, str) else bytes(body or b"")
-        try:
-            status, headers, answer = send(request.method, request.url,
-                                           list(request.headers.items()), data)
-        except ConnectionError as e:  # what botocore makes of a connection dropped unanswered
-            raise ConnectionClosedError(endpoint_url=request.url) from e
-        return AWSResponse(request.url, status, dict(headers), _Raw(answer))
-    return before_send
-
-
-class _AssumedRole(CredentialProvider):  # type: ignore[misc]  # botocore is untyped
-    """A botocore credential provider: STS AssumeRole credentials that refresh before they expire.
-
-    It is the only provider in its session's resolver, so nothing from the environment or the
-    shared config files is used in its place.
-    """
-
-    METHOD = "runbook-bot-assume-role"
-    CANONICAL_NAME = "custom-runbook-bot-assume-role"  # botocore asks custom providers for custom-
-
-    def __init__(self, fetch: Callable[[], dict[str, str]]) -> None:
-        super().__init__()
-        self._fetch = fetch
-
-    def load(self) -> RefreshableCredentials:
-        return RefreshableCredentials.create_from_metadata(
-            metadata=self._fetch(), refresh_using=self._fetch, method=self.METHOD)
-
-
-@lru_cache(maxsize=1)
-def _models() -> Any:
-    """One botocore data loader (it caches the service models it has read) for every session."""
-    return create_loader()
-
-
-def _session(botocore_session: Any = None, **kwargs: Any) -> Any:
-    """A boto3 session reading the service models through the process's one loader: building a
-    client then costs no new parse of the EC2 model (a third of a second each time)."""
-    core = botocore_session or get_session()
-    core.register_component("data_loader", _models())
-    session = boto3.session.Session(botocore_session=core, **kwargs)
-    paths = _models().search_paths  # each boto3 session adds its own data path again
-    paths[:] = list(dict.fromkeys(paths))
-    return session
-
-
-@dataclass(frozen=True)
-class _Reach:
-    """Where and as whom a cluster's AWS calls start: endpoints and the base credentials."""
-
-    cfg: ClusterConfig
-    endpoint_url: str | None = None  # EC2; None: the standard environment / AWS
-    sts_endpoint_url: str | None = None
-    credentials: dict[str, str] | None = None  # None: the default chain (IRSA, profile, env)
-
-    def config(self) -> Config:
-        return Config(region_name=self.cfg.region,
-                      retries={"mode": self.cfg.retry_mode, "max_attempts": self.cfg.max_attempts},
-                      connect_timeout=self.cfg.request_timeout,
-                      read_timeout=self.cfg.request_timeout)
-
-    def base_session(self) -> Any:
-        return _session(profile_name=self.cfg.profile, region_name=self.cfg.region,
-                        **(self.credentials or {}))
-
-    @cached_property
-    def base_sts(self) -> Any:
-        """STS on the base identity, what every session of the role is assumed with (one per
-        cluster: building a client reads the endpoint and service models)."""
-        return self.base_session().client("sts", endpoint_url=self.sts_endpoint_url,
-                                          config=self.config())
-
-    def role_session(self, **assume: Any) -> tuple[Any, Callable[[], str]]:
-        """A boto3 session on ``role_arn`` (``assume``: the AssumeRole arguments), and the request
-        id of the AssumeRole that gave its current credentials."""
-        sts = self.base_sts
-        last = {"request_id": ""}
-
-        def refresh() -> dict[str, str]:
-            resp = sts.assume_role(RoleArn=self.cfg.role_arn, DurationSeconds=3600, **assume)
-            last["request_id"] = _request_id(resp)
-            creds = resp["Credentials"]
-            return {"access_key": creds["AccessKeyId"], "secret_key": creds["SecretAccessKey"],
-                    "token": creds["SessionToken"], "expiry_time": creds["Expiration"].isoformat()}
-
-        botocore_session = get_session()
-        botocore_session.register_component(
-            "credential_provider", CredentialResolver(providers=[_AssumedRole(refresh)]))
-        # a run's session costs its AssumeRole, not another parse of the EC2 model
-        session = _session(botocore_session, region_name=self.cfg.region)
-        return session, lambda: last["request_id"]
-
-    def ec2(self, session: Any) -> Any:
-        return session.client("ec2", endpoint_url=self.endpoint_url, config=self.config())
-
-    def sts(self, session: Any) -> Any:
-        return session.client("sts", endpoint_url=self.sts_endpoint_url, config=self.config())
-
-
 class RunSessions:
     """Each run's own AssumeRole session, the credentials its EC2 writes are made with.
 
@@ -222,7 +72,7 @@ class RunSessions:
     another set of approvers gets a new session. The sessions of the last ``limit`` runs are kept.
     """
 
-    def __init__(self, reach: _Reach, *, limit: int = 256) -> None:
+    def __init__(self, reach: Reach, *, limit: int = 256) -> None:
         self._reach = reach
         self._limit = limit
         self._by_run: OrderedDict[str, tuple[Attribution, Any]] = OrderedDict()
@@ -266,11 +116,6 @@ def translate(e: Exception, *, operation: str) -> Exception:
     return e
 
 
-def _request_id(resp: Any) -> str:
-    meta = resp.get("ResponseMetadata", {}) if isinstance(resp, dict) else {}
-    return str(meta.get("RequestId", ""))
-
-
 # botocore retries inside one client call; this thread's list of the attempts it made so far, so
 # ``_call`` can record each one (calls are synchronous, so the attempts of one call are all made on
 # the thread that makes it)
@@ -288,7 +133,7 @@ def _on_attempt(response: Any = None, caught_exception: Any = None, **_: Any) ->
         http, parsed = response
         code = "ok" if http.status_code < 300 else str(
             (parsed.get("Error") or {}).get("Code") or http.status_code)
-        log.append((code, _request_id(parsed)))
+        log.append((code, request_id_of(parsed)))
 
 
 def _take_attempts() -> list[tuple[str, str]]:
@@ -339,7 +184,7 @@ class Ec2Client:
         person running ``config check``): its ``SourceIdentity`` and session tag, which the role's
         trust policy requires of every session (``SharedSession``).
         """
-        reach = _Reach(cfg, endpoint_url=endpoint_url, sts_endpoint_url=sts_endpoint_url,
+        reach = Reach(cfg, endpoint_url=endpoint_url, sts_endpoint_url=sts_endpoint_url,
                        credentials=credentials)
         if cfg.role_arn:
             shared = SharedSession(cluster=cfg.name, requester=requester)
@@ -371,7 +216,7 @@ class Ec2Client:
             raise _identity_error(e) from e
         if self.recorder is not None:
             self.recorder.append(ApiCall(service="sts", operation="GetCallerIdentity", targets=(),
-                                         outcome="ok", request_id=_request_id(found)))
+                                         outcome="ok", request_id=request_id_of(found)))
         return {"account": str(found.get("Account", "")), "arn": str(found.get("Arn", ""))}
 
     def _writer(self, *, dry_run: bool) -> Any:
@@ -451,7 +296,7 @@ class Ec2Client:
         except ClientError as e:
             self._record_retries(operation, targets, _take_attempts())
             code = str(e.response.get("Error", {}).get("Code", "Unknown"))
-            self._record(operation, targets, code, _request_id(e.response))
+            self._record(operation, targets, code, request_id_of(e.response))
             raise translate(e, operation=operation) from e
         except BotoCoreError as e:
             self._record_retries(operation, targets, _take_attempts())
@@ -460,7 +305,7 @@ class Ec2Client:
         retried = _take_attempts()
         if resp is not None:  # None: a paginator ran out of pages, no request was made
             self._record_retries(operation, targets, retried)
-            self._record(operation, targets, "ok", _request_id(resp))
+            self._record(operation, targets, "ok", request_id_of(resp))
         return resp
 
     def _record_retries(self, operation: str, targets: Sequence[str],
@@ -484,7 +329,7 @@ class Ec2Client:
             if page is None:
                 return
             if request_ids is not None:
-                request_ids.append(_request_id(page))
+                request_ids.append(request_id_of(page))
             yield page
 
     # -- reads --------------------------------------------------------------------------------
@@ -569,7 +414,7 @@ class Ec2Client:
         attr = attribute[0].upper() + attribute[1:]  # disableApiStop -> DisableApiStop
         protected = bool((resp.get(attr) or {}).get("Value"))
         if self.reads is not None:
-            self.reads.put(key, (protected, _request_id(resp)))
+            self.reads.put(key, (protected, request_id_of(resp)))
         return protected
 
     def describe_instance_types(self, instance_types: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -732,37 +577,3 @@ def _identity_error(e: ClientError | BotoCoreError) -> Exception:
                               "environment)", service="sts", operation="GetCallerIdentity",
                               code="NoCredentials")
     return translate(e, operation="sts:GetCallerIdentity")
-
-
-# -- botocore's backoff on a simulated clock --------------------------------------------------
-
-_backoff = threading.local()
-
-
-class _BackoffTime:
-    """``time`` as botocore's endpoint sees it: ``sleep`` goes to the thread's bound clock."""
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(time, name)
-
-    @staticmethod
-    def sleep(seconds: float) -> None:
-        bound: Callable[[float], None] | None = getattr(_backoff, "sleep", None)
-        (bound or time.sleep)(seconds)
-
-
-def bind_backoff(sleep: Callable[[float], None] | None) -> None:
-    """Make botocore's backoff between the attempts of a retried call, in this thread, call
-    ``sleep`` instead of sleeping (None: sleep for real again).
-
-    botocore sleeps inside its endpoint (``time.sleep``) whatever the retry mode, and no client
-    option changes what it sleeps on. A rehearsal's time is simulated: a throttled call must cost
-    the run its backoff in sandbox seconds, as every other wait of a rehearsal does, not seconds
-    of the machine running it. Every other thread, and a process that never binds, sleeps for
-    real; the stand-in forwards everything else to ``time``.
-    """
-    import botocore.endpoint
-
-    if not isinstance(botocore.endpoint.time, _BackoffTime):
-        botocore.endpoint.time = _BackoffTime()
-    _backoff.sleep = sleep

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -188,6 +188,7 @@ class KubeClient:
             self._apis[name] = {"core": k8s.CoreV1Api, "storage": k8s.StorageV1Api,
                                 "coordination": k8s.CoordinationV1Api, "apps": k8s.AppsV1Api,
                                 "batch": k8s.BatchV1Api,
+                                "authentication": k8s.AuthenticationV1Api,
                                 "custom": k8s.CustomObjectsApi}[name](self.api)
         return self._apis[name]
 
@@ -459,6 +460,23 @@ class KubeClient:
         return self._request("custom", "delete_cluster_custom_object", (name,), *NODECLAIMS, name,
                              body=body, read=False)
 
+    # -- authentication -------------------------------------------------------------------------
+
+    def create_token_review(self, token: str, audiences: Sequence[str]) -> Obj:
+        """Who the API server says ``token`` belongs to, for ``audiences`` (empty: the API
+        server's own): the ``TokenReview``'s status, ``authenticated``, ``user`` (``username``,
+        ``groups``), ``audiences`` and ``error``. Nothing is stored; the token is never recorded
+        (the request's target is the review, not the token), and an error never quotes it."""
+        body: Obj = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+                     "spec": {"token": token, "audiences": list(audiences)}}
+        try:
+            review = self._send("authentication", "create_token_review", ("TokenReview",),
+                                body, read=True)
+        except (RetryableError, PermanentError) as e:
+            e.args = tuple(str(a).replace(token, "[REDACTED]") for a in e.args)
+            raise
+        return dict(review.get("status") or {})
+
     def find(self, read: Callable[[], Obj]) -> Obj | None:
         """``read()``, or None when the object does not exist."""
         try:
@@ -542,3 +560,27 @@ class KubeClient:
             f"{replace_op} {target}: still conflicting after {1 + self.conflict_retries} attempts; "
             "another controller keeps writing this object", service=SERVICE, operation=replace_op,
             code="Conflict") from last
+
+
+def bearer_token(*, kubeconfig: str | None = None, context: str | None = None) -> str:
+    """The bearer token a kubeconfig context authenticates with: its ``token``, or what its exec
+    plugin prints (``aws eks get-token``, ``gke-gcloud-auth-plugin``...), run as kubectl runs it.
+
+    The terminal sends it to the bot's API (``server.token: kubeconfig``), which checks it with a
+    TokenReview; a context that authenticates otherwise (client certificates) has none to send."""
+    cfg = k8s.Configuration()
+    try:
+        k8s_config.load_kube_config(config_file=kubeconfig, context=context,
+                                    client_configuration=cfg, persist_config=False)
+    except (ConfigException, OSError) as e:
+        raise ConfigError(f"cannot read a bearer token from the kubeconfig (kubeconfig="
+                          f"{kubeconfig!r}, context={context!r}): {e}") from e
+    value = str(cfg.api_key.get("authorization") or cfg.api_key.get("BearerToken") or "")
+    scheme, _, token = value.strip().partition(" ")
+    token = token.strip() if scheme.lower() == "bearer" else ""
+    if not token:
+        raise ConfigError(
+            f"the kubeconfig context {context or '(current)'} yields no bearer token (client "
+            "certificates are not sent to the bot): set server.token to env:VAR or file:PATH, or "
+            "use a context with a token or an exec plugin such as `aws eks get-token`")
+    return token

@@ -14,18 +14,15 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from datetime import datetime
 
 from bot.actions.kube import AFFINITY_CONFLICT, MULTI_ATTACH, detach_risk
 from bot.actions.kube_storage import storage_class_audit
-from bot.actions.liveness import AMBIGUOUS, DEAD, READY, SICK
+from bot.actions.liveness import AMBIGUOUS, DEAD, READY, SICK, Liveness
 from bot.actions.objects import (
-    LIVE_STATES,
     Obj,
     ebs_volume_id_of_pv,
     ec2_tags,
-    instance_id_of,
-    instance_state,
     meta,
     pod_claims,
     pv_named_by_tags,
@@ -37,6 +34,7 @@ from bot.actions.objects import (
 from bot.actions.pv_blockers import blockers, claim_of, latest_failed_delete
 from bot.actions.reports import classify
 from bot.diagnose.draft import Draft
+from bot.diagnose.machines import Machine, capacity_words, machine, zone_capacity
 from bot.diagnose.model import Evidence, Severity
 from bot.diagnose.node_health import deleted_nodes, ip_exhaustion, sick_nodes
 from bot.diagnose.world import (
@@ -57,9 +55,6 @@ from bot.diagnose.world import (
 
 # this many NotReady nodes holding volumes in one zone is a zone outage, fixed zone by zone
 ZONE_OUTAGE_NODES = 3
-GROUP_LABELS = ("eks.amazonaws.com/nodegroup", "karpenter.sh/nodepool",
-                "alpha.eksctl.io/nodegroup-name")
-SPOT_LABELS = {"eks.amazonaws.com/capacityType": "SPOT", "karpenter.sh/capacity-type": "spot"}
 ATTACH_REASONS = ("FailedAttachVolume", "FailedMount")
 
 
@@ -102,75 +97,6 @@ def _event_line(ev: Obj) -> str:
     return f"{ev.get('reason')} at {when}: {str(ev.get('message') or '')[:300]}"
 
 
-# -- the EC2 instance behind a node -----------------------------------------------------------
-
-@dataclass(frozen=True)
-class Machine:
-    instance_id: str | None
-    state: str  # EC2 state, "absent" when EC2 no longer knows it, "unknown" without an id
-    hung: bool
-    spot: bool
-    reason: str
-
-    @property
-    def may_run(self) -> bool:
-        """The machine may still be running and writing to its volumes."""
-        return self.state in LIVE_STATES
-
-    def words(self) -> str:
-        if self.instance_id is None:
-            return "no EC2 instance in its providerID"
-        text = f"instance {self.instance_id} is {self.state}"
-        if self.hung:
-            text += " but hung (status checks impaired)"
-        if self.spot:
-            text += "; a Spot instance (StopInstances is refused: fence by terminating it)"
-        return text + (f" ({self.reason})" if self.reason else "")
-
-
-def machine(world: World, node: Obj) -> Machine:
-    iid = instance_id_of(node)
-    labels = meta(node).get("labels") or {}
-    spot_label = any(labels.get(k) == v for k, v in SPOT_LABELS.items())
-    if iid is None:
-        return Machine(None, "unknown", False, spot_label, "")
-    inst = world.instances.get(iid)
-    status = world.statuses.get(iid) or {}
-    hung = any((status.get(k) or {}).get("Status") == "impaired"
-               for k in ("InstanceStatus", "SystemStatus"))
-    reason = str(((inst or {}).get("StateReason") or {}).get("Message") or "")
-    return Machine(iid, instance_state(inst), hung,
-                   spot_label or (inst or {}).get("InstanceLifecycle") == "spot", reason)
-
-
-# -- zone capacity ----------------------------------------------------------------------------
-
-def zone_capacity(world: World) -> dict[str, Counter[str]]:
-    """zone -> Ready, schedulable nodes by node group / NodePool (``-`` for none)."""
-    out: dict[str, Counter[str]] = {}
-    for node in world.nodes:
-        if not world.ready(node) or (node.get("spec") or {}).get("unschedulable"):
-            continue
-        labels = meta(node).get("labels") or {}
-        group = next((f"{k.split('/')[0].split('.')[0]} {labels[k]}" for k in GROUP_LABELS
-                      if labels.get(k)), "-")
-        out.setdefault(zone_of_node(node) or "?", Counter())[group] += 1
-    return out
-
-
-def capacity_words(world: World) -> str:
-    cap = zone_capacity(world)
-    if not cap:
-        return "no Ready, schedulable node in any zone"
-    parts = []
-    for zone in sorted(cap):
-        groups = cap[zone]
-        detail = ", ".join(f"{g}: {n}" if g != "-" else f"{n} in no node group"
-                           for g, n in sorted(groups.items()))
-        parts.append(f"{zone}: {sum(groups.values())} Ready ({detail})")
-    return "; ".join(parts)
-
-
 # -- dead nodes -------------------------------------------------------------------------------
 
 def dead_nodes(world: World) -> list[Draft]:
@@ -199,29 +125,9 @@ def _dead_node(world: World, node: Obj, status: str, since: str | None, held: li
           Evidence(f"{lv.verdict}: {lv.words()}", SRC_LEASES, now)]
     if m.instance_id:
         ev.append(Evidence(m.words(), SRC_STATUS if m.hung else SRC_INSTANCES, now))
-    related = {f"node:{name}"}
     if held:
-        names = sorted(_name(v) for v in held)
-        deleting = sum(1 for v in held if terminating(v))
-        ev.append(Evidence(
-            f"{len(held)} VolumeAttachment(s) on {name} still attached: {', '.join(names[:5])}"
-            + ("..." if len(names) > 5 else "")
-            + (f" ({deleting} being deleted, EC2 has not let go)" if deleting else ""), SRC_VAS, now))
-    waiting: list[Obj] = []
-    for va in held:
-        pv = world.pv.get(str(((va.get("spec") or {}).get("source") or {}).get("persistentVolumeName")))
-        ref = ((pv or {}).get("spec") or {}).get("claimRef") or {}
-        claim = claim_key(ref.get("namespace"), ref.get("name")) if ref.get("name") else None
-        for pod in world.users.get(claim or "", []):
-            if (pod.get("spec") or {}).get("nodeName") != name and not _running(pod):
-                waiting.append(pod)
-                where = (pod.get("spec") or {}).get("nodeName") or "no node yet"
-                ev.append(Evidence(f"pod {_pod_ref(pod)} on {where} is {_pod_state(pod)}, waiting "
-                                   f"for volume {_name(pv or {})} (claim {claim})", SRC_PODS, now))
-                ev += [Evidence(f"event of {_pod_ref(pod)}: {_event_line(e)}", SRC_EVENTS, now)
-                       for e in world.pod_events(pod)[-3:]
-                       if MULTI_ATTACH.search(str(e.get("message") or ""))
-                       or e.get("reason") in ATTACH_REASONS][-1:]
+        ev.append(_held_evidence(name, held, now))
+    waiting = _waiting_elsewhere(world, name, held, ev)
     for pod in stuck_sts:
         ev.append(Evidence(f"pod {_pod_ref(pod)} of a StatefulSet is Terminating on {name} since "
                            f"{meta(pod).get('deletionTimestamp')}: the StatefulSet creates no "
@@ -231,39 +137,11 @@ def _dead_node(world: World, node: Obj, status: str, since: str | None, held: li
         ev.append(Evidence(f"{len(using)} pod(s) with volumes still bound to {name}: "
                            f"{', '.join(_pod_ref(p) for p in using[:5])}", SRC_PODS, now))
     risk = detach_risk(name, world.vas, world.pvs, world.pods, now)
-    for item in risk["items"]:
-        left = item["timeout_detach_in"]
-        ev.append(Evidence(
-            f"the pod of claim {item['claim']} was force-deleted while {item['pv']} is attached to "
-            f"{name}: the attach/detach controller detaches it"
-            + (f" in about {_minutes(left)}" if left is not None else "")
-            + " without the kubelet's word", SRC_PODS, now))
+    ev += [_force_deleted_evidence(name, item, now) for item in risk["items"]]
+    related = {f"node:{name}"}
     for pod in [*waiting, *stuck_sts, *using]:
         related |= _pod_related(pod)
-    volumes = f"{len(held)} EBS volume(s)" if held else "no volume"
-    if risk["count"] and m.may_run:
-        left = risk["timeout_detach_in"]
-        kind, severity = "pod-force-deleted-volume-attached", Severity.URGENT
-        summary = (f"URGENT: a pod on NotReady node {name} was force-deleted and its volume is "
-                   f"still attached; {m.words()}. The timeout detach"
-                   + (f" in about {_minutes(left)}" if left is not None else "")
-                   + " would free the volume while the machine may still write to it: fence now.")
-    elif held and lv.verdict == AMBIGUOUS:
-        kind = "node-silent-holding-volumes"
-        severity = Severity.HIGH
-        summary = (f"Node {name} is silent and holds {volumes}, but EC2 does not confirm its "
-                   f"machine is down ({m.words()}): it may be alive behind a partition. "
-                   f"{lv.advice()}.")
-    elif held:
-        kind = "node-dead-holding-volumes"
-        severity = Severity.HIGH if (waiting or stuck_sts or using or risk["count"]) else Severity.MEDIUM
-        summary = (f"Node {name} is NotReady ({m.words()}) and still holds {volumes}"
-                   + (f"; {len(waiting)} pod(s) elsewhere wait for them" if waiting else "")
-                   + (f"; {len(using)} pod(s) are down with it" if using else "") + ".")
-    else:
-        kind, severity = "statefulset-pod-stuck-terminating", Severity.HIGH
-        summary = (f"{len(stuck_sts)} StatefulSet pod(s) are Terminating on NotReady node {name} "
-                   f"({m.words()}) and will not be replaced until the node is fenced and tainted.")
+    kind, severity, summary = _dead_node_verdict(name, m, lv, held, stuck_sts, waiting, using, risk)
     zone = zone_of_node(node)
     subject = {"node": name, **({"zone": zone} if zone else {})}
     if m.instance_id is None:
@@ -272,6 +150,82 @@ def _dead_node(world: World, node: Obj, status: str, since: str | None, held: li
                      command=f"kubectl describe node {name}", related=related)
     return Draft(kind, severity, summary, subject, ev, "node-dead-ngns", {"node": name},
                  related=related)
+
+
+def _held_evidence(name: str, held: list[Obj], now: datetime) -> Evidence:
+    """The VolumeAttachments a dead node still holds, and how many are being deleted."""
+    names = sorted(_name(v) for v in held)
+    deleting = sum(1 for v in held if terminating(v))
+    return Evidence(
+        f"{len(held)} VolumeAttachment(s) on {name} still attached: {', '.join(names[:5])}"
+        + ("..." if len(names) > 5 else "")
+        + (f" ({deleting} being deleted, EC2 has not let go)" if deleting else ""), SRC_VAS, now)
+
+
+def _waiting_elsewhere(world: World, name: str, held: list[Obj], ev: list[Evidence]) -> list[Obj]:
+    """The pods on other nodes, not running, whose volume node ``name`` holds; their evidence (and
+    the latest attach event of each) is appended to ``ev``."""
+    waiting: list[Obj] = []
+    for va in held:
+        pv = world.pv.get(str(((va.get("spec") or {}).get("source") or {}).get("persistentVolumeName")))
+        ref = ((pv or {}).get("spec") or {}).get("claimRef") or {}
+        claim = claim_key(ref.get("namespace"), ref.get("name")) if ref.get("name") else None
+        for pod in world.users.get(claim or "", []):
+            if (pod.get("spec") or {}).get("nodeName") != name and not _running(pod):
+                waiting.append(pod)
+                ev += _waiting_pod_evidence(world, pod, pv or {}, claim)
+    return waiting
+
+
+def _waiting_pod_evidence(world: World, pod: Obj, pv: Obj, claim: str | None) -> list[Evidence]:
+    now = world.now
+    where = (pod.get("spec") or {}).get("nodeName") or "no node yet"
+    return [Evidence(f"pod {_pod_ref(pod)} on {where} is {_pod_state(pod)}, waiting "
+                     f"for volume {_name(pv)} (claim {claim})", SRC_PODS, now),
+            *[Evidence(f"event of {_pod_ref(pod)}: {_event_line(e)}", SRC_EVENTS, now)
+              for e in world.pod_events(pod)[-3:] if _attach_trouble(e)][-1:]]
+
+
+def _attach_trouble(event: Obj) -> bool:
+    """An event saying a volume could not attach or mount, or is attached elsewhere."""
+    return bool(MULTI_ATTACH.search(str(event.get("message") or ""))
+                or event.get("reason") in ATTACH_REASONS)
+
+
+def _force_deleted_evidence(name: str, item: Obj, now: datetime) -> Evidence:
+    left = item["timeout_detach_in"]
+    return Evidence(
+        f"the pod of claim {item['claim']} was force-deleted while {item['pv']} is attached to "
+        f"{name}: the attach/detach controller detaches it"
+        + (f" in about {_minutes(left)}" if left is not None else "")
+        + " without the kubelet's word", SRC_PODS, now)
+
+
+def _dead_node_verdict(name: str, m: Machine, lv: Liveness, held: list[Obj], stuck_sts: list[Obj],
+                       waiting: list[Obj], using: list[Obj], risk: Obj) -> tuple[str, Severity, str]:
+    """The kind, severity and summary of a dead-node finding."""
+    volumes = f"{len(held)} EBS volume(s)" if held else "no volume"
+    if risk["count"] and m.may_run:
+        left = risk["timeout_detach_in"]
+        return ("pod-force-deleted-volume-attached", Severity.URGENT,
+                f"URGENT: a pod on NotReady node {name} was force-deleted and its volume is "
+                f"still attached; {m.words()}. The timeout detach"
+                + (f" in about {_minutes(left)}" if left is not None else "")
+                + " would free the volume while the machine may still write to it: fence now.")
+    if held and lv.verdict == AMBIGUOUS:
+        return ("node-silent-holding-volumes", Severity.HIGH,
+                f"Node {name} is silent and holds {volumes}, but EC2 does not confirm its "
+                f"machine is down ({m.words()}): it may be alive behind a partition. "
+                f"{lv.advice()}.")
+    if held:
+        severity = Severity.HIGH if (waiting or stuck_sts or using or risk["count"]) else Severity.MEDIUM
+        return ("node-dead-holding-volumes", severity,
+                f"Node {name} is NotReady ({m.words()}) and still holds {volumes}"
+                + (f"; {len(waiting)} pod(s) elsewhere wait for them" if waiting else "")
+                + (f"; {len(using)} pod(s) are down with it" if using else "") + ".")
+    return ("statefulset-pod-stuck-terminating", Severity.HIGH,
+            f"{len(stuck_sts)} StatefulSet pod(s) are Terminating on NotReady node {name} "
+            f"({m.words()}) and will not be replaced until the node is fenced and tainted.")
 
 
 def zone_outages(world: World, nodes: list[Draft]) -> tuple[list[Draft], list[Draft]]:
@@ -320,54 +274,66 @@ def waiting_for_volumes(world: World) -> list[Draft]:
     A holder that is NotReady is the dead-node finding's."""
     out = []
     for pod in world.pods:
-        spec = pod.get("spec") or {}
-        node = spec.get("nodeName")
+        node = (pod.get("spec") or {}).get("nodeName")
         if not node or terminating(pod) or (pod.get("status") or {}).get("phase") != "Pending":
             continue
-        holders: list[tuple[Obj, Obj]] = []
-        for claim in pod_claims(pod):
-            pv = world.pv_of_claim.get(claim)
-            for va in world.vas_of_pv.get(_name(pv or {}), []) if pv else ():
-                other = (va.get("spec") or {}).get("nodeName")
-                if other != node and (va.get("status") or {}).get("attached"):
-                    holders.append((va, pv or {}))
-        events = [e for e in world.pod_events(pod) if MULTI_ATTACH.search(str(e.get("message") or ""))
-                  or e.get("reason") in ATTACH_REASONS]
+        holders = _holders_elsewhere(world, pod, node)
+        events = [e for e in world.pod_events(pod) if _attach_trouble(e)]
         holder_nodes = {str((va.get("spec") or {}).get("nodeName")) for va, _ in holders}
         if any(h in world.node and not world.ready(world.node[h]) for h in holder_nodes):
             continue  # a dead node holds it: dead_nodes() reports the node with this pod
-        if not holders and not events:
-            continue
-        now = world.now
-        ev = [Evidence(f"pod {_pod_ref(pod)} is scheduled on {node} and {_pod_state(pod)}",
-                       SRC_PODS, now)]
-        for va, pv in holders:
-            other = str((va.get("spec") or {}).get("nodeName"))
-            where = ("Ready" if world.ready(world.node[other]) else "NotReady") \
-                if other in world.node else "no longer exists"
-            detach = ((va.get("status") or {}).get("detachError") or {}).get("message")
-            ev.append(Evidence(f"VolumeAttachment {_name(va)} holds {_name(pv)} "
-                               f"({ebs_volume_id_of_pv(pv) or 'no EBS id'}) on node {other}, which "
-                               f"{'is ' + where if where != 'no longer exists' else where}"
-                               + (f"; detach error: {detach}" if detach else ""), SRC_VAS, now))
-        ev += [Evidence(f"event: {_event_line(e)}", SRC_EVENTS, now) for e in events[-2:]]
-        if holders:
-            summary = (f"Pod {_pod_ref(pod)} cannot start on {node}: its volume is attached to "
-                       f"node {', '.join(sorted(holder_nodes))} (Multi-Attach).")
-            kind, severity = "multi-attach", Severity.HIGH
-        else:
-            summary = (f"Pod {_pod_ref(pod)} cannot attach or mount its volume on {node} "
-                       f"({events[-1].get('reason')}), and no other node's VolumeAttachment holds it.")
-            kind, severity = "volume-attach-failing", Severity.HIGH
-        ns = str(meta(pod).get("namespace") or "default")
-        subject = {"pod": _name(pod), "namespace": ns, "node": str(node)}
-        if holders:
-            subject |= {"pv": _name(holders[0][1]), "volumeattachment": _name(holders[0][0])}
-        out.append(Draft(kind, severity, summary, subject, ev, "multi-attach-triage",
-                         {"pod": _name(pod), "namespace": ns},
-                         related=_pod_related(pod) | {f"node:{node}"}
-                         | {f"node:{h}" for h in holder_nodes}))
+        if holders or events:
+            out.append(_waiting_draft(world, pod, node, holders, holder_nodes, events))
     return out
+
+
+def _holders_elsewhere(world: World, pod: Obj, node: str) -> list[tuple[Obj, Obj]]:
+    """The attached VolumeAttachments, on another node than ``node``, of the pod's volumes, each
+    with its PV."""
+    holders: list[tuple[Obj, Obj]] = []
+    for claim in pod_claims(pod):
+        pv = world.pv_of_claim.get(claim)
+        for va in world.vas_of_pv.get(_name(pv or {}), []) if pv else ():
+            other = (va.get("spec") or {}).get("nodeName")
+            if other != node and (va.get("status") or {}).get("attached"):
+                holders.append((va, pv or {}))
+    return holders
+
+
+def _waiting_draft(world: World, pod: Obj, node: str, holders: list[tuple[Obj, Obj]],
+                   holder_nodes: set[str], events: list[Obj]) -> Draft:
+    now = world.now
+    ev = [Evidence(f"pod {_pod_ref(pod)} is scheduled on {node} and {_pod_state(pod)}",
+                   SRC_PODS, now)]
+    ev += [_holder_evidence(world, va, pv) for va, pv in holders]
+    ev += [Evidence(f"event: {_event_line(e)}", SRC_EVENTS, now) for e in events[-2:]]
+    if holders:
+        summary = (f"Pod {_pod_ref(pod)} cannot start on {node}: its volume is attached to "
+                   f"node {', '.join(sorted(holder_nodes))} (Multi-Attach).")
+        kind, severity = "multi-attach", Severity.HIGH
+    else:
+        summary = (f"Pod {_pod_ref(pod)} cannot attach or mount its volume on {node} "
+                   f"({events[-1].get('reason')}), and no other node's VolumeAttachment holds it.")
+        kind, severity = "volume-attach-failing", Severity.HIGH
+    ns = str(meta(pod).get("namespace") or "default")
+    subject = {"pod": _name(pod), "namespace": ns, "node": str(node)}
+    if holders:
+        subject |= {"pv": _name(holders[0][1]), "volumeattachment": _name(holders[0][0])}
+    return Draft(kind, severity, summary, subject, ev, "multi-attach-triage",
+                 {"pod": _name(pod), "namespace": ns},
+                 related=_pod_related(pod) | {f"node:{node}"} | {f"node:{h}" for h in holder_nodes})
+
+
+def _holder_evidence(world: World, va: Obj, pv: Obj) -> Evidence:
+    """A VolumeAttachment holding a waiting pod's volume, the state of its node, its detach error."""
+    other = str((va.get("spec") or {}).get("nodeName"))
+    where = ("Ready" if world.ready(world.node[other]) else "NotReady") \
+        if other in world.node else "no longer exists"
+    detach = ((va.get("status") or {}).get("detachError") or {}).get("message")
+    return Evidence(f"VolumeAttachment {_name(va)} holds {_name(pv)} "
+                    f"({ebs_volume_id_of_pv(pv) or 'no EBS id'}) on node {other}, which "
+                    f"{'is ' + where if where != 'no longer exists' else where}"
+                    + (f"; detach error: {detach}" if detach else ""), SRC_VAS, world.now)
 
 
 # -- pods Pending on a volume's zone ----------------------------------------------------------
@@ -379,40 +345,17 @@ def affinity_conflicts(world: World) -> list[Draft]:
         if (pod.get("spec") or {}).get("nodeName") or terminating(pod) \
                 or (pod.get("status") or {}).get("phase") != "Pending":
             continue
-        cond: Obj = next((c for c in (pod.get("status") or {}).get("conditions") or ()
-                     if c.get("type") == "PodScheduled"), {})
-        messages = [str(cond.get("message") or "")] + [
-            str(e.get("message") or "") for e in world.pod_events(pod)
-            if e.get("reason") == "FailedScheduling"]
-        said = next((m for m in messages if any(w in m for w in AFFINITY_CONFLICT)), None)
+        said = _affinity_complaint(world, pod)
         if said is None:
             continue
         now, ns = world.now, str(meta(pod).get("namespace") or "default")
         ev = [Evidence(f"pod {_pod_ref(pod)} is Pending: {said[:300]}", SRC_PODS, now)]
         subject = {"pod": _name(pod), "namespace": ns}
-        zone_nodes = zone_capacity(world)
         for claim in pod_claims(pod):
             pv = world.pv_of_claim.get(claim)
-            if pv is None:
-                continue
-            zone = pv_zone(pv)
-            sc_name = str((pv.get("spec") or {}).get("storageClassName") or "")
-            sc = classes.get(sc_name)
-            mode = (sc or {}).get("volumeBindingMode") or "Immediate"
-            ready_there = sum(zone_nodes.get(zone or "", Counter()).values())
-            ev.append(Evidence(f"claim {claim} is bound to {_name(pv)} "
-                               f"({ebs_volume_id_of_pv(pv) or 'no EBS id'}) in zone {zone}",
-                               SRC_PVS, now))
-            if sc is not None:
-                ev.append(Evidence(f"StorageClass {sc_name} binds {mode}"
-                                   + (": the volume was created before the pod was scheduled"
-                                      if mode == "Immediate" else ""), SRC_CLASSES, now))
-            ev.append(Evidence(f"{ready_there} Ready, schedulable node(s) in {zone}; zone "
-                               f"capacity: {capacity_words(world)}", SRC_NODES, now))
-            subject |= {"pv": _name(pv), "pvc": claim.split("/", 1)[1],
-                        **({"zone": zone} if zone else {}),
-                        **({"storageclass": sc_name} if sc_name else {})}
-            break
+            if pv is not None:
+                subject |= _bound_volume(world, classes, claim, pv, ev)
+                break
         where = subject.get("zone", "its volume's zone")
         out.append(Draft("volume-affinity-conflict", Severity.HIGH,
                          f"Pod {_pod_ref(pod)} is Pending: its volume is in {where}, where no "
@@ -420,6 +363,39 @@ def affinity_conflicts(world: World) -> list[Draft]:
                          "volume-affinity-conflict", {"pod": _name(pod), "namespace": ns},
                          related=_pod_related(pod)))
     return out
+
+
+def _affinity_complaint(world: World, pod: Obj) -> str | None:
+    """The scheduler's message (its PodScheduled condition or a FailedScheduling event) saying a
+    pending pod's volume affinity conflicts, if any."""
+    cond: Obj = next((c for c in (pod.get("status") or {}).get("conditions") or ()
+                      if c.get("type") == "PodScheduled"), {})
+    messages = [str(cond.get("message") or "")] + [
+        str(e.get("message") or "") for e in world.pod_events(pod)
+        if e.get("reason") == "FailedScheduling"]
+    return next((m for m in messages if any(w in m for w in AFFINITY_CONFLICT)), None)
+
+
+def _bound_volume(world: World, classes: dict[str, Obj], claim: str, pv: Obj,
+                  ev: list[Evidence]) -> dict[str, str]:
+    """Appends to ``ev`` where the claim's volume is, how its class binds and the capacity there;
+    returns what it adds to the finding's subject."""
+    now = world.now
+    zone = pv_zone(pv)
+    sc_name = str((pv.get("spec") or {}).get("storageClassName") or "")
+    sc = classes.get(sc_name)
+    mode = (sc or {}).get("volumeBindingMode") or "Immediate"
+    ready_there = sum(zone_capacity(world).get(zone or "", Counter()).values())
+    ev.append(Evidence(f"claim {claim} is bound to {_name(pv)} "
+                       f"({ebs_volume_id_of_pv(pv) or 'no EBS id'}) in zone {zone}", SRC_PVS, now))
+    if sc is not None:
+        ev.append(Evidence(f"StorageClass {sc_name} binds {mode}"
+                           + (": the volume was created before the pod was scheduled"
+                              if mode == "Immediate" else ""), SRC_CLASSES, now))
+    ev.append(Evidence(f"{ready_there} Ready, schedulable node(s) in {zone}; zone "
+                       f"capacity: {capacity_words(world)}", SRC_NODES, now))
+    return {"pv": _name(pv), "pvc": claim.split("/", 1)[1], **({"zone": zone} if zone else {}),
+            **({"storageclass": sc_name} if sc_name else {})}
 
 
 def immediate_classes(world: World) -> list[Draft]:

@@ -48,7 +48,7 @@ MIN_REASON = 8  # characters: "because" is not a reason
 SYSTEM_ACTOR = "runbook-bot"  # the actor of everything the bot does on its own
 SYSTEM_PREFIX = "system:"  # e.g. system:worker, system:alertmanager
 SLACK_PREFIX = "slack:"
-_PLACES = {"terminal": "the terminal", "slack": "Slack"}
+_PLACES = {"terminal": "the terminal", "slack": "Slack", "api": "the API"}
 
 # (identity, group) -> is the identity a member; the config's groups are checked first
 Membership = Callable[[str, str], bool]
@@ -160,9 +160,15 @@ def is_system(identity: str) -> bool:
     return identity == SYSTEM_ACTOR or identity.startswith(SYSTEM_PREFIX)
 
 
+API_PREFIXES = ("k8s:", "oidc:", "token:")  # identities the API authenticated
+
+
 def frontend_of(identity: str) -> str:
-    """Which front-end vouches for ``identity``: Slack for ``slack:U…``, else the terminal."""
-    return "slack" if identity.startswith(SLACK_PREFIX) else "terminal"
+    """Which front-end vouches for ``identity``: Slack for ``slack:U…``, the API for the
+    identities it authenticates (``k8s:``, ``oidc:``, ``token:``), else the terminal."""
+    if identity.startswith(SLACK_PREFIX):
+        return "slack"
+    return "api" if identity.startswith(API_PREFIXES) else "terminal"
 
 
 def canonical(identity: str, policy: PolicyConfig) -> str:

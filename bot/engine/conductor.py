@@ -2,9 +2,12 @@
 
 It is pure: no I/O, no clock of its own (``now`` is passed in), no SDK. The runner asks it for a
 ``Decision`` (plan this step, apply that plan, sleep until, wait for a person, done), performs the
-I/O, and hands the outcome back (``planned``, ``applied``). Every status change goes through the
-transition table, and every change worth auditing is appended to the ``Tick`` as an audit event
-(built by ``events.py``) that the runner stores atomically with the new state.
+I/O, and hands the outcome back (``planned``, ``applied``). Those classify what happened into a
+named outcome and carry out the move the decision table (``decision_table.py``) gives for the
+step's status and that outcome; the moves, their audit events and the end of a run are in
+``moves.py``. Every status change goes through the transition table, and every change worth
+auditing is appended to the ``Tick`` as an audit event (built by ``events.py``) that the runner
+stores atomically with the new state.
 
 The order for one step (docs/runbook-language.md): ``when``; ``foreach``; plan (read-only) and
 guards; approval if needed, bound to the plan's hash; just before apply, plan again and re-check
@@ -25,17 +28,9 @@ from dataclasses import asdict
 from datetime import datetime, timedelta
 from typing import Any
 
-from bot.config import PolicyConfig
 from bot.engine import events as ev
-from bot.engine import outcome as run_outcome
-from bot.engine.approvals import (
-    SYSTEM_ACTOR,
-    ApprovalRule,
-    Membership,
-    bind_break_glass,
-    effective_rule,
-    raised,
-)
+from bot.engine.approvals import bind_break_glass
+from bot.engine.decision_table import ApplyOutcome, Outcome, PlanOutcome, move_for
 from bot.engine.decisions import (
     ApplyStep,
     AwaitPeople,
@@ -48,13 +43,12 @@ from bot.engine.decisions import (
     parse_iso,
 )
 from bot.engine.events import EventData
+from bot.engine.moves import Moves
 from bot.engine.plan import ApiCall, Plan, Result, narrowed
-from bot.engine.ports import ActionSpecLike
-from bot.engine.runstate import RunState, StepState
-from bot.engine.scope import Scope
-from bot.engine.state import RUN_TERMINAL, STEP_FINAL, RunStatus, StepStatus, advance_run, advance_step
+from bot.engine.runstate import StepState
+from bot.engine.state import RUN_TERMINAL, RunStatus, StepStatus
 from bot.errors import ExpressionError, InterlockBlocked, RetryableError, RunbookBotError
-from bot.runbook.model import MAX_BATCH, Retries, Runbook, Step
+from bot.runbook.model import MAX_BATCH, Retries, Step
 from bot.runbook.params import written_params
 from bot.runbook.templating import evaluate, render, render_known, render_value
 
@@ -65,18 +59,14 @@ TRANSIENT_RETRIES = Retries(count=3, backoff=10.0, factor=2.0, max_backoff=60.0)
 
 S = StepStatus
 R = RunStatus
-MAX_GOTOS = 25
+P = PlanOutcome
+A = ApplyOutcome
 _UNRENDERED = re.compile(r"\{\{.*?\}\}")
-
-
-# how the approval text of a plan that raised its approvers is marked (``approvals.raised``)
-RAISED_MARK = "MORE APPROVERS ("
 
 
 def _plain_title(step: Step) -> str:
     """A step's title with its expressions elided, for a step whose values never existed."""
     return _UNRENDERED.sub("…", step.title)
-ENGINE = SYSTEM_ACTOR  # the actor of events the engine itself causes
 
 
 def _batches(items: list[Any], size: Any) -> list[Any]:
@@ -88,44 +78,8 @@ def _batches(items: list[Any], size: Any) -> list[Any]:
     return [items[i:i + n] for i in range(0, len(items), n)]
 
 
-class Conductor:
+class Conductor(Moves):
     """Decides one run. Holds the parsed runbook and the policy; keeps no state between calls."""
-
-    def __init__(self, *, runbook: Runbook, specs: Mapping[str, ActionSpecLike],
-                 policy: PolicyConfig, membership: Membership, state: RunState) -> None:
-        self.runbook = runbook
-        self.specs = specs
-        self.policy = policy
-        self.membership = membership
-        self.state = state
-        self._index = {s.id: i for i, s in enumerate(runbook.spec.steps)}
-        self.scope = Scope(state, frozenset(s.id for s in runbook.spec.steps if s.foreach))
-        self._began: set[str] = set()  # steps this conductor moved to applying
-
-    # -- helpers ------------------------------------------------------------------------------
-
-    def event(self, tick: Tick, data: EventData, now: datetime, *, actor: str = ENGINE) -> None:
-        """Record an event (built by ``bot.engine.events``) on the tick."""
-        tick.events.append(data.draft(actor=actor, ts=iso(now)))
-
-    def set_step(self, tick: Tick, s: StepState, status: StepStatus) -> None:
-        s.status = advance_step(s.status, status)
-        tick.dirty.add(s.key)
-        self.scope.touch(s.step_id)
-
-    def set_run(self, tick: Tick, status: RunStatus) -> None:
-        if self.state.status != status:
-            self.state.status = advance_run(self.state.status, status)
-            tick.header_dirty = True
-
-    def step_of(self, s: StepState) -> Step:
-        return self.runbook.spec.steps[self._index[s.step_id]]
-
-    def spec_of(self, step: Step) -> ActionSpecLike | None:
-        return self.specs[step.action] if step.action else None
-
-    def _local(self, s: StepState) -> dict[str, Any]:
-        return {"item": s.item} if s.index is not None else {}
 
     # -- deciding -----------------------------------------------------------------------------
 
@@ -327,21 +281,24 @@ class Conductor:
                 recheck: bool, calls: Sequence[ApiCall] = ()) -> None:
         """Fold the result of ``plan()`` into the step: guards, approval, or ready to apply.
 
+        The result is classified into a ``PlanOutcome``; the decision table says what follows.
         ``calls`` are the API calls the plan made; they are audited with a failure or refusal.
         """
         s = self.state.steps[key]
         step = self.step_of(s)
-        spec = self.spec_of(step)
-        assert spec is not None
         if isinstance(outcome, BaseException):
-            self._refused(s, step, now, tick, outcome, phase="plan", calls=calls)
-            return
-        plan = outcome
+            verdict, record = self._refused(s, step, now, tick, outcome, phase="plan", calls=calls)
+        else:
+            verdict, record = self._judge_plan(s, step, outcome, now, tick, recheck=recheck)
+        self._move(s, move_for(s.status, verdict), record, now, tick)
+
+    def _judge_plan(self, s: StepState, step: Step, plan: Plan, now: datetime, tick: Tick, *,
+                    recheck: bool) -> tuple[PlanOutcome, EventData]:
         new_hash = plan.hash()
         old_hash = s.plan_hash
         old_plan = s.plan
         s.plan, s.plan_hash = plan.to_dict(), new_hash
-        tick.dirty.add(key)
+        tick.dirty.add(s.key)
         # a batch that only lost items whose facts changed: what remains was approved as is
         dropped = narrowed(old_plan, plan) if recheck and new_hash != old_hash and s.approved \
             else None
@@ -349,64 +306,71 @@ class Conductor:
             self.event(tick, ev.step_planned(
                 s.key, plan=s.plan, plan_hash=new_hash, summary=plan.summary,
                 narrowed_from=old_hash if dropped is not None else None, dropped=dropped), now)
-        if not self._guards(s, step, plan, now, tick):
-            return
+        failed = self._guards(s, step, plan, now, tick)
+        if failed is not None and self.state.dry_run:
+            return P.GUARD_FAILED_DRY_RUN, self._skipping(
+                s, now, f"dry run: a guard would block this step: {failed}")
+        if failed is not None:
+            return P.GUARD_FAILED, self._failing(s, now, f"guard failed: {failed}")
         if self.state.dry_run:
-            if spec.destructive or not plan.is_noop:
-                rule = self.rule_for(s)
-                who = (f"; applying would need {rule.min_approvers} approver(s) from "
-                       f"{', '.join(rule.groups) or 'any group'}" if rule.required else "")
-                self._skip(s, now, tick, f"dry run: planned only{who}")
-                return
-            if step.action == "manual.confirm":
-                self._skip(s, now, tick, "dry run: a person would be asked to confirm this")
-                return
-            self._to_applying(s, now, tick)  # a read: later steps plan on what it finds
-            return
+            return self._judge_dry_plan(s, step, plan, now)
         if recheck:
-            if dropped is not None:
-                for v in s.votes:
-                    if v.plan_hash == old_hash and v.kind in ("approve", "break_glass"):
-                        v.plan_hash = new_hash
-                self._to_applying(s, now, tick)
-                return
-            if new_hash != old_hash:
-                voided = [v.by for v in s.approvals() if v.plan_hash == old_hash]
-                s.approved = False
-                self.event(tick, ev.approval_invalidated(
-                    s.key, old_hash=old_hash, new_hash=new_hash, voided=voided,
-                    reason="the plan changed between approval and apply"), now)
-                self._request_approval(s, step, now, tick)
-                return
-            self._to_applying(s, now, tick)
-            return
+            return self._judge_recheck(s, step, now, tick, old_hash=old_hash,
+                                       narrowed_only=dropped is not None)
+        return self._judge_first_plan(s, step, now, tick, old_plan=old_plan, old_hash=old_hash)
+
+    def _judge_dry_plan(self, s: StepState, step: Step, plan: Plan,
+                        now: datetime) -> tuple[PlanOutcome, EventData]:
+        spec = self.spec_of(step)
+        assert spec is not None
+        if spec.destructive or not plan.is_noop:
+            rule = self.rule_for(s)
+            who = (f"; applying would need {rule.min_approvers} approver(s) from "
+                   f"{', '.join(rule.groups) or 'any group'}" if rule.required else "")
+            return P.DRY_RUN_PLANNED, self._skipping(s, now, f"dry run: planned only{who}")
+        if step.action == "manual.confirm":
+            return P.DRY_RUN_CONFIRM, self._skipping(
+                s, now, "dry run: a person would be asked to confirm this")
+        return P.DRY_RUN_READ, self._applying(s, now)  # a read: later steps plan on what it finds
+
+    def _judge_recheck(self, s: StepState, step: Step, now: datetime, tick: Tick, *,
+                       old_hash: str | None, narrowed_only: bool) -> tuple[PlanOutcome, EventData]:
+        """The re-plan just before apply: the approved plan holds, lost only items, or changed."""
+        if narrowed_only:
+            for v in s.votes:
+                if v.plan_hash == old_hash and v.kind in ("approve", "break_glass"):
+                    v.plan_hash = s.plan_hash
+            return P.NARROWED, self._applying(s, now)
+        if s.plan_hash == old_hash:
+            return P.UNCHANGED, self._applying(s, now)
+        voided = [v.by for v in s.approvals() if v.plan_hash == old_hash]
+        s.approved = False
+        self.event(tick, ev.approval_invalidated(
+            s.key, old_hash=old_hash, new_hash=s.plan_hash or "", voided=voided,
+            reason="the plan changed between approval and apply"), now)
+        return P.CHANGED, self._asking(s, step, now)
+
+    def _judge_first_plan(self, s: StepState, step: Step, now: datetime, tick: Tick, *,
+                          old_plan: dict[str, Any] | None,
+                          old_hash: str | None) -> tuple[PlanOutcome, EventData]:
         rule = self.rule_for(s)  # the plan may have raised the approvers the step needs
         confirm = step.action == "manual.confirm"
-        if rule.required or confirm:
-            # break-glass votes approve this plan if it is the one their people were shown
-            if voided := bind_break_glass(s, shown=old_plan, shown_hash=old_hash):
-                self.event(tick, ev.approval_invalidated(
-                    s.key, old_hash=old_hash, new_hash=new_hash, voided=voided,
-                    reason="the plan made after break-glass is not the one its people were shown: "
-                           "the override stands, their approval does not"), now)
-            self._request_approval(s, step, now, tick, confirm=confirm)
-            return
-        self._to_applying(s, now, tick)
+        if not (rule.required or confirm):
+            return P.READY, self._applying(s, now)
+        # break-glass votes approve this plan if it is the one their people were shown
+        if voided := bind_break_glass(s, shown=old_plan, shown_hash=old_hash):
+            self.event(tick, ev.approval_invalidated(
+                s.key, old_hash=old_hash, new_hash=s.plan_hash or "", voided=voided,
+                reason="the plan made after break-glass is not the one its people were shown: "
+                       "the override stands, their approval does not"), now)
+        record = self._asking(s, step, now, confirm=confirm)
+        return (P.NEEDS_CONFIRMATION if s.needs_confirmation else P.NEEDS_APPROVAL), record
 
-    def rule_of(self, step: Step) -> ApprovalRule:
-        """The approval rule of a step: runbook defaults, its own block, the destructive floor."""
-        spec = self.spec_of(step)
-        return effective_rule(runbook=self.runbook.spec.approvals, step=step.approval,
-                              destructive=bool(spec and spec.destructive), policy=self.policy)
-
-    def rule_for(self, s: StepState) -> ApprovalRule:
-        """The approval rule of a step instance (for commands: who may approve, reject, abort):
-        the step's rule, with the approvers its current plan adds (``approvals.raised``)."""
-        return raised(self.rule_of(self.step_of(s)), s.plan)
-
-    def _guards(self, s: StepState, step: Step, plan: Plan, now: datetime, tick: Tick) -> bool:
+    def _guards(self, s: StepState, step: Step, plan: Plan, now: datetime,
+                tick: Tick) -> str | None:
+        """Check the step's guards in order: the message of the first that fails, else None."""
         if not step.guards:
-            return True
+            return None
         ctx = self.scope.context(plan=plan.to_dict(), **self._local(s))
         s.guards = []
         for guard in step.guards:
@@ -418,59 +382,15 @@ class Conductor:
             s.guards.append({"expr": guard.expr, "ok": ok, "message": message})
             self.event(tick, ev.guard_checked(s.key, expr=guard.expr, ok=ok, message=message), now)
             if not ok:
-                if self.state.dry_run:
-                    self._skip(s, now, tick, f"dry run: a guard would block this step: {message}")
-                else:
-                    self._fail(s, now, tick, f"guard failed: {message}")
-                return False
-        return True
-
-    def _request_approval(self, s: StepState, step: Step, now: datetime,
-                          tick: Tick, *, confirm: bool = False) -> None:
-        rule = raised(self.rule_of(step), s.plan)
-        s.needs_approval = rule.required
-        s.needs_confirmation = confirm and not rule.required
-        s.approval_reason = rule.reason or "a person confirms this checklist item"
-        s.min_approvers, s.groups, s.allow_self = rule.min_approvers, list(rule.groups), rule.allow_self
-        s.requested_at = iso(now)
-        s.expires_at = iso(now + timedelta(seconds=rule.expires_after)) if rule.required else None
-        desc = step.approval.description if step.approval else None
-        if desc:
-            try:
-                s.approval_text = " ".join(render(desc, self.scope.context(**self._local(s))).split())
-            except RunbookBotError:
-                s.approval_text = " ".join(desc.split())
-        s.approval_text = s.approval_text.split(RAISED_MARK)[0].strip()  # a previous plan's raise
-        if rule.raised_by:  # every front-end shows the text: the people asked read why they are more
-            s.approval_text = (f"{s.approval_text} {RAISED_MARK}{rule.min_approvers} in all, "
-                               f"{rule.raised_by} more than this step otherwise needs): "
-                               f"{rule.raised_why}").strip()
-        if s.status != S.AWAITING_APPROVAL:
-            self.set_step(tick, s, S.AWAITING_APPROVAL)
-        tick.dirty.add(s.key)
-        valid = [v for v in s.approvals() if v.plan_hash == s.plan_hash]
-        self.event(tick, ev.approval_requested(
-            s.key, confirmation=s.needs_confirmation, plan_hash=s.plan_hash,
-            min_approvers=rule.min_approvers, groups=list(rule.groups), expires_at=s.expires_at,
-            reason=s.approval_reason, already=[v.by for v in valid],
-            raised_by=rule.raised_by, raised_why=rule.raised_why), now)
-        if rule.required and len({v.by for v in valid}) >= rule.min_approvers:
-            s.approved = True
-            return
-        self.set_run(tick, R.AWAITING_APPROVAL)
-
-    def _to_applying(self, s: StepState, now: datetime, tick: Tick) -> None:
-        self._began.add(s.key)
-        s.applying_since = s.applying_since or iso(now)
-        self.set_step(tick, s, S.APPLYING)
-        self.set_run(tick, R.RUNNING)
-        self.event(tick, ev.step_applying(
-            s.key, attempt=s.attempt + 1, plan_hash=s.plan_hash,
-            approvers=[v.by for v in s.approvals() if v.plan_hash == s.plan_hash]), now)
+                return message
+        return None
 
     def applied(self, key: str, outcome: Result | BaseException, now: datetime, tick: Tick, *,
                 overridden: list[str], poll: bool, calls: Sequence[ApiCall] = ()) -> None:
-        """Fold the result of ``apply()``: done, not done yet, wait_until false, or an error."""
+        """Fold the result of ``apply()``: done, not done yet, wait_until false, or an error.
+
+        The result is classified into an ``ApplyOutcome``; the decision table says what follows.
+        """
         s = self.state.steps[key]
         step = self.step_of(s)
         tick.dirty.add(key)
@@ -478,10 +398,17 @@ class Conductor:
             self.event(tick, ev.interlock_overridden(
                 s.key, rule=rule, approvers=[v.by for v in s.votes if v.kind == "break_glass"],
                 reasons=[v.reason for v in s.votes if v.kind == "break_glass"]), now)
+        verdict: Outcome
+        record: EventData | None
         if isinstance(outcome, BaseException):
-            self._refused(s, step, now, tick, outcome, phase="apply", calls=calls)
-            return
-        result = outcome
+            verdict, record = self._refused(s, step, now, tick, outcome, phase="apply", calls=calls)
+        else:
+            self._record_result(s, outcome, now, tick, poll=poll)
+            verdict, record = self._judge_result(s, step, outcome, now, tick)
+        self._move(s, move_for(s.status, verdict), record, now, tick)
+
+    def _record_result(self, s: StepState, result: Result, now: datetime, tick: Tick, *,
+                       poll: bool) -> None:
         done_calls = [asdict(c) for c in result.calls]
         s.polls += 1 if poll else 0
         s.progress = result.progress or s.progress
@@ -492,93 +419,60 @@ class Conductor:
             self.event(tick, ev.step_applied(s.key, calls=done_calls, message=result.message,
                                              already_done=result.already_done, done=result.done),
                        now)
+
+    def _judge_result(self, s: StepState, step: Step, result: Result, now: datetime,
+                      tick: Tick) -> tuple[ApplyOutcome, EventData | None]:
         if not result.done:
             if self.state.dry_run:
-                self._skip(s, now, tick, "dry run: the step would wait here")
-                return
+                return A.NOT_DONE_DRY_RUN, self._skipping(s, now, "dry run: the step would wait here")
             if result.data:  # where a long apply stands; its next poll is handed it back
                 s.result = dict(result.data)
-            self._wait(s, now, tick, result.retry_after)
-            return
-        if step.wait_until is not None:
-            try:
-                ok = bool(evaluate(step.wait_until.expr,
-                                   self.scope.context(result=dict(result.data), **self._local(s))))
-            except RunbookBotError as e:
-                self._fail(s, now, tick, f"wait_until could not be evaluated: {e}")
-                return
-            if not ok:
-                if self.state.dry_run:
-                    self._skip(s, now, tick, "dry run: the step would wait until its condition holds")
-                    return
-                s.poll_started_at = s.poll_started_at or iso(now)
-                waited = (now - parse_iso(s.poll_started_at)).total_seconds()
-                if waited >= step.wait_until.timeout:
-                    self._fail(s, now, tick, f"timed out after {step.wait_until.timeout:.0f}s "
-                                             f"waiting until {step.wait_until.expr}")
-                    return
-                s.result = dict(result.data)
-                s.progress = result.progress or (f"waiting until {step.wait_until.expr} "
-                                                 f"({waited:.0f}s of {step.wait_until.timeout:.0f}s)")
-                self._wait(s, now, tick, step.wait_until.interval)
-                return
-        self._succeed(s, step, now, tick, result)
+            self._check_again(s, now, result.retry_after)
+            return A.NOT_DONE, None
+        held = self._judge_wait_until(s, step, result, now)
+        if held is not None:
+            return held
+        return self._judge_done(s, step, result, now, tick)
 
-    def _wait(self, s: StepState, now: datetime, tick: Tick, seconds: float) -> None:
-        s.next_check_at = iso(now + timedelta(seconds=max(0.0, seconds)))
-        self.set_step(tick, s, S.WAITING)
-        self.set_run(tick, R.WAITING)
-
-    def _succeed(self, s: StepState, step: Step, now: datetime, tick: Tick, result: Result) -> None:
-        data = dict(result.data)
-        outputs: dict[str, Any] = {}
-        try:
-            ctx = self.scope.context(result=data, **self._local(s))
-            for name, expr in step.outputs.items():
-                outputs[name] = evaluate(expr, ctx)
-        except RunbookBotError as e:
-            self._fail(s, now, tick, f"outputs could not be evaluated: {e}")
-            return
-        s.result, s.outputs, s.message = data, outputs, result.message
-        s.finished_at, s.next_check_at, s.error = iso(now), None, ""
-        if step.action == "notify" and result.message:
-            tick.messages.append(("[dry run] " if self.state.dry_run else "") + result.message)
-        compensation = data.get("compensation")
-        if isinstance(compensation, str) and compensation not in self.state.compensations:
-            self.state.compensations.append(compensation)
-            tick.header_dirty = True
-        self.set_step(tick, s, S.SUCCEEDED)
-        self.event(tick, ev.step_succeeded(s.key, result=data, outputs=outputs,
-                                           message=result.message), now)
-        self._advance_cursor(s)
-
-    def current(self) -> StepState | None:
-        """The first instance of the cursor's step that is not final; None when all are."""
-        if self.state.cursor >= len(self.runbook.spec.steps):
+    def _judge_wait_until(self, s: StepState, step: Step, result: Result,
+                          now: datetime) -> tuple[ApplyOutcome, EventData | None] | None:
+        """None when the step has no ``wait_until`` or it holds; else why the step is held."""
+        wait = step.wait_until
+        if wait is None:
             return None
-        for s in self.state.instances(self.runbook.spec.steps[self.state.cursor].id):
-            if s.status not in STEP_FINAL:
-                return s
-        return None
-
-    def _advance_cursor(self, s: StepState) -> None:
-        if all(i.status in STEP_FINAL for i in self.state.instances(s.step_id)):
-            self.state.cursor = self._index[s.step_id] + 1
-
-    def _skip(self, s: StepState, now: datetime, tick: Tick, reason: str) -> None:
-        s.message, s.finished_at = reason, iso(now)
-        self.set_step(tick, s, S.SKIPPED)
-        self.event(tick, ev.step_skipped(s.key, reason=reason), now)
-        self._advance_cursor(s)
+        try:
+            ok = bool(evaluate(wait.expr, self.scope.context(result=dict(result.data),
+                                                             **self._local(s))))
+        except RunbookBotError as e:
+            return A.WAIT_UNTIL_ERROR, self._failing(s, now, f"wait_until could not be evaluated: {e}")
+        if ok:
+            return None
+        if self.state.dry_run:
+            return A.WAIT_UNTIL_DRY_RUN, self._skipping(
+                s, now, "dry run: the step would wait until its condition holds")
+        s.poll_started_at = s.poll_started_at or iso(now)
+        waited = (now - parse_iso(s.poll_started_at)).total_seconds()
+        if waited >= wait.timeout:
+            return A.WAIT_UNTIL_TIMED_OUT, self._failing(
+                s, now, f"timed out after {wait.timeout:.0f}s waiting until {wait.expr}")
+        s.result = dict(result.data)
+        s.progress = result.progress or (f"waiting until {wait.expr} "
+                                         f"({waited:.0f}s of {wait.timeout:.0f}s)")
+        self._check_again(s, now, wait.interval)
+        return A.WAIT_UNTIL_FALSE, None
 
     def _refused(self, s: StepState, step: Step, now: datetime, tick: Tick, e: BaseException, *,
-                 phase: str, calls: Sequence[ApiCall]) -> None:
+                 phase: str, calls: Sequence[ApiCall]) -> tuple[Outcome, EventData]:
         """``plan()`` or ``apply()`` raised: an interlock blocks the step, anything else is an error."""
+        kind: type[PlanOutcome] | type[ApplyOutcome] = P if phase == "plan" else A
         made = [asdict(c) for c in calls]
-        if isinstance(e, InterlockBlocked):
-            self._blocked(s, now, tick, e, phase=phase, calls=made)
-        else:
-            self._error(s, step, now, tick, e, phase=phase, calls=made)
+        if not isinstance(e, InterlockBlocked):
+            return self._error(s, step, now, e, kind=kind, phase=phase, calls=made)
+        self._blocked(s, now, tick, e, phase=phase, calls=made)
+        if self.state.dry_run:
+            return kind.BLOCKED_DRY_RUN, self._skipping(
+                s, now, f"dry run: interlock {e.rule} would refuse: {e.message}")
+        return kind.BLOCKED, self._asking(s, self.step_of(s), now)
 
     def _blocked(self, s: StepState, now: datetime, tick: Tick, e: InterlockBlocked, *,
                  phase: str, calls: list[dict[str, Any]]) -> None:
@@ -591,18 +485,15 @@ class Conductor:
                                               calls=calls, plan=shown,
                                               plan_hash=s.plan_hash if shown else None), now)
         if self.state.dry_run:
-            self._skip(s, now, tick, f"dry run: interlock {e.rule} would refuse: {e.message}")
             return
         s.blocked = {"rule": e.rule, "message": e.message}
         if e.count is not None:
             s.blocked["count"] = e.count
         s.votes = [v for v in s.votes if v.kind != "break_glass"]
-        self._request_approval(s, self.step_of(s), now, tick)
-        s.approved = False  # approvals of this plan stand, but only break-glass lets it apply
-        self.set_run(tick, R.AWAITING_APPROVAL)
 
-    def _error(self, s: StepState, step: Step, now: datetime, tick: Tick, e: BaseException, *,
-               phase: str, calls: list[dict[str, Any]]) -> None:
+    def _error(self, s: StepState, step: Step, now: datetime, e: BaseException, *,
+               kind: type[PlanOutcome] | type[ApplyOutcome], phase: str,
+               calls: list[dict[str, Any]]) -> tuple[Outcome, EventData]:
         text = str(e) if isinstance(e, RunbookBotError) else f"{type(e).__name__}: {e}"
         retries = step.retries if step.retries is not None else TRANSIENT_RETRIES
         s.attempt += 1  # failed tries so far
@@ -614,84 +505,7 @@ class Conductor:
             s.error = text
             if phase == "plan":
                 s.plan = None
-            self.event(tick, ev.step_retrying(s.key, phase=phase, error=text, attempt=s.attempt,
-                                              delay=delay, calls=calls), now)
-            self._wait(s, now, tick, delay)
-            return
-        self._fail(s, now, tick, f"{phase} failed: {text}", calls=calls)
-
-    def _fail(self, s: StepState, now: datetime, tick: Tick, error: str, *,
-              calls: list[dict[str, Any]] | None = None) -> None:
-        s.error, s.finished_at, s.next_check_at = error, iso(now), None
-        self.set_step(tick, s, S.FAILED)
-        self.event(tick, ev.step_failed(s.key, error=error, calls=calls), now)
-        self._after_failure(s, now, tick, f"step {s.key} failed: {error}")
-
-    def _expire(self, s: StepState, now: datetime, tick: Tick) -> None:
-        s.finished_at = iso(now)
-        self.set_step(tick, s, S.EXPIRED)
-        self.event(tick, ev.approval_expired(s.key, expires_at=s.expires_at), now)
-        self.finish(now, tick, R.FAILED, f"approval for {s.key} expired at {s.expires_at}; "
-                                         f"{self.state.nothing_applied(s.key)}")
-
-    def passed_over(self, s: StepState, tick: Tick) -> bool:
-        """Whether the run goes on past ``s``, rejected: only under ``on_failure: continue`` (the
-        runbook can do without the step), as after its failure; the cursor then moves on."""
-        if self.step_of(s).on_failure != "continue":
-            return False
-        self._advance_cursor(s)
-        self.set_run(tick, R.RUNNING)
-        return True
-
-    def _after_failure(self, s: StepState, now: datetime, tick: Tick, outcome: str) -> None:
-        step = self.step_of(s)
-        policy = step.on_failure
-        if policy == "continue":
-            self._advance_cursor(s)
-            return
-        if policy == "abort" or self.state.gotos >= MAX_GOTOS:
-            if policy != "abort":
-                outcome += f" (goto limit of {MAX_GOTOS} reached)"
-            self.finish(now, tick, R.FAILED, outcome)
-            return
-        assert not isinstance(policy, str)
-        target = policy.goto
-        self.state.gotos += 1
-        start = self._index[target]
-        for key in [k for k, v in self.state.steps.items() if self._index[v.step_id] >= start]:
-            del self.state.steps[key]
-            tick.dirty.add(key)
-        self.state.cursor = start
-        self.scope.reset()
-        self.event(tick, ev.step_goto(s.key, target=target), now)
-
-    def _finish_last(self, now: datetime, tick: Tick) -> Finished:
-        """Every step is done: the runbook's outcome rules say how the run ends (a dry run
-        applied nothing, so it has nothing for them to judge)."""
-        rules = () if self.state.dry_run else self.runbook.spec.outcome
-        v = run_outcome.decide(rules, self.scope.context())
-        return self.finish(now, tick, v.status, v.reason, rule=v.rule, when=v.when)
-
-    def finish(self, now: datetime, tick: Tick, status: RunStatus, outcome: str, *,
-               rule: int | None = None, when: str = "") -> Finished:
-        st = self.state
-        self.set_run(tick, status)
-        st.finished_at, st.next_check_at, st.outcome = iso(now), None, outcome
-        started = parse_iso(st.started_at or st.created_at)
-        self.event(tick, ev.run_finished(status=str(status), outcome=outcome,
-                                         compensations=list(st.compensations),
-                                         duration_seconds=round((now - started).total_seconds(), 3),
-                                         rule=rule, when=when),
-                   now)
-        return Finished(status)
-
-    def next_check(self) -> datetime | None:
-        """When the run needs attention without anyone acting: a wait, or an approval expiry."""
-        s = self.current()
-        if s is None or self.state.status in RUN_TERMINAL:
-            return None
-        if s.status == S.WAITING and s.next_check_at:
-            return parse_iso(s.next_check_at)
-        if s.status == S.AWAITING_APPROVAL:
-            return parse_iso(s.expires_at) if s.expires_at and not s.approved else None
-        return None
+            self._check_again(s, now, delay)
+            return kind.RETRYING, ev.step_retrying(s.key, phase=phase, error=text,
+                                                   attempt=s.attempt, delay=delay, calls=calls)
+        return kind.ERROR, self._failing(s, now, f"{phase} failed: {text}", calls=calls)

@@ -1,4 +1,4 @@
-"""Run ids short enough to read aloud on a bridge call and type on a phone: ``rb-7k3q2``.
+"""Run ids short enough to read aloud on a bridge call and type on a phone: ``rb-7k3qa``.
 
 The alphabet drops characters that sound or look alike (0/o, 1/l/i, 5/s, 2/z, u/v), so "rb seven k
 three q" is unambiguous over a bad line. 5 characters of 25 give ~9.8 million ids; the store rejects
@@ -31,5 +31,5 @@ def parse_run_id(text: str) -> RunId:
     if not cleaned.startswith(PREFIX):
         cleaned = PREFIX + cleaned
     if not _PATTERN.match(cleaned):
-        raise ValueError(f"{text!r} is not a run id (like rb-7k3q2)")
+        raise ValueError(f"{text!r} is not a run id (like rb-7k3qa)")
     return RunId(cleaned)

@@ -214,6 +214,15 @@ class RunHistory(Protocol):
                limit: int | None = None) -> Sequence[StoredEvent]: ...
 
 
+class RefusalLog(Protocol):
+    """Requests refused before any run existed (a start, an unauthenticated API call), kept in an
+    append-only hash chain of their own (``bot/store/refusals.py``). ``record`` redacts what it
+    is given before it hashes or stores it."""
+
+    def record(self, *, ts: str, actor: str, what: str, reason: str,
+               via: Mapping[str, Any]) -> None: ...
+
+
 class Notifier(Protocol):
     """A front-end that shows runs as they change. Failures here never break a run."""
 

@@ -61,7 +61,15 @@ from bot.errors import RunbookBotError
 from bot.frontends.alert_queue import AlertQueue, FollowUp
 from bot.frontends.alert_scans import Diagnoser as Diagnoser  # the front-ends name it from here
 from bot.frontends.alert_scans import diagnose_groups
-from bot.frontends.http import HEALTH_PATH, WSGIApp, healthy, limit_bodies, not_found, server_cap
+from bot.frontends.http import (
+    HEALTH_PATH,
+    HttpServer,
+    WSGIApp,
+    healthy,
+    limit_bodies,
+    not_found,
+    server_cap,
+)
 from bot.frontends.metrics import Metrics
 from bot.runbook.model import Runbook
 from bot.runbook.triggers import Suggestion, suggestions
@@ -486,11 +494,7 @@ def listener_app(webhook: WSGIApp) -> WSGIApp:
     return limit_bodies(app, limits={**BODY_LIMITS, HEALTH_PATH: 0})
 
 
-def listener(webhook: WSGIApp, *, host: str, port: int, threads: int) -> Any:
-    """A waitress server for ``listener_app`` (not yet running: call ``.run()``)."""
-    from waitress.server import create_server
-
-    return create_server(listener_app(webhook), host=host, port=port, threads=threads,
-                         # whole seconds: waitress reads the loop timeout as an int
-                         asyncore_loop_timeout=1, ident="runbook-bot",
-                         max_request_body_size=server_cap(BODY_LIMITS) + 1)
+def listener(webhook: WSGIApp, *, host: str, port: int, threads: int) -> HttpServer:
+    """``listener_app``'s listener on the alerts port (``bot.frontends.http``; not yet serving)."""
+    return HttpServer(listener_app(webhook), name="alerts", host=host, port=port,
+                      threads=threads, max_body=server_cap(BODY_LIMITS))

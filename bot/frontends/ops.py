@@ -19,7 +19,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from bot.frontends.http import WSGIApp, limit_bodies, server_cap
+from bot.frontends.http import HttpServer, WSGIApp, limit_bodies, server_cap
 from bot.frontends.metrics import CONTENT_TYPE, Metrics
 from bot.runtime.liveness import Heartbeat
 
@@ -115,12 +115,8 @@ def ops_app(endpoints: OpsEndpoints) -> WSGIApp:
     return limit_bodies(endpoints, limits=BODY_LIMITS)
 
 
-def side_server(endpoints: OpsEndpoints, *, host: str, port: int) -> Any:
-    """A small waitress server for the endpoints on the ops port (not yet running: call
-    ``.run()``)."""
-    from waitress.server import create_server
-
-    return create_server(ops_app(endpoints), host=host, port=port, threads=2,
-                         # whole seconds: waitress reads the loop timeout as an int, and 0 busy-polls a core
-                         asyncore_loop_timeout=1, ident="runbook-bot",
-                         max_request_body_size=server_cap(BODY_LIMITS) + 1)
+def side_server(endpoints: OpsEndpoints, *, host: str, port: int) -> HttpServer:
+    """A small listener for the endpoints on the ops port (``bot.frontends.http``; not yet
+    serving)."""
+    return HttpServer(ops_app(endpoints), name="ops", host=host, port=port, threads=2,
+                      max_body=server_cap(BODY_LIMITS))

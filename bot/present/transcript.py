@@ -28,7 +28,7 @@ import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, tzinfo
+from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
@@ -36,6 +36,7 @@ from bot.engine.events import EventType
 from bot.engine.runstate import RunState
 from bot.errors import ConfigError
 from bot.present.chart import Row, timeline_svg
+from bot.present.clock import Clock, slack_time
 from bot.present.decision_summary import DecisionSummary, build_summary
 from bot.present.dryrun import dry_run_verdict
 from bot.present.events import describe
@@ -289,42 +290,6 @@ def _default(obj: Any) -> Any:
     return str(obj)
 
 
-# -- time -----------------------------------------------------------------------------------------
-
-class _Clock:
-    """Converts stored ISO-8601 times to the transcript's zone; runs share few distinct times."""
-
-    def __init__(self, tz: tzinfo) -> None:
-        self.tz = tz
-        self.convert = lru_cache(maxsize=None)(self._convert)
-
-    def _convert(self, text: str) -> str:
-        try:
-            when = datetime.fromisoformat(text)
-        except ValueError:
-            return text
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-        return when.astimezone(self.tz).isoformat()
-
-    def opt(self, text: str | None) -> str | None:
-        return self.convert(text) if text else None
-
-
-def slack_time(ts: str) -> datetime:
-    """A Slack message ``ts`` (``"1767225600.000100"``, seconds since the epoch) or ISO-8601."""
-    try:
-        return datetime.fromtimestamp(float(ts), tz=UTC)
-    except (ValueError, OverflowError, OSError):
-        pass
-    try:
-        when = datetime.fromisoformat(ts)
-    except ValueError:
-        raise ConfigError(f"a thread message has ts {ts!r}: expected a Slack ts or an ISO-8601 "
-                          "time") from None
-    return when if when.tzinfo else when.replace(tzinfo=UTC)
-
-
 # -- building -------------------------------------------------------------------------------------
 
 class _StepLog:
@@ -340,12 +305,12 @@ class _StepLog:
         self.last: Event | None = None
 
 
-def _facts(raw: Iterable[Mapping[str, Any]], clock: _Clock) -> list[Fact]:
+def _facts(raw: Iterable[Mapping[str, Any]], clock: Clock) -> list[Fact]:
     return [Fact(str(f.get("subject", "")), str(f.get("name", "")), f.get("value"),
                  clock.opt(f.get("read_at"))) for f in raw]
 
 
-def _plan(raw: Mapping[str, Any], *, seq: int | None, at: str | None, clock: _Clock) -> PlanRecord:
+def _plan(raw: Mapping[str, Any], *, seq: int | None, at: str | None, clock: Clock) -> PlanRecord:
     return PlanRecord(seq=seq, at=at, hash=raw.get("hash"), action=str(raw.get("action", "")),
                       summary=str(raw.get("summary", "")), params=dict(raw.get("params") or {}),
                       changes=[dict(c) for c in raw.get("changes") or ()],
@@ -367,7 +332,7 @@ _PROBLEMS: dict[str, str] = {
     EventType.INTERLOCK_BLOCKED: "blocked", EventType.COMMAND_REFUSED: "refused"}
 
 
-def _gather(ev: Event, log: _StepLog, at: str, clock: _Clock) -> None:
+def _gather(ev: Event, log: _StepLog, at: str, clock: Clock) -> None:
     p, t = ev.payload, ev.type
     log.last = ev
     if t == EventType.STEP_PLANNED:
@@ -396,17 +361,19 @@ def _gather(ev: Event, log: _StepLog, at: str, clock: _Clock) -> None:
                                       str(c.get("outcome", "")), str(c.get("request_id", ""))))
 
 
-def build(*, state: RunState, events: Sequence[Event], head: tuple[int, str | None],
-          verdict: Verdict, keyed: bool, thread: Sequence[Mapping[str, Any]] = (),
-          tz: str | None = None, exported_at: datetime | None = None,
-          head_mac: str | None = None, seal_key: bytes | None = None) -> Transcript:
-    """The transcript of a run from what the store holds and what verify said about it."""
-    clock = _Clock(zone(tz))
-    logs: dict[str, _StepLog] = {}
-    audit: list[tuple[datetime, int, Entry]] = []
+@dataclass
+class _Record:
+    """What one pass over a run's audit events gathers for its transcript."""
+    links: dict[str, Any]  # owner, parent, incident, suggested_by
+    logs: dict[str, _StepLog] = field(default_factory=dict)
+    audit: list[tuple[datetime, int, Entry]] = field(default_factory=list)
+    context: list[ContextRecord] = field(default_factory=list)
     duration: float | None = None
-    links: dict[str, Any] = {"owner": state.requester}
-    context: list[ContextRecord] = []
+
+
+def _read(events: Sequence[Event], owner: str, clock: Clock) -> _Record:
+    rec = _Record(links={"owner": owner})
+    logs, audit, links = rec.logs, rec.audit, rec.links
     for ev in events:
         at = clock.convert(ev.ts)
         if ev.type == EventType.RUN_LINKED:
@@ -414,7 +381,7 @@ def build(*, state: RunState, events: Sequence[Event], head: tuple[int, str | No
         elif ev.type == EventType.RUN_HANDED_OVER:
             links["owner"] = str(ev.payload.get("to") or links["owner"])
         elif ev.type == EventType.RUN_CONTEXT:
-            context.append(_context(ev, at))
+            rec.context.append(_context(ev, at))
         step = ev.payload.get("step")
         key = step if isinstance(step, str) else None
         if key is not None:
@@ -424,10 +391,15 @@ def build(*, state: RunState, events: Sequence[Event], head: tuple[int, str | No
             _gather(ev, log, at, clock)
         if ev.type == EventType.RUN_FINISHED:
             d = ev.payload.get("duration_seconds")
-            duration = float(d) if isinstance(d, int | float) else None
+            rec.duration = float(d) if isinstance(d, int | float) else None
         audit.append((_instant(ev.ts), 0, Entry(at=at, source="audit", actor=ev.actor,
                                                  kind=ev.type, step=key, text=describe(ev),
                                                  seq=ev.seq)))
+    return rec
+
+
+def _said(thread: Sequence[Mapping[str, Any]], clock: Clock) -> list[tuple[datetime, int, Entry]]:
+    """The Slack thread's messages, in time order."""
     said: list[tuple[datetime, int, Entry]] = []
     for m in thread:
         when = slack_time(str(m.get("ts", "")))
@@ -436,9 +408,20 @@ def build(*, state: RunState, events: Sequence[Event], head: tuple[int, str | No
             actor=str(m.get("name") or m.get("user") or ""), kind="message", step=None,
             text=str(m.get("text", "")), user=str(m["user"]) if m.get("user") else None)))
     said.sort(key=lambda x: x[0])
+    return said
+
+
+def build(*, state: RunState, events: Sequence[Event], head: tuple[int, str | None],
+          verdict: Verdict, keyed: bool, thread: Sequence[Mapping[str, Any]] = (),
+          tz: str | None = None, exported_at: datetime | None = None,
+          head_mac: str | None = None, seal_key: bytes | None = None) -> Transcript:
+    """The transcript of a run from what the store holds and what verify said about it."""
+    clock = Clock(zone(tz))
+    rec = _read(events, state.requester, clock)
+    logs, duration, links, context = rec.logs, rec.duration, rec.links, rec.context
     # a merge, not a sort: events keep their chain order even if clocks disagreed, and a message
     # lands after the events of its instant
-    timeline = heapq.merge(audit, said, key=lambda x: (x[0], x[1]))
+    timeline = heapq.merge(rec.audit, _said(thread, clock), key=lambda x: (x[0], x[1]))
     if duration is None and state.started_at and state.finished_at:
         duration = round((_instant(state.finished_at) - _instant(state.started_at)).total_seconds(), 3)
     steps = [_step(s.key, logs.pop(s.key) if s.key in logs else _StepLog(), state, clock)
@@ -503,7 +486,7 @@ def _instant(ts: str) -> datetime:
     return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
-def _step(key: str, log: _StepLog, state: RunState, clock: _Clock) -> StepRecord:
+def _step(key: str, log: _StepLog, state: RunState, clock: Clock) -> StepRecord:
     s = state.steps.get(key)
     refs = [ref for ref, _ in log.plans]
     last: PlanRecord | None = None

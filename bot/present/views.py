@@ -7,7 +7,7 @@ same everywhere: its title, state, who approved it, the plan it applied, and wha
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import datetime
 from typing import Any
 
@@ -216,3 +216,24 @@ def relative(ts: str | None, now: datetime) -> str:
     else:
         text = f"{span // 86400:.0f}d"
     return f"in {text}" if seconds > 0 else f"{text} ago"
+
+
+def _plain(value: Any) -> Any:
+    """A view's value as JSON data: its dataclasses as objects, tuples as lists (shallow copies:
+    ``dataclasses.asdict`` deep-copies every value, several times slower on a long run)."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def run_json(view: RunView) -> dict[str, Any]:
+    """A run's view as JSON (the API's runs): every field, and what it waits on, by step key."""
+    out: dict[str, Any] = _plain(view)
+    waiting = view.waiting_on
+    out["waiting_on"] = waiting.key if waiting is not None else None
+    out["handed_over"] = view.handed_over
+    return out

@@ -67,6 +67,21 @@ class Metadata(_Strict):
     description: str = ""
     tags: tuple[Annotated[str, Field(pattern=DNS1123_LABEL)], ...] = ()
     owner: str = ""
+    starters: tuple[Annotated[str, Field(min_length=1)], ...] | None = Field(
+        default=None,
+        description="The policy.groups whose members may start this runbook: narrows the "
+                    "config's policy.start, never widens it. Leave it out for the config's rule; "
+                    "an empty list is an error.",
+        json_schema_extra={"minItems": 1},
+    )
+
+    @field_validator("starters")
+    @classmethod
+    def _some(cls, starters: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if starters is not None and not starters:
+            raise ValueError("an empty list would say nothing about who may start the runbook: "
+                             "name at least one group, or leave 'starters' out")
+        return starters
 
 
 ParamType = Literal["string", "integer", "boolean", "enum", "duration", "list"]

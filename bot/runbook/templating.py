@@ -41,7 +41,7 @@ from jinja2.runtime import markup_join, str_join
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from bot.errors import ExpressionError
-from bot.runbook import limits
+from bot.runbook import limits, static_limits
 from bot.runbook.limits import MAX_EXPONENT, MAX_SEQUENCE
 
 __all__ = ["ENV", "MAX_EXPONENT", "MAX_SEQUENCE", "check_safe", "evaluate", "parse_expression",
@@ -250,7 +250,7 @@ def check_safe(tree: nodes.Node, source: str) -> None:
                     if part.startswith("_"):
                         raise _unsafe(arg.value, source)
     try:
-        limits.check_tree(tree)
+        static_limits.check_tree(tree)
     except limits.LimitExceeded as e:
         raise ExpressionError(f"{source!r} is too costly to evaluate: {e}") from None
 

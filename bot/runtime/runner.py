@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -86,10 +86,9 @@ class Runner:
         self.clusters = tuple(clusters)  # the configured cluster names a run's params may name
         self.lease_seconds = lease_seconds
         self.leases = Leases(store=store, clock=clock, seconds=lease_seconds, wait=lease_wait)
-        # what people type is redacted here, once, before it is stored, run, shown or exported;
-        # by default with the store's patterns (the config's redact_patterns)
-        store_redact = getattr(store, "redact", None)
-        self.redact = redact or (store_redact if isinstance(store_redact, Redactor) else Redactor())
+        # what people type is redacted here, once, before it is stored, run, shown or exported:
+        # a port the wiring hands in, with the config's redact_patterns (the store's too)
+        self.redact = redact or Redactor()
         self.heartbeat = Heartbeat(clock)  # the worker loop's, for readiness checks
         self._stop = threading.Event()
 
@@ -144,13 +143,38 @@ class Runner:
 
     def submit(self, cmd: Command) -> Outcome:
         """Apply a command under the run's lease; the outcome says what happened or why not."""
+        return self.decide(cmd, drive=False)
+
+    def decide(self, cmd: Command, *, check: Callable[[RunState], None] | None = None,
+               answer: Callable[[Outcome], None] | None = None, drive: bool = True) -> Outcome:
+        """Apply a command and, when it took, drive the run on: one lease, one load.
+
+        ``check`` sees the run as loaded, before the engine does, and may raise to refuse (nothing
+        is recorded then); ``answer`` hears the outcome as soon as it is saved, before the run is
+        driven on, so a person is answered without waiting for the step the decision released.
+        """
         cmd = self._redacted(cmd)
         with self.leases.claimed(cmd.run_id) as owner:
             state = self.store.load(cmd.run_id)
+            if check is not None:
+                check(state)
             conductor = self._conductor(state)
             tick = Tick()
             outcome = apply_command(conductor, cmd, self.clock.now(), tick)
             self._save(conductor, tick, owner)
+            if answer is not None:
+                try:
+                    answer(outcome)
+                except Exception:  # answering a person never stops the run
+                    log.exception("answering a decision on run %s failed", cmd.run_id,
+                                  extra={"run_id": cmd.run_id})
+            if outcome.ok and drive:
+                try:
+                    self._drive_held(state, owner)
+                except LeaseHeld:
+                    pass  # taken over while away: the worker that has it drives on
+                except Exception:  # the decision stands; a broken drive is retried when due
+                    log.exception("driving run %s failed", cmd.run_id, extra={"run_id": cmd.run_id})
         return outcome
 
     def _redacted(self, cmd: Command) -> Command:
@@ -171,49 +195,53 @@ class Runner:
         """Advance a run until it waits, needs a person, or finishes; return its state."""
         try:
             with self.leases.claimed(run_id, wait=False) as owner:
-                state = self.store.load(run_id)
-                conductor = self._conductor(state)
-                ticks = 0
-                tick = Tick()
-                # one pass: it ends when the run waits for time or people, so no read shared
-                # here is older than the last approval
-                reads = SharedReads()
-                while not self._stop.is_set() and (max_ticks is None or ticks < max_ticks):
-                    ticks += 1
-                    now = self.clock.now()
-                    decision = conductor.decide(now, tick)
-                    if isinstance(decision, PlanStep):
-                        self._resolve_context(conductor, decision, tick, reads)
-                        outcome, calls = self._plan(state, decision, reads)
-                        conductor.planned(decision.key, outcome, self.clock.now(), tick,
-                                          recheck=decision.recheck, calls=calls)
-                        s = state.steps.get(decision.key)
-                        if (s is not None and s.status == StepStatus.APPLYING
-                                and isinstance(outcome, Plan) and outcome.is_noop
-                                and not self.catalog.spec(decision.action).destructive):
-                            # a read-only step needs no durable "applying" mark: re-reading after
-                            # a crash is harmless, so its plan is saved with its result; a step that
-                            # writes (cordon too) has its attempt in the chain before the call
-                            continue
-                    elif isinstance(decision, ApplyStep):
-                        if not self.leases.renew(run_id, owner):
-                            # another worker took the run over while this one was away: it
-                            # applies, this one writes nothing more
-                            raise LeaseHeld(f"run {run_id}: the lease was lost before an apply")
-                        outcome, overridden, calls = self._apply(state, decision, reads)
-                        conductor.applied(decision.key, outcome, self.clock.now(), tick,
-                                          overridden=overridden, poll=decision.poll, calls=calls)
-                    idle = isinstance(decision, Sleep | AwaitPeople | Finished)
-                    if not idle or tick.events or tick.dirty or tick.header_dirty:
-                        self._save(conductor, tick, owner)
-                    tick = Tick()
-                    if idle:
-                        break
-                if tick.events or tick.dirty or tick.header_dirty:
-                    self._save(conductor, tick, owner)
-                return state
+                return self._drive_held(self.store.load(run_id), owner, max_ticks=max_ticks)
         except LeaseHeld:
             return self.store.load(run_id)
+
+    def _drive_held(self, state: RunState, owner: str, *, max_ticks: int | None = None) -> RunState:
+        """``drive`` for a run loaded under the lease ``owner`` holds."""
+        run_id = state.run_id
+        conductor = self._conductor(state)
+        ticks = 0
+        tick = Tick()
+        # one pass: it ends when the run waits for time or people, so no read shared
+        # here is older than the last approval
+        reads = SharedReads()
+        while not self._stop.is_set() and (max_ticks is None or ticks < max_ticks):
+            ticks += 1
+            now = self.clock.now()
+            decision = conductor.decide(now, tick)
+            if isinstance(decision, PlanStep):
+                self._resolve_context(conductor, decision, tick, reads)
+                outcome, calls = self._plan(state, decision, reads)
+                conductor.planned(decision.key, outcome, self.clock.now(), tick,
+                                  recheck=decision.recheck, calls=calls)
+                s = state.steps.get(decision.key)
+                if (s is not None and s.status == StepStatus.APPLYING
+                        and isinstance(outcome, Plan) and outcome.is_noop
+                        and not self.catalog.spec(decision.action).destructive):
+                    # a read-only step needs no durable "applying" mark: re-reading after
+                    # a crash is harmless, so its plan is saved with its result; a step that
+                    # writes (cordon too) has its attempt in the chain before the call
+                    continue
+            elif isinstance(decision, ApplyStep):
+                if not self.leases.renew(run_id, owner):
+                    # another worker took the run over while this one was away: it
+                    # applies, this one writes nothing more
+                    raise LeaseHeld(f"run {run_id}: the lease was lost before an apply")
+                outcome, overridden, calls = self._apply(state, decision, reads)
+                conductor.applied(decision.key, outcome, self.clock.now(), tick,
+                                  overridden=overridden, poll=decision.poll, calls=calls)
+            idle = isinstance(decision, Sleep | AwaitPeople | Finished)
+            if not idle or tick.events or tick.dirty or tick.header_dirty:
+                self._save(conductor, tick, owner)
+            tick = Tick()
+            if idle:
+                break
+        if tick.events or tick.dirty or tick.header_dirty:
+            self._save(conductor, tick, owner)
+        return state
 
     def run_due(self, *, limit: int = 100) -> int:
         """Drive every run that is due (waits over, expiries, runs left by a dead worker)."""

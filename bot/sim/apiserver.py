@@ -35,6 +35,7 @@ from bot.sim.tables import table
 
 log = logging.getLogger(__name__)
 IN_PROCESS_URL = "https://apiserver.sandbox.invalid"  # what an in-process server is called
+TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
 
 
 class Route:
@@ -173,6 +174,8 @@ class ApiServer:
             if throttled:
                 raise ApiError(429, "TooManyRequests", "Too many requests, please try again later.",
                                details={"retryAfterSeconds": 1}, retry_after=1)
+        if path.rstrip("/") == TOKEN_REVIEWS:
+            return self._token_review(method, body, who)
         r = route(path)
         if r is None:
             if self.authorizer:
@@ -212,6 +215,23 @@ class ApiServer:
         result = self._write(method, r, query, body, content_type)
         self.on_write(f"{method} {path} by {who.user}")
         return result
+
+    def _token_review(self, method: str, body: Any, who: Identity) -> tuple[int, Any]:
+        """``POST .../tokenreviews``: who a token belongs to (``Authorizer.review``); stored nowhere."""
+        if method != "POST":
+            raise ApiError(405, "MethodNotAllowed", "tokenreviews may only be created")
+        if self.authorizer:
+            self.authorizer.check(who, verb="create", group="authentication.k8s.io",
+                                  resource="tokenreviews", namespace=None, name=None)
+        spec = body.get("spec") if isinstance(body, dict) else None
+        if not isinstance(spec, dict) or not isinstance(spec.get("token"), str):
+            raise ApiError(400, "BadRequest", "TokenReview: spec.token is required")
+        audiences = [str(a) for a in spec.get("audiences") or []]
+        status = (self.authorizer.review(spec["token"], audiences) if self.authorizer else
+                  {"authenticated": False, "error": "this sandbox authenticates no one"})
+        return 201, {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+                     "metadata": {"creationTimestamp": None},
+                     "spec": {"audiences": audiences}, "status": status}
 
     def _static(self, path: str) -> tuple[int, Any] | None:
         p = path.rstrip("/") or "/"

@@ -9,6 +9,12 @@ Authentication is by bearer token: the admin token, the bot's ServiceAccount tok
 (``system:anonymous``, which may read only ``/version`` and the health endpoints, as with the
 ``system:public-info-viewer`` role). Any other token is 401. Every authenticated identity may read
 discovery and OpenAPI (``system:discovery``).
+
+A ``TokenReview`` (``review``) answers for the same tokens, as an API server does: users added
+with ``add_user`` and the static tokens are audience-agnostic (authenticated only for the API
+server's own audience, ``SERVER_AUDIENCES``); ServiceAccount tokens from ``issue_token`` carry
+the audiences they were issued for (``kubectl create token SA --audience A``) and authenticate
+only for those, and one issued for another audience is 401 on the API server itself.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from bot.sim.errors import ApiError
 
 ADMIN_TOKEN = "sandbox-token"
 BOT_TOKEN = "runbook-bot-token"
+SERVER_AUDIENCES = ("https://kubernetes.default.svc",)  # the API server's own (--api-audiences)
 RBAC_FILE = Path(__file__).resolve().parents[2] / "deploy" / "rbac.yaml"
 
 PUBLIC_PATHS = ("/version", "/healthz", "/livez", "/readyz")
@@ -142,13 +149,43 @@ class Authorizer:
                             ("system:serviceaccounts", f"system:serviceaccounts:{bot_namespace}",
                              "system:authenticated"))
         self.tokens = {ADMIN_TOKEN: ADMIN, BOT_TOKEN: self.bot}
+        self.audiences: dict[str, tuple[str, ...]] = {}  # token -> its audiences, when bound
+
+    def add_user(self, token: str, user: str, groups: tuple[str, ...] = ()) -> Identity:
+        """A person (or any user an authenticator of the cluster vouches for) with ``token``."""
+        who = Identity(user, (*groups, "system:authenticated"))
+        self.tokens[token] = who
+        return who
+
+    def issue_token(self, namespace: str, name: str, *, audiences: tuple[str, ...] = ()) -> str:
+        """A ServiceAccount token bound to ``audiences`` (default: the API server's own)."""
+        token = f"sandbox-sa.{namespace}.{name}.{len(self.tokens)}"
+        self.tokens[token] = Identity(f"system:serviceaccount:{namespace}:{name}", (
+            "system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"))
+        self.audiences[token] = audiences or SERVER_AUDIENCES
+        return token
+
+    def review(self, token: str, audiences: list[str]) -> dict[str, Any]:
+        """A TokenReview's status for ``token`` and the audiences asked for (none: the server's)."""
+        who = self.tokens.get(token)
+        if who is None:
+            return {"authenticated": False, "error": "invalid bearer token"}
+        wanted = audiences or list(SERVER_AUDIENCES)
+        has = self.audiences.get(token, SERVER_AUDIENCES)
+        matched = [a for a in wanted if a in has]
+        if not matched:
+            return {"authenticated": False, "error": "token audiences are invalid for the target "
+                    f"audiences {wanted}"}
+        return {"authenticated": True, "audiences": matched,
+                "user": {"username": who.user, "groups": list(who.groups)}}
 
     def identify(self, authorization: str) -> Identity:
         if not authorization:
             return ANONYMOUS
         scheme, _, token = authorization.partition(" ")
         who = self.tokens.get(token.strip()) if scheme.lower() == "bearer" else None
-        if who is None:
+        if who is None or not set(self.audiences.get(token.strip(), SERVER_AUDIENCES)) & set(
+                SERVER_AUDIENCES):
             raise ApiError(401, "Unauthorized", "Unauthorized")
         return who
 

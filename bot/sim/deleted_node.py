@@ -16,13 +16,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bot.sim.controllers.attachdetach import MAX_WAIT_FOR_UNMOUNT
-from bot.sim.scenarios import Scenario, es_cluster, lose_contact
-
-if TYPE_CHECKING:
-    from bot.sim.sandbox import Sandbox
+from bot.sim.staging import Scenario, Stage, es_cluster, lose_contact
 
 BEFORE_DELETE = 90.0  # how long the node had been NotReady when someone deleted it
 AFTER_DELETE = 60.0  # how long after the deletion the bot is called: pod GC has acted by then
@@ -32,7 +29,7 @@ def _truthy(value: Any) -> bool:
     return str(value).lower() in ("1", "true", "yes", "on")
 
 
-def build_node_deleted_running(sb: Sandbox) -> dict[str, Any]:
+def build_node_deleted_running(sb: Stage) -> dict[str, Any]:
     assert sb.ctx is not None
     alive = _truthy(sb.options.get("alive", False))
     facts = es_cluster(sb)

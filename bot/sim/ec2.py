@@ -34,6 +34,11 @@ ready, goes through the proxy endpoint. All three servers send with TCP_NODELAY 
 In-process (``in_process``, ``bot.sim.inprocess``) no server runs: ``send`` hands a request to the
 proxy's handler, the proxy calls moto's WSGI application, and the controllers' calls are written
 without botocore (``ProxyClient``).
+
+This module is the proxy: ``Ec2Sim`` (its state, rules and authorization) and its request
+handler. moto underneath it (its server, its in-process application, ``MotoQuery``) is in
+``ec2_moto``; the clients that call the proxy without botocore (``SeedClient``, ``ProxyClient``)
+are in ``ec2_clients``.
 """
 
 from __future__ import annotations
@@ -55,21 +60,18 @@ from xml.sax.saxutils import escape
 from moto.core.models import DEFAULT_ACCOUNT_ID
 from moto.ec2.models import ec2_backends
 from moto.moto_api._internal import mock_random
-from moto.moto_server.werkzeug_app import (
-    DomainDispatcherApplication,
-    MotoRequestHandler,
-    create_backend_app,
-)
-from werkzeug.serving import BaseWSGIServer, make_server
 
+from bot.sim import moto_speed
 from bot.sim.consistency import StaleReads
 from bot.sim.ec2_instances import Ec2Refusal, InstanceLifecycle, Timing, refuse_dry_run
 from bot.sim.ec2_managed import ManagedInstances
+from bot.sim.ec2_moto import MotoApp, MotoQuery, MotoServer
 from bot.sim.ec2_multiattach import MultiAttach
 from bot.sim.ec2_snapshots import PendingSnapshots
 from bot.sim.ec2_status import StatusChecks
 from bot.sim.ec2_zone import ZoneFailure, ZoneFailures
 from bot.sim.iam import ADMIN_KEY, Policy, access_key, implicit_checks, resources_of
+from bot.sim.inprocess import send, wsgi
 from bot.sim.net import POLL, Server, no_delay
 from bot.sim.sts import StsLog, assume_role_actions, is_sts, trust_context
 from bot.sim.sts import error_xml as sts_error_xml
@@ -86,66 +88,6 @@ def error_xml(code: str, message: str) -> bytes:
     return (f'<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error><Code>{escape(code)}'
             f"</Code><Message>{escape(message)}</Message></Error></Errors>"
             f"<RequestID>{rid}</RequestID></Response>").encode()
-
-
-class _MotoHandler(MotoRequestHandler):
-    def setup(self) -> None:
-        super().setup()
-        no_delay(self.connection)
-
-
-class MotoServer:
-    """moto's WSGI application on a werkzeug server in a thread (ThreadedMotoServer, minus Nagle)."""
-
-    def __init__(self) -> None:
-        self._server: BaseWSGIServer | None = None
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> tuple[str, int]:
-        app = DomainDispatcherApplication(create_backend_app)
-        self._server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=_MotoHandler)
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(POLL,), name="sim-moto",
-                                        daemon=True)
-        self._thread.start()
-        host, port = self._server.server_address[:2]
-        return str(host), int(port)
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-
-
-class _MotoApp:
-    """moto's server application, called in-process (``inprocess.wsgi``).
-
-    moto's dispatcher finds a request's service anew on every request, listing and stat-ing the
-    ~180 directories of its package; here the application it picks is kept per signing service
-    (every request the sandbox forwards is signed). What else moto recomputes per request although
-    no request changes it is memoised (``moto_speed``).
-    """
-
-    def __init__(self) -> None:
-        from bot.sim import moto_speed
-
-        moto_speed.install()  # until a sandbox starts over HTTP in this process
-        self._dispatcher = DomainDispatcherApplication(create_backend_app)
-        self._apps: dict[str, Any] = {}
-
-    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
-        auth = str(environ.get("HTTP_AUTHORIZATION") or "")
-        scope = auth.split("Credential=", 1)[-1].split(",", 1)[0].split("/")
-        service = scope[3] if "Credential=" in auth and len(scope) == 5 else ""
-        app = self._apps.get(service) if service else None
-        if app is None:
-            app = self._dispatcher.get_application(environ)
-            if service:
-                self._apps[service] = app
-        return app(environ, start_response)
 
 
 Ec2Error = Ec2Refusal
@@ -235,10 +177,8 @@ class Ec2Sim(InstanceLifecycle, ZoneFailures):
         os.environ["MOTO_EC2_LOAD_DEFAULT_AMIS"] = "false"
         self.backend.reset()
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
-        from bot.sim import moto_speed
-
         if self.in_process:
-            self._app = _MotoApp()
+            self._app = MotoApp()
         else:
             moto_speed.uninstall()  # over HTTP, moto as shipped: the explorer's reference
             self._moto = MotoServer()
@@ -269,7 +209,6 @@ class Ec2Sim(InstanceLifecycle, ZoneFailures):
     def send(self, method: str, url: str, headers: Any, body: bytes) -> tuple[
             int, list[tuple[str, str]], bytes]:
         """One request to the proxy without a socket (the in-process transport's EC2 and STS)."""
-        from bot.sim.inprocess import send
         return send(self.handler_class(), method, url, headers, body)
 
     def stop(self) -> None:
@@ -556,7 +495,6 @@ class Ec2Sim(InstanceLifecycle, ZoneFailures):
     def forward(self, method: str, path: str, headers: dict[str, str], body: bytes) -> tuple[
             int, dict[str, str], bytes]:
         if self.in_process:
-            from bot.sim.inprocess import wsgi
             return wsgi(self._app, method, path, headers, body)
         conn = http.client.HTTPConnection(*self._moto_addr, timeout=30)
         try:
@@ -566,224 +504,6 @@ class Ec2Sim(InstanceLifecycle, ZoneFailures):
             return resp.status, {k: v for k, v in resp.getheaders()}, data
         finally:
             conn.close()
-
-
-class MotoQuery:
-    """Arranging calls straight to moto in the EC2 Query API, without botocore.
-
-    A scenario arranges its instances and spare volumes before anyone connects; building a botocore
-    client for that costs a third of a second per sandbox. moto reads the region and service from
-    the credential scope of the Authorization header and does not check the signature.
-    """
-
-    def __init__(self, sim: Ec2Sim) -> None:
-        self.sim = sim
-
-    def raw(self, action: str, params: dict[str, Any]) -> bytes:
-        """moto's answer as it would reach a client (the status is the caller's to check)."""
-        return self._send(action, params)[1]
-
-    def _send(self, action: str, params: dict[str, Any]) -> tuple[int, bytes]:
-        from urllib.parse import urlencode
-
-        body = urlencode({"Action": action, "Version": "2016-11-15", **params}).encode()
-        auth = (f"AWS4-HMAC-SHA256 Credential={ADMIN_KEY}/20260101/{self.sim.region}/ec2/"
-                "aws4_request, SignedHeaders=host, Signature=0")
-        status, _, data = self.sim.forward("POST", "/", {
-            "Content-Type": "application/x-www-form-urlencoded; charset=utf-8",
-            "Authorization": auth, "Host": f"ec2.{self.sim.region}.amazonaws.com"}, body)
-        return status, data
-
-    def call(self, action: str, params: dict[str, Any]) -> Any:
-        from xml.etree import ElementTree
-
-        status, data = self._send(action, params)
-        root = ElementTree.fromstring(data)
-        for el in root.iter():
-            el.tag = el.tag.rsplit("}", 1)[-1]
-        if status >= 300:
-            code = root.findtext(".//Code") or "InternalError"
-            raise SeedError(code, root.findtext(".//Message") or "")
-        return root
-
-    def run_instances(self, *, ImageId: str, MinCount: int, MaxCount: int, InstanceType: str,
-                      Placement: dict[str, str], Tags: dict[str, str] | None = None,
-                      Spot: bool = False) -> dict[str, Any]:
-        params: dict[str, Any] = {"ImageId": ImageId, "MinCount": MinCount, "MaxCount": MaxCount,
-                                  "InstanceType": InstanceType,
-                                  "Placement.AvailabilityZone": Placement["AvailabilityZone"]}
-        for n, (k, v) in enumerate(sorted((Tags or {}).items()), 1):
-            params |= {"TagSpecification.1.ResourceType": "instance",
-                       f"TagSpecification.1.Tag.{n}.Key": k, f"TagSpecification.1.Tag.{n}.Value": v}
-        if Spot:
-            params["InstanceMarketOptions.MarketType"] = "spot"
-        root = self.call("RunInstances", params)
-        items = root.find("instancesSet")
-        assert items is not None
-        return {"Instances": [{"InstanceId": i.findtext("instanceId"),
-                               "AmiLaunchIndex": int(i.findtext("amiLaunchIndex") or 0)}
-                              for i in items.findall("item")]}
-
-    def create_volume(self, *, AvailabilityZone: str, Size: int) -> dict[str, Any]:
-        root = self.call("CreateVolume", {"AvailabilityZone": AvailabilityZone, "Size": Size})
-        return {"VolumeId": root.findtext("volumeId")}
-
-    def attach_volume(self, *, VolumeId: str, InstanceId: str, Device: str) -> dict[str, Any]:
-        self.call("AttachVolume", {"VolumeId": VolumeId, "InstanceId": InstanceId, "Device": Device})
-        return {"VolumeId": VolumeId, "InstanceId": InstanceId, "State": "attached"}
-
-    def delete_volume(self, *, VolumeId: str) -> dict[str, Any]:
-        self.call("DeleteVolume", {"VolumeId": VolumeId})
-        return {}
-
-
-class SeedError(Exception):
-    """An EC2 refusal in the shape botocore's ClientError has (``response["Error"]``)."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(f"An error occurred ({code}): {message}")
-        self.response = {"Error": {"Code": code, "Message": message}}
-
-
-class SeedClient:
-    """The three calls the provisioner and attacher make, answered in-process by the same rules.
-
-    A scenario builds its healthy cluster before anyone connects: hundreds of CreateVolume and
-    AttachVolume calls over HTTP would take seconds each hundred, so the build talks to moto's
-    backend directly, through the proxy's behaviour checks. ``Sandbox.start`` swaps in the boto3
-    client once the scenario is built; from then on every EC2 call crosses the endpoint.
-    """
-
-    def __init__(self, sim: Ec2Sim) -> None:
-        self.sim = sim
-
-    def _check(self, params: dict[str, str]) -> bytes | None:
-        fn = getattr(self.sim, f"_do_{params['Action']}")
-        try:
-            with self.sim._lock:
-                self.sim.seeding = True
-                try:
-                    return fn(params)
-                finally:
-                    self.sim.seeding = False
-        except Ec2Error as e:
-            raise SeedError(e.code, e.message) from e
-        finally:
-            self.sim.notify()
-
-    def create_volume(self, *, AvailabilityZone: str, Size: int, VolumeType: str = "gp3",
-                      TagSpecifications: list[dict[str, Any]] | None = None,
-                      **_: Any) -> dict[str, Any]:
-        vol = self.sim.backend.create_volume(size=Size, zone_name=AvailabilityZone,
-                                             volume_type=VolumeType)
-        tags = {t["Key"]: t["Value"] for spec in TagSpecifications or ()
-                for t in spec.get("Tags") or ()}
-        if tags:
-            self.sim.backend.create_tags([vol.id], tags)
-        return {"VolumeId": vol.id, "AvailabilityZone": AvailabilityZone, "Size": Size,
-                "State": "available"}
-
-    def attach_volume(self, *, VolumeId: str, InstanceId: str, Device: str) -> dict[str, Any]:
-        if self._check({"Action": "AttachVolume", "VolumeId": VolumeId, "InstanceId": InstanceId,
-                        "Device": Device}) is None:  # None: not a Multi-Attach holder kept aside
-            self.sim.backend.attach_volume(VolumeId, InstanceId, Device)
-        return {"VolumeId": VolumeId, "InstanceId": InstanceId, "Device": Device, "State": "attached"}
-
-    def detach_volume(self, *, VolumeId: str, InstanceId: str = "", Force: bool = False) -> dict[str, Any]:
-        params = {"Action": "DetachVolume", "VolumeId": VolumeId, "InstanceId": InstanceId,
-                  "Force": "true" if Force else "false"}
-        if self._check(params) is not None:
-            return {"VolumeId": VolumeId, "InstanceId": params["InstanceId"], "State": "detaching"}
-        self.sim.backend.detach_volume(VolumeId, params["InstanceId"], "")
-        return {"VolumeId": VolumeId, "InstanceId": params["InstanceId"], "State": "detached"}
-
-    def delete_volume(self, *, VolumeId: str) -> dict[str, Any]:
-        """The EBS CSI controller's delete of a released volume: EC2 refuses an attached one."""
-        vol = self.sim.volume(VolumeId)
-        if vol is None:
-            raise SeedError("InvalidVolume.NotFound", f"The volume '{VolumeId}' does not exist.")
-        if vol.attachment is not None:
-            raise SeedError("VolumeInUse", f"Volume {VolumeId} is currently attached to "
-                                           f"{vol.attachment.instance.id}")
-        self.sim.backend.delete_volume(VolumeId)
-        return {}
-
-
-class ProxyClient:
-    """The controllers' EC2 calls over the in-process transport, as botocore would send them.
-
-    The four calls the EBS CSI driver's controller makes (create, attach, detach, delete) are
-    written in the Query API as botocore writes them (the same parameters, an idempotency token
-    on CreateVolume, the sandbox's own access key in the credential scope) and cross the proxy's
-    request handler like any request: recorded on the wire, throttled, answered by the proxy's
-    rules or by moto. A refusal raises with botocore's ``response["Error"]``; nothing is retried
-    (the controllers' botocore client makes a single attempt). botocore's client side costs about
-    a millisecond a call, and the attacher retries a stuck detach on every controller pass.
-    """
-
-    def __init__(self, sim: Ec2Sim, *, key: str = ADMIN_KEY) -> None:
-        self.sim, self.key = sim, key
-
-    def _call(self, action: str, params: list[tuple[str, str]]) -> Any:
-        from urllib.parse import quote, urlencode
-        from xml.etree import ElementTree
-
-        body = urlencode([("Action", action), ("Version", "2016-11-15"), *params],
-                         quote_via=quote, safe="-_.~").encode()
-        now = datetime.now(UTC)
-        headers = [("Content-Type", "application/x-www-form-urlencoded; charset=utf-8"),
-                   ("X-Amz-Date", now.strftime("%Y%m%dT%H%M%SZ")),
-                   ("Authorization", f"AWS4-HMAC-SHA256 Credential={self.key}/{now:%Y%m%d}/"
-                                     f"{self.sim.region}/ec2/aws4_request, "
-                                     "SignedHeaders=content-type;host;x-amz-date, Signature=0")]
-        status, _headers, data = self.sim.send("POST", f"{self.sim.endpoint}/", headers, body)
-        try:
-            root = ElementTree.fromstring(data)
-        except ElementTree.ParseError:
-            root = None
-        if root is not None:
-            for el in root.iter():
-                el.tag = el.tag.rsplit("}", 1)[-1]
-        if status >= 300:
-            code = (root.findtext(".//Code") if root is not None else None) or str(status)
-            raise SeedError(code, (root.findtext(".//Message") if root is not None else "") or "")
-        return root
-
-    def create_volume(self, *, AvailabilityZone: str, Size: int, VolumeType: str = "gp3",
-                      TagSpecifications: list[dict[str, Any]] | None = None,
-                      **_: Any) -> dict[str, Any]:
-        params = [("AvailabilityZone", AvailabilityZone), ("Size", str(Size)),
-                  ("VolumeType", VolumeType)]
-        for i, spec in enumerate(TagSpecifications or (), 1):
-            params.append((f"TagSpecification.{i}.ResourceType", str(spec["ResourceType"])))
-            for j, tag in enumerate(spec.get("Tags") or (), 1):
-                params += [(f"TagSpecification.{i}.Tag.{j}.Key", str(tag["Key"])),
-                           (f"TagSpecification.{i}.Tag.{j}.Value", str(tag["Value"]))]
-        params.append(("ClientToken", str(uuid.uuid4())))
-        root = self._call("CreateVolume", params)
-        return {"VolumeId": root.findtext("volumeId"), "AvailabilityZone": AvailabilityZone,
-                "Size": Size, "State": root.findtext("status")}
-
-    def attach_volume(self, *, VolumeId: str, InstanceId: str, Device: str) -> dict[str, Any]:
-        root = self._call("AttachVolume", [("VolumeId", VolumeId), ("InstanceId", InstanceId),
-                                           ("Device", Device)])
-        return {"VolumeId": VolumeId, "InstanceId": InstanceId, "Device": Device,
-                "State": root.findtext("status")}
-
-    def detach_volume(self, *, VolumeId: str, InstanceId: str | None = None,
-                      Force: bool | None = None) -> dict[str, Any]:
-        params = [("VolumeId", VolumeId)]
-        if InstanceId is not None:
-            params.append(("InstanceId", InstanceId))
-        if Force is not None:
-            params.append(("Force", "true" if Force else "false"))
-        root = self._call("DetachVolume", params)
-        return {"VolumeId": root.findtext("volumeId"), "InstanceId": root.findtext("instanceId"),
-                "Device": root.findtext("device"), "State": root.findtext("status")}
-
-    def delete_volume(self, *, VolumeId: str) -> dict[str, Any]:
-        self._call("DeleteVolume", [("VolumeId", VolumeId)])
-        return {}
 
 
 WRITES = {"DetachVolume", "AttachVolume", "StartInstances", "StopInstances", "TerminateInstances",

@@ -120,7 +120,7 @@ class InstanceLifecycle:
     def set_state(self, instance_id: str, state: str, *, reason_code: str = "",
                   reason_message: str = "") -> None:
         """Put an instance in ``state`` at once (a crash, a repair); cancels a transition under way."""
-        from moto.ec2.models.instances import StateReason
+        from moto.ec2.models.instances import StateReason  # deferred: this module needs no moto to load
 
         inst = self.instance(instance_id)
         assert inst is not None, instance_id

@@ -211,6 +211,12 @@ def _condition(op: str, key: str, values: list[str], tags: dict[str, str]) -> bo
 DEFAULT_POLICY = Path(__file__).resolve().parents[2] / "deploy" / "iam-policy.json"
 
 
+def cluster_name(options: dict[str, Any]) -> str:
+    """The sandbox's cluster name (option ``cluster_name``): it fills the policy file's
+    ``CLUSTER_NAME`` here, and names the cluster in instance and volume tags (``nodegroups``)."""
+    return str(options.get("cluster_name") or "sandbox")
+
+
 def policy_file(options: dict[str, Any], option: str, default: Path) -> Path | None:
     """The policy file a sandbox option names (``default`` without it); None when IAM is not
     enforced (``enforce_iam=false``) or the default file is not there (an installed package)."""
@@ -230,6 +236,4 @@ def sandbox_policy(options: dict[str, Any]) -> Policy | None:
     path = policy_file(options, "iam_policy", DEFAULT_POLICY)
     if path is None:
         return None
-    from bot.sim.nodegroups import cluster_name
-
     return Policy.load(path, cluster_name=cluster_name(options))

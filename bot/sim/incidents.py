@@ -14,18 +14,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bot.sim.controllers.attachdetach import MAX_WAIT_FOR_UNMOUNT
 from bot.sim.controllers.context import AUTO_DRIVER
 from bot.sim.controllers.events import EVENT_TTL
-from bot.sim.scenarios import NAMESPACE, Scenario, _lose_node, es_cluster, lose_contact
-
-if TYPE_CHECKING:
-    from bot.sim.sandbox import Sandbox
+from bot.sim.staging import NAMESPACE, Scenario, Stage, es_cluster, lose_contact, lose_node
 
 
-def build_bound_pv_deleted(sb: Sandbox) -> dict[str, Any]:
+def build_bound_pv_deleted(sb: Stage) -> dict[str, Any]:
     facts = es_cluster(sb)
     sb.store.mutate("PersistentVolume", None, facts["pv"],
                     lambda p: p["spec"].update(persistentVolumeReclaimPolicy="Retain"))
@@ -34,7 +31,7 @@ def build_bound_pv_deleted(sb: Sandbox) -> dict[str, Any]:
     return facts
 
 
-def build_tolerating_pod(sb: Sandbox) -> dict[str, Any]:
+def build_tolerating_pod(sb: Stage) -> dict[str, Any]:
     facts = es_cluster(sb)
     # The StatefulSet's pods tolerate every taint (a blanket `operator: Exists`), as some charts do.
     for pod in ("es-data-0", "es-data-1", "es-data-2"):
@@ -49,13 +46,13 @@ def build_tolerating_pod(sb: Sandbox) -> dict[str, Any]:
     return {**facts, "dead_node": facts["node"]}
 
 
-def build_pod_force_deleted(sb: Sandbox) -> dict[str, Any]:
+def build_pod_force_deleted(sb: Stage) -> dict[str, Any]:
     facts = es_cluster(sb)
     sb.partition(facts["node"])
     return _lose_node_partitioned(sb, facts)
 
 
-def _lose_node_partitioned(sb: Sandbox, facts: dict[str, Any]) -> dict[str, Any]:
+def _lose_node_partitioned(sb: Stage, facts: dict[str, Any]) -> dict[str, Any]:
     lose_contact(sb)  # Lease renewals stop reaching the API server: NotReady, unreachable taints
     sb.advance(300)  # the pod is evicted and stays Terminating: its kubelet cannot confirm
     sb.store.remove(sb.res("Pod"), facts["namespace"], facts["pod"])  # the force delete
@@ -65,7 +62,7 @@ def _lose_node_partitioned(sb: Sandbox, facts: dict[str, Any]) -> dict[str, Any]
             "force_deleted_at": sb.now_ts(), "timeout_detach_in": MAX_WAIT_FOR_UNMOUNT - 60}
 
 
-def build_auto_mode_leak(sb: Sandbox) -> dict[str, Any]:
+def build_auto_mode_leak(sb: Stage) -> dict[str, Any]:
     facts = es_cluster(sb)
     sb.ec2.mark_stuck(facts["volume_id"], "busy")  # the detach will not complete at EC2
     sb.store.remove(sb.res("StatefulSet"), NAMESPACE, "es-data")
@@ -78,8 +75,8 @@ def build_auto_mode_leak(sb: Sandbox) -> dict[str, Any]:
     return {**facts, "driver": AUTO_DRIVER}
 
 
-def build_old_incident(sb: Sandbox) -> dict[str, Any]:
-    facts = _lose_node(sb, es_cluster(sb), hung=True)
+def build_old_incident(sb: Stage) -> dict[str, Any]:
+    facts = lose_node(sb, es_cluster(sb), hung=True)
     ttl = float(sb.options.get("event_ttl", EVENT_TTL))
     sb.advance(ttl + 600, step=30)  # the incident is older than the events that explained it
     return facts

@@ -205,7 +205,7 @@ def wsgi(app: Callable[..., Iterable[bytes]], method: str, target: str, headers:
     try:
         data = run(app)
     except Exception:  # as werkzeug's server answers an application that raised
-        from werkzeug.exceptions import InternalServerError
+        from werkzeug.exceptions import InternalServerError  # deferred: only on a failure
 
         log.error("in-process WSGI application failed on %s %s", method, target, exc_info=True)
         data = run(InternalServerError())

@@ -11,12 +11,9 @@ Option ``local_pv=false`` leaves the local volume out (only the instance store i
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from bot.sim.scenarios import NAMESPACE, Scenario, es_cluster, lose_node_of
-
-if TYPE_CHECKING:
-    from bot.sim.sandbox import Sandbox
+from bot.sim.staging import NAMESPACE, Scenario, Stage, es_cluster, lose_node_of
 
 INSTANCE_TYPE = "m5d.xlarge"
 LOCAL_CLASS = "local-storage"
@@ -24,12 +21,12 @@ CACHE_POD = "cache-0"
 CACHE_CLAIM = "cache-data"
 
 
-def _on(sb: Sandbox, name: str, default: bool = True) -> bool:
+def _on(sb: Stage, name: str, default: bool = True) -> bool:
     value = sb.options.get(name)
     return default if value is None else str(value).lower() in ("1", "true", "yes")
 
 
-def _instance_store_node(sb: Sandbox, node: str, iid: str) -> None:
+def _instance_store_node(sb: Stage, node: str, iid: str) -> None:
     """The victim runs on an instance type with instance-store disks (EC2 and its Node say so)."""
     inst = sb.ec2.instance(iid)
     assert inst is not None, iid
@@ -38,7 +35,7 @@ def _instance_store_node(sb: Sandbox, node: str, iid: str) -> None:
         {"node.kubernetes.io/instance-type": INSTANCE_TYPE}))
 
 
-def add_local_cache(sb: Sandbox, node: str) -> dict[str, str]:
+def add_local_cache(sb: Stage, node: str) -> dict[str, str]:
     """A claim bound to a local PV on ``node``'s NVMe disk, and a Running pod that mounts it."""
     pv = "local-pv-" + hashlib.sha256(node.encode()).hexdigest()[:8]
     sb.create("StorageClass", {"metadata": {"name": LOCAL_CLASS},
@@ -71,7 +68,7 @@ def add_local_cache(sb: Sandbox, node: str) -> dict[str, str]:
     return {"local_pv": pv, "local_pod": CACHE_POD, "local_pvc": CACHE_CLAIM}
 
 
-def build_node_hung_local_data(sb: Sandbox) -> dict[str, Any]:
+def build_node_hung_local_data(sb: Stage) -> dict[str, Any]:
     def prepare(facts: dict[str, Any]) -> dict[str, Any]:
         _instance_store_node(sb, facts["node"], facts["instance_id"])
         extra = add_local_cache(sb, facts["node"]) if _on(sb, "local_pv") else {}

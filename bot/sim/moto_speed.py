@@ -1,5 +1,5 @@
 """moto, answering the same, in less time: memos of what moto recomputes on every request although
-it depends on nothing a request changes. Installed by the in-process transport (``ec2._MotoApp``);
+it depends on nothing a request changes. Installed by the in-process transport (``ec2_moto.MotoApp``);
 ``uninstall`` gives moto back as shipped (the explorer's reference plays over HTTP run on it).
 
 - ``method_names_from_class``: the methods of a response class, listed with ``inspect`` on every
@@ -11,6 +11,9 @@ it depends on nothing a request changes. Installed by the in-process transport (
   ``Meta``), so it is kept per shape (weakly: shapes come and go with their models) and those.
   Which name holds a value is still asked of each object, in the same order. The response
   transformer that applies to a key path is kept per transformer table and path.
+- The EC2 serializer's XML (``_xml_body``): the document xmltodict's generic walk would write
+  through ``XMLGenerator``, written directly, with the same escaping and short empty elements;
+  a body it does not expect (bytes, comments, odd names, pretty printing) goes to xmltodict.
 
 An object with a ``Meta`` of its own (not its class's) is never memoised.
 """
@@ -27,7 +30,7 @@ _installed: dict[str, Any] = {}
 def install() -> None:
     if _installed:
         return
-    from moto.core import responses, serialize
+    from moto.core import responses, serialize  # deferred: moto is loaded only when a sandbox runs
 
     names = getattr(responses, "method_names_from_class", None)
     if names is not None:
@@ -36,18 +39,23 @@ def install() -> None:
     picker = serialize.AttributePicker
     _installed["AttributePicker.__call__"] = picker.__call__
     picker.__call__ = _picker_call(serialize)  # type: ignore[method-assign]
+    ec2 = serialize.EC2Serializer
+    _installed["EC2Serializer._serialize_body"] = ec2._serialize_body
+    ec2._serialize_body = _xml_body(ec2._serialize_body)  # type: ignore[method-assign]
 
 
 def uninstall() -> None:
     if not _installed:
         return
-    from moto.core import responses, serialize
+    from moto.core import responses, serialize  # deferred: moto is loaded only when a sandbox runs
 
     if "method_names_from_class" in _installed:
         setattr(responses, "method_names_from_class",  # noqa: B010
                 _installed.pop("method_names_from_class"))
     serialize.AttributePicker.__call__ = _installed.pop(  # type: ignore[method-assign]
         "AttributePicker.__call__")
+    serialize.EC2Serializer._serialize_body = _installed.pop(  # type: ignore[method-assign]
+        "EC2Serializer._serialize_body")
 
 
 def _picker_call(serialize: Any) -> Any:
@@ -95,3 +103,96 @@ def _picker_call(serialize: Any) -> Any:
         return transform(value) if transform is not None else value
 
     return call
+
+
+class _Unusual(Exception):
+    """A body the plain writer leaves to xmltodict (bytes, comments, odd names, several roots)."""
+
+
+def _xml_body(shipped: Any) -> Any:
+    """``EC2Serializer._serialize_body`` without xmltodict's generic walk: the same document
+    ``xmltodict.unparse(body, full_document=True, short_empty_elements=True)`` writes through
+    ``XMLGenerator`` (the same escaping, ``<a/>`` for an element with no content, character
+    data after child elements, empty lists omitted), for the plain bodies moto builds (str keys,
+    dicts, lists, scalars); anything else, or pretty printing, goes to ``shipped``."""
+    from xml.sax.saxutils import escape, quoteattr
+
+    import xmltodict
+
+    valid: dict[Any, bool] = {}  # element and attribute names, checked as xmltodict checks them
+
+    def name_ok(name: Any) -> bool:
+        ok = valid.get(name)
+        if ok is None:
+            try:
+                xmltodict._validate_name(name, "element")
+                ok = True
+            except ValueError:
+                ok = False
+            valid[name] = ok
+        return ok
+
+    def text(v: Any) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, (bytes, bytearray, memoryview)):
+            raise _Unusual
+        return str(v)
+
+    def parts(v: Any) -> tuple[str | None, list[tuple[str, str]], list[tuple[Any, Any]]]:
+        """(character data, attributes, children) of one element's value."""
+        if v is None:
+            return None, [], []
+        if isinstance(v, str):
+            return v, [], []
+        if not isinstance(v, dict):
+            return text(v), [], []
+        cdata, attrs, children = None, [], []
+        for k, x in v.items():
+            if k == "#text":
+                cdata = None if x is None else text(x)
+            elif isinstance(k, str) and k.startswith("@"):
+                if (k == "@xmlns" and isinstance(x, dict)) or not name_ok(k[1:]):
+                    raise _Unusual
+                attrs.append((k[1:], "" if x is None else x if isinstance(x, str) else text(x)))
+            elif not (isinstance(x, list) and not x):
+                children.append((k, x))
+        return cdata, attrs, children
+
+    def emit(key: Any, value: Any, out: list[str]) -> None:
+        if not isinstance(key, str) or key == "#comment" or not name_ok(key):
+            raise _Unusual
+        if isinstance(value, (str, dict)) or not hasattr(value, "__iter__"):
+            values: Any = (value,)
+        elif isinstance(value, (list, tuple)):
+            values = value
+        else:
+            raise _Unusual
+        for v in values:
+            cdata, attrs, children = parts(v)
+            out.append("<" + key + "".join(f" {n}={quoteattr(a)}" for n, a in attrs))
+            at = len(out)
+            out.append("")  # the start tag's end: ">", or "/>" if nothing is written inside
+            for child_key, child_value in children:
+                emit(child_key, child_value, out)
+            if cdata:
+                out.append(escape(cdata))
+            if len(out) == at + 1:  # XMLGenerator's short empty element
+                out[at] = "/>"
+            else:
+                out[at] = ">"
+                out.append(f"</{key}>")
+
+    def serialize_body(self: Any, body: Any) -> Any:
+        if not self.pretty_print and isinstance(body, dict) and len(body) == 1:
+            [(root, value)] = body.items()
+            if not isinstance(value, (list, tuple)):
+                out = ['<?xml version="1.0" encoding="utf-8"?>\n']
+                try:
+                    emit(root, value, out)
+                    return "".join(out)
+                except _Unusual:
+                    pass
+        return shipped(self, body)
+
+    return serialize_body

@@ -11,18 +11,15 @@ node's guest hung instead (``node-hung``): the instance still runs and must be f
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bot.sim.controllers.attachdetach import MAX_WAIT_FOR_UNMOUNT
-from bot.sim.scenarios import Scenario, es_cluster, lose_node_of
-
-if TYPE_CHECKING:
-    from bot.sim.sandbox import Sandbox
+from bot.sim.staging import Scenario, Stage, es_cluster, lose_node_of
 
 PEER_DEVICE = "/dev/xvdz"
 
 
-def _share(sb: Sandbox, facts: dict[str, Any]) -> str:
+def _share(sb: Stage, facts: dict[str, Any]) -> str:
     """Make the victim's volume io2 Multi-Attach and attach it to a live peer instance."""
     vol = sb.ec2.volume(facts["volume_id"])
     assert vol is not None, facts["volume_id"]
@@ -39,7 +36,7 @@ def _share(sb: Sandbox, facts: dict[str, Any]) -> str:
     return str(peer)
 
 
-def build_stuck_detach_multi_attach(sb: Sandbox) -> dict[str, Any]:
+def build_stuck_detach_multi_attach(sb: Stage) -> dict[str, Any]:
     facts = es_cluster(sb)
     peer = _share(sb, facts)
     if str(sb.options.get("hung") or "").lower() in ("1", "true", "yes"):

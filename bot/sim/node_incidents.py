@@ -14,14 +14,11 @@ instance then has that scheduled event in DescribeInstanceStatus, and the facts 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bot.sim.controllers.context import condition
 from bot.sim.controllers.node_status import SICK_CAUSES
-from bot.sim.scenarios import Scenario, es_cluster, lose_contact
-
-if TYPE_CHECKING:
-    from bot.sim.sandbox import Sandbox
+from bot.sim.staging import Scenario, Stage, es_cluster, lose_contact
 
 SICK_FOR = 60.0  # how long the kubelet has been sick when the scenario is ready (eviction: 300 s)
 # the condition each cause makes fail, besides Ready
@@ -30,7 +27,7 @@ FAILING = {"cni": "NetworkingReady", "pleg": "Ready", "runtime": "ContainerRunti
            "pid-pressure": "PIDPressure", "storage": "StorageReady"}
 
 
-def _scheduled_event(sb: Sandbox, facts: dict[str, Any]) -> dict[str, Any]:
+def _scheduled_event(sb: Stage, facts: dict[str, Any]) -> dict[str, Any]:
     code = sb.options.get("scheduled_event")
     if not code:
         return facts
@@ -38,7 +35,7 @@ def _scheduled_event(sb: Sandbox, facts: dict[str, Any]) -> dict[str, Any]:
     return {**facts, "scheduled_event": str(code), "scheduled_event_id": event_id}
 
 
-def build_node_not_ready(sb: Sandbox) -> dict[str, Any]:
+def build_node_not_ready(sb: Stage) -> dict[str, Any]:
     cause = str(sb.options.get("cause") or "cni")
     if cause not in SICK_CAUSES:
         raise ValueError(f"option cause={cause!r}: expected one of {', '.join(SICK_CAUSES)}")
@@ -57,7 +54,7 @@ def build_node_not_ready(sb: Sandbox) -> dict[str, Any]:
         "sick_for": SICK_FOR})
 
 
-def build_node_partitioned(sb: Sandbox) -> dict[str, Any]:
+def build_node_partitioned(sb: Stage) -> dict[str, Any]:
     facts = es_cluster(sb)
     sb.partition(facts["node"])
     lose_contact(sb)  # Lease renewals stop reaching the API server: Unknown, unreachable taints

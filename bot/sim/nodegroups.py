@@ -27,14 +27,12 @@ Options: ``cluster_name`` (``sandbox``), ``node_group`` (``managed-node-group``,
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bot.sim.controllers.context import instance_id
 from bot.sim.ec2_managed import EKS
+from bot.sim.iam import cluster_name
 from bot.sim.resources import BY_KIND
-
-if TYPE_CHECKING:
-    from bot.sim.sandbox import Sandbox
 
 GROUP_TAGS = ("eks:cluster-name", "eks:nodegroup-name", "aws:autoscaling:groupName",
               "karpenter.sh/nodepool", "karpenter.k8s.aws/ec2nodeclass", "eks:eks-cluster-name",
@@ -43,10 +41,6 @@ KINDS = ("managed-node-group", "asg", "karpenter", "auto-mode")
 KARPENTER_KINDS = ("karpenter", "auto-mode")  # nodes with a NodeClaim
 TERMINATION_FINALIZER = "karpenter.sh/termination"
 AUTO_POOL = "general-purpose"  # Auto Mode's built-in node pool
-
-
-def cluster_name(options: dict[str, Any]) -> str:
-    return str(options.get("cluster_name") or "sandbox")
 
 
 def instance_tags(options: dict[str, Any], zone: str) -> tuple[str, dict[str, str]]:
@@ -100,29 +94,6 @@ def volume_tags(options: dict[str, Any], *, pv: str, pvc: str, namespace: str) -
     if str(options.get("k8s_tag_cluster_id") or "").lower() in ("1", "true", "yes"):
         tags[f"kubernetes.io/cluster/{cluster_name(options)}"] = "owned"
     return tags
-
-
-def adopt(sb: Sandbox, names: list[str]) -> None:
-    """Tag the instances behind these new nodes as their group launched them, and remember them."""
-    assert sb.ctx is not None
-    spot = str(sb.options.get("capacity") or "on-demand") == "spot"
-    labels = node_labels(sb.options)
-    for name in names:
-        sb.store.mutate("Node", None, name, lambda n: n["metadata"]["labels"].update(labels))
-        node = sb.get("Node", None, name)
-        iid = instance_id(node)
-        assert iid, name
-        group, tags = instance_tags(sb.options, node["metadata"]["labels"]["topology.kubernetes.io/zone"])
-        sb.ec2.backend.create_tags([iid], tags)
-        if spot:
-            inst = sb.ec2.instance(iid)
-            assert inst is not None, iid
-            inst.lifecycle = "spot"
-        sb.ctx.state.setdefault("groups", {}).setdefault(group, []).append(iid)
-        sb.ctx.state.setdefault("templates", {})[iid] = node
-        kind = str(sb.options.get("node_group") or "managed-node-group")
-        if kind in KARPENTER_KINDS:
-            claim(sb.store, sb.ec2, node, kind=kind, now=sb.now_ts())
 
 
 def claim(store: Any, ec2: Any, node: dict[str, Any], *, kind: str, now: str) -> str:

@@ -41,6 +41,7 @@ from bot.runtime.runner import Runner
 from bot.sim.sandbox import BOT_CONTEXT, CREDENTIALS, Sandbox
 from bot.sim.verdict import Verdict, judge
 from bot.store.db import Database
+from bot.store.integrity import verify_run
 
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER = "sandbox"
@@ -133,9 +134,12 @@ class Rehearsal:
         catalog = build_catalog(self.settings, clients_factory=lambda _cfg: clients,
                                 actions=self.actions)
         parsed = shipped_parse_cache() if self.actions is None else None
-        self.runner = Runner(store=self.store, catalog=catalog,
-                             runbooks=DirectorySource(self.settings.runbooks_dir, catalog=catalog.actions,
-                                                      parsed=parsed),
+        # the catalog and the runbook source the runner is handed: a harness arms or reads them
+        # here, never through the runner
+        self.catalog = catalog
+        self.runbooks = DirectorySource(self.settings.runbooks_dir, catalog=catalog.actions,
+                                        parsed=parsed)
+        self.runner = Runner(store=self.store, catalog=catalog, runbooks=self.runbooks,
                              policy=self.settings.policy, clock=self.clock,
                              notifiers=list(self.notifiers), lease_wait=0.0)
 
@@ -237,6 +241,4 @@ class Rehearsal:
         return judge(self.sandbox.violations, self.events(run_id))
 
     def verified(self, run_id: str) -> bool:
-        from bot.store.integrity import verify_run
-
         return verify_run(self.store, run_id, key=self.store.key).ok

@@ -32,13 +32,18 @@ from bot.engine.ports import Clock, ManualClock
 from bot.sim.apiserver import ApiServer
 from bot.sim.authz import ADMIN_TOKEN, BOT_TOKEN, RBAC_FILE, Authorizer, load_grants
 from bot.sim.controllers import Context, run_all
-from bot.sim.controllers.context import SimEvent
-from bot.sim.ec2 import Ec2Sim, MotoQuery, ProxyClient, SeedClient
+from bot.sim.controllers.cloud import schedule
+from bot.sim.controllers.context import SimEvent, instance_id
+from bot.sim.ec2 import Ec2Sim
+from bot.sim.ec2_clients import ProxyClient, SeedClient
 from bot.sim.ec2_instances import Timing
+from bot.sim.ec2_moto import MotoQuery
 from bot.sim.iam import ADMIN_KEY, sandbox_policy
+from bot.sim.inprocess import KubePool
 from bot.sim.invariants import InvariantLog, Violation
 from bot.sim.resources import BY_KIND, Resource
-from bot.sim.scenarios import REGION, SCENARIOS
+from bot.sim.scenarios import SCENARIOS
+from bot.sim.staging import REGION
 from bot.sim.store import Store, ts
 from bot.sim.tls import client_context, make_certificates, server_context
 from bot.sim.trust import sandbox_trust
@@ -254,7 +259,6 @@ class Sandbox:
         sandbox (``KubeClient.from_config(pool=...)``); None on the HTTP transport."""
         if not self.api.in_process:
             return None
-        from bot.sim.inprocess import KubePool
         return KubePool(self.api.handler_class)
 
     @property
@@ -391,14 +395,10 @@ class Sandbox:
 
     def at(self, seconds: float, action: Callable[[], None]) -> None:
         """Run ``action`` when the sandbox clock has moved ``seconds`` on from now."""
-        from datetime import timedelta
-
-        from bot.sim.controllers.cloud import schedule
         assert self.ctx is not None, "start() first"
         schedule(self.ctx, self.clock.now() + timedelta(seconds=seconds), action)
 
     def _instance(self, node: str) -> str:
-        from bot.sim.controllers.context import instance_id
         iid = instance_id(self.get("Node", None, node))
         assert iid, node
         return iid

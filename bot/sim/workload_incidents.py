@@ -15,14 +15,11 @@ pod is still listed with the claim.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bot.sim.controllers.context import ZONE, ebs_source, instance_id, va_name
 from bot.sim.controllers.jobs import run_seconds
-from bot.sim.scenarios import ZONES, Scenario, add_nodes, lose_contact, namespace, storage_class
-
-if TYPE_CHECKING:
-    from bot.sim.sandbox import Sandbox
+from bot.sim.staging import ZONES, Scenario, Stage, add_nodes, lose_contact, namespace, storage_class
 
 SHOP = "shop"
 APP = "cart"
@@ -30,11 +27,11 @@ CLAIM = "cart-data"
 IMAGE = "public.ecr.aws/docker/library/postgres:16"
 
 
-def _flag(sb: Sandbox, name: str) -> bool:
+def _flag(sb: Stage, name: str) -> bool:
     return str(sb.options.get(name, False)).lower() in ("1", "true", "yes")
 
 
-def deployment(sb: Sandbox, *, zone: str) -> None:
+def deployment(sb: Stage, *, zone: str) -> None:
     """The claim and a Deployment of one replica using it, kept in ``zone`` (where its EBS volume
     will be: an EBS volume cannot leave its zone)."""
     sb.create("PersistentVolumeClaim", {
@@ -57,11 +54,11 @@ def deployment(sb: Sandbox, *, zone: str) -> None:
                      "terminationGracePeriodSeconds": 30}}}}, SHOP)
 
 
-def _pods(sb: Sandbox) -> list[dict[str, Any]]:
+def _pods(sb: Stage) -> list[dict[str, Any]]:
     return [p for p in sb.list("Pod", SHOP) if p["metadata"].get("labels", {}).get("app") == APP]
 
 
-def _finished_job(sb: Sandbox, node: str) -> str:
+def _finished_job(sb: Stage, node: str) -> str:
     """A Job that ran a migration against the claim on ``node``, run to completion by the Job
     controller before the node died; its ``Succeeded`` pod stays (nothing deletes it)."""
     assert sb.ctx is not None
@@ -83,7 +80,7 @@ def _finished_job(sb: Sandbox, node: str) -> str:
     return str(pod["metadata"]["name"])
 
 
-def build_node_dead_deployment(sb: Sandbox) -> dict[str, Any]:
+def build_node_dead_deployment(sb: Stage) -> dict[str, Any]:
     namespace(sb, SHOP)
     for zone in ZONES:
         add_nodes(sb, zone, 2)

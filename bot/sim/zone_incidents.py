@@ -1,5 +1,5 @@
-"""The worst day of a zone outage: what ``az-outage`` adds on request, and the scenario that has
-it all (registered in ``bot.sim.scenarios``, which calls back here while it builds).
+"""A zone outage: ``az-outage`` (built here, listed in ``bot.sim.scenarios``), what its options
+add on request to make it the worst day, and the scenario that has it all.
 
 ``az-outage`` on its own is a kind zone failure: dead machines either stopped or hung (a forced
 stop powers them off), spare Ready nodes staged in the zone so every pod can move, EC2 and the
@@ -21,13 +21,21 @@ attacher at full speed. Its options make it the real thing, each on its own:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bot.sim.controllers.attach_rate import throttle
-from bot.sim.scenarios import Scenario, build_az_outage
-
-if TYPE_CHECKING:
-    from bot.sim.sandbox import Sandbox
+from bot.sim.controllers.context import ZONE, instance_id
+from bot.sim.staging import (
+    NAMESPACE,
+    ZONES,
+    Scenario,
+    Stage,
+    add_nodes,
+    lose_contact,
+    namespace,
+    statefulset,
+    storage_class,
+)
 
 
 def _count(options: dict[str, Any], key: str, default: int = 0) -> int:
@@ -55,7 +63,7 @@ def hung_count(options: dict[str, Any], nodes: int) -> int:
     return min(nodes, max(_count(options, "hung"), _count(options, "stuck")))
 
 
-def fail_hosts(sb: Sandbox, instances: list[str], hung: int) -> list[str]:
+def fail_hosts(sb: Stage, instances: list[str], hung: int) -> list[str]:
     """Put the last ``stuck`` of the first ``hung`` instances on failed, stuck hosts; their ids."""
     stuck = min(hung, _count(sb.options, "stuck"))
     if "stuck_seconds" in sb.options:
@@ -70,7 +78,7 @@ def fail_hosts(sb: Sandbox, instances: list[str], hung: int) -> list[str]:
     return held
 
 
-def fail_zone(sb: Sandbox, zone: str, instances: list[str], spare: int) -> dict[str, Any]:
+def fail_zone(sb: Stage, zone: str, instances: list[str], spare: int) -> dict[str, Any]:
     """The rest of the zone's failure, at the moment it happens: capacity, volumes, attacher."""
     assert sb.ctx is not None
     if spare == 0:
@@ -93,6 +101,58 @@ def fail_zone(sb: Sandbox, zone: str, instances: list[str], spare: int) -> dict[
         throttle(sb.ctx, rate)
     return {"impaired_volumes": impaired, "no_capacity": sorted(sb.ec2.zone.impaired_zones)}
 
+
+def build_az_outage(sb: Stage) -> dict[str, Any]:
+    """``az-outage``, with the worst day's options (stuck, spare, ...) read by the functions above."""
+    n = int(sb.options.get("nodes", 10))
+    per = int(sb.options.get("volumes_per_node", 5))
+    namespace(sb, NAMESPACE)
+    dead = add_nodes(sb, ZONES[0], n, pods=per + 5)
+    for zone in ZONES[1:]:
+        add_nodes(sb, zone, max(1, n // 5), pods=per + 5)
+    # room in the zone for every pod that must move: pods, and EBS attachments (40 per node)
+    spares = spare_nodes(sb.options, n, per)
+    spare = add_nodes(sb, ZONES[0], spares, pods=45, attach=40) if spares else []
+    for name in spare:
+        sb.store.mutate("Node", None, name, lambda o: o["spec"].update(unschedulable=True))
+    storage_class(sb, "gp3", "WaitForFirstConsumer", default=True)
+    for i, node in enumerate(dead):
+        statefulset(sb, f"shard-{i:03d}", per, "gp3", anti_affinity=False, cpu="10m")
+        sts = sb.get("StatefulSet", NAMESPACE, f"shard-{i:03d}")
+        sts["spec"]["template"]["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+        sb.store.update(sb.res("StatefulSet"), sts, namespace=NAMESPACE, check_rv=False)
+    sb.advance(10)
+    for i in range(n):  # placed; a replacement pod may go to any node of the zone
+        sb.store.mutate("StatefulSet", NAMESPACE, f"shard-{i:03d}",
+                        lambda o: o["spec"]["template"]["spec"].pop("nodeSelector", None))
+    for name in spare:
+        sb.store.mutate("Node", None, name, lambda o: o["spec"].update(unschedulable=False))
+    instances = [instance_id(sb.get("Node", None, d)) for d in dead]
+    # options hung=K: the first K dead instances still run (hung guests: they must be fenced);
+    # spot=J: the first J of those are one-time Spot instances (StopInstances refuses them)
+    hung = hung_count(sb.options, n)
+    spot = min(hung, int(sb.options.get("spot", 0)))
+    for i, iid in enumerate(instances):
+        assert iid
+        if i < hung:
+            sb.ec2.set_hung(iid)
+        else:
+            sb.ec2.set_state(iid, "stopped", reason_code="Server.InternalError",
+                             reason_message="Server.InternalError: Internal error on the host")
+        if i < spot:
+            inst = sb.ec2.instance(iid)
+            assert inst is not None
+            inst.lifecycle = "spot"
+            sb.store.mutate("Node", None, dead[i], lambda o: o["metadata"]["labels"].update(
+                {"karpenter.sh/capacity-type": "spot"}))
+    held = fail_hosts(sb, [i for i in instances if i], hung)
+    failure = fail_zone(sb, ZONES[0], [i for i in instances if i], spares)
+    lose_contact(sb)
+    return {"zone": ZONES[0], "dead_nodes": dead, "instance_ids": instances, "namespace": NAMESPACE,
+            "spare_nodes": spare, "volumes": n * per, "hung": dead[:hung], "spot": dead[:spot],
+            "stuck": [dead[instances.index(i)] for i in held], **failure,
+            "other_zone_nodes": [x["metadata"]["name"] for x in sb.list("Node")
+                                 if x["metadata"]["labels"].get(ZONE) != ZONES[0]]}
 
 ZONE_SCENARIOS: tuple[Scenario, ...] = (
     Scenario("az-outage-worst-day", "az-outage as it really goes: 4 nodes of ap-southeast-1a, "

@@ -28,7 +28,7 @@ from sqlalchemy import and_, delete, insert, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
-from bot.store.db import alerts_t, groups_t
+from bot.store.schema import alerts_t, groups_t
 
 KEEP_AFTER = 86400.0  # a day after the alert was last heard of
 

@@ -262,20 +262,10 @@ def verify_events(*, run_id: str, events: Sequence[Event], head_seq: int | None,
     """
     ring = Keyring.of(key)
     mode = recorded_mode(events)
-    notes: tuple[str, ...] = ()
-    if mode is None:
-        notes = (LEGACY_NOTE,)
-        seg_key = ring.current
-    else:
-        if (mode.get("mode") == PLAIN_MODE and ring
-                and not any(ev.type == ROTATED for ev in events)):
-            given = ring.current or next(k for k in ring.previous if k)
-            return Verdict(False, 1, f"written without a key (plain SHA-256) but you gave key "
-                           f"{key_id(given)}: either the run predates the key or the chain was "
-                           "rewritten without it", 0, "downgrade", mode=PLAIN_MODE)
-        seg_key, problem = _key_for(mode, ring, 1, 0)
-        if problem is not None:
-            return problem
+    notes: tuple[str, ...] = (LEGACY_NOTE,) if mode is None else ()
+    seg_key, problem = _first_key(mode, ring, events)
+    if problem is not None:
+        return problem
     written = str(mode["mode"]) if mode else None
     kid = str(mode["key_id"]) if mode and "key_id" in mode else None
 
@@ -284,14 +274,9 @@ def verify_events(*, run_id: str, events: Sequence[Event], head_seq: int | None,
 
     prev_hash = GENESIS
     for expected, ev in enumerate(events, start=1):
-        if ev.seq != expected:
-            return bad(expected, f"expected seq {expected}, found {ev.seq}", expected - 1)
-        if ev.prev_hash != prev_hash:
-            return bad(expected, "prev_hash does not match the previous event", expected - 1)
-        h = event_hash(run_id=run_id, seq=ev.seq, ts=ev.ts, actor=ev.actor, type_=ev.type,
-                       payload_json=ev.canonical_payload(), prev_hash=ev.prev_hash, key=seg_key)
-        if not hmac.compare_digest(h, ev.hash):
-            return bad(expected, "hash does not match the event's contents", expected - 1)
+        broken = _link_problem(run_id, ev, expected, prev_hash, seg_key)
+        if broken:
+            return bad(expected, broken, expected - 1)
         prev_hash = ev.hash
         if mode is not None and ev.type == ROTATED and expected > 1:
             new, why = _rotated_to(ev, mode)
@@ -303,11 +288,9 @@ def verify_events(*, run_id: str, events: Sequence[Event], head_seq: int | None,
             if problem is not None:
                 return replace(problem, notes=notes)
     n = len(events)
-    if head_seq is not None:
-        if n < head_seq:
-            return bad(n + 1, f"chain ends at seq {n} but its head is seq {head_seq}", n)
-        if n > head_seq or (head_hash is not None and n and events[-1].hash != head_hash):
-            return bad(head_seq if n >= head_seq else n, "chain does not end at its head", n)
+    off_head = _off_head(events, head_seq, head_hash)
+    if off_head is not None:
+        return bad(*off_head, n)
     if seg_key and head_seq is not None:  # signed with the key in effect at the head
         expect = head_mac(run_id=run_id, seq=head_seq, hash_=head_hash, key=seg_key)
         if head_mac_ is None and mode is None:
@@ -320,6 +303,47 @@ def verify_events(*, run_id: str, events: Sequence[Event], head_seq: int | None,
         if sealed:
             return bad(n + 1, sealed, n)
     return Verdict(True, None, "", n, "", notes, written, kid)
+
+
+def _first_key(mode: Mapping[str, Any] | None, ring: Keyring,
+               events: Sequence[Event]) -> tuple[bytes | None, Verdict | None]:
+    """The key that verifies the chain from its first event on (a legacy chain: the current one);
+    or why the chain cannot be verified with the keys given: a plain chain never rotated to a key,
+    verified with one (a downgrade), or a key not at hand."""
+    if mode is None:
+        return ring.current, None
+    if mode.get("mode") == PLAIN_MODE and ring and not any(ev.type == ROTATED for ev in events):
+        given = ring.current or next(k for k in ring.previous if k)
+        return None, Verdict(False, 1, f"written without a key (plain SHA-256) but you gave key "
+                             f"{key_id(given)}: either the run predates the key or the chain was "
+                             "rewritten without it", 0, "downgrade", mode=PLAIN_MODE)
+    return _key_for(mode, ring, 1, 0)
+
+
+def _link_problem(run_id: str, ev: Event, expected: int, prev_hash: str, key: bytes | None) -> str:
+    """Why ``ev`` is not the link at seq ``expected`` after ``prev_hash`` ("" if it is)."""
+    if ev.seq != expected:
+        return f"expected seq {expected}, found {ev.seq}"
+    if ev.prev_hash != prev_hash:
+        return "prev_hash does not match the previous event"
+    h = event_hash(run_id=run_id, seq=ev.seq, ts=ev.ts, actor=ev.actor, type_=ev.type,
+                   payload_json=ev.canonical_payload(), prev_hash=ev.prev_hash, key=key)
+    if not hmac.compare_digest(h, ev.hash):
+        return "hash does not match the event's contents"
+    return ""
+
+
+def _off_head(events: Sequence[Event], head_seq: int | None,
+              head_hash: str | None) -> tuple[int, str] | None:
+    """Where and why the chain does not end at its stored head (None if it does, or no head)."""
+    n = len(events)
+    if head_seq is None:
+        return None
+    if n < head_seq:
+        return n + 1, f"chain ends at seq {n} but its head is seq {head_seq}"
+    if n > head_seq or (head_hash is not None and n and events[-1].hash != head_hash):
+        return head_seq if n >= head_seq else n, "chain does not end at its head"
+    return None
 
 
 def _sealed(events: Sequence[Event], status: str) -> str:

@@ -16,7 +16,7 @@ from sqlalchemy import and_, insert, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
-from bot.store.db import auto_runs_t as t
+from bot.store.schema import auto_runs_t as t
 
 
 class AutoRunLimit:

@@ -18,9 +18,10 @@ chain was written with another key it holds (the key was rotated while the run w
 ``audit.key_rotated`` event signed with that key before the first event signed with the current
 one; a run written with a key it does not hold is not written to at all (``ConfigError``).
 
-The tables are defined here; their changes are revisions in ``migrations/versions`` (Alembic),
-applied at start by ``bot.store.migrate`` under a lock, so replicas starting together and databases
-from an older version both come up at the newest schema.
+The tables are defined in ``bot.store.schema`` (and importable from here); their changes are
+revisions in ``migrations/versions`` (Alembic), applied at start by ``bot.store.migrate`` under a
+lock, so replicas starting together and databases from an older version both come up at the newest
+schema.
 
 The database URL's password is never shown: ``masked`` replaces it in every message.
 
@@ -43,14 +44,6 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (
-    Boolean,
-    Column,
-    Float,
-    Integer,
-    MetaData,
-    String,
-    Table,
-    Text,
     and_,
     bindparam,
     create_engine,
@@ -84,94 +77,23 @@ from bot.store.audit import (
     head_mac,
     make_event,
 )
-from bot.store.migrate import Component, ensure_schema
-
-metadata = MetaData()
-
-runs = Table(
-    "runs", metadata,
-    Column("id", String(16), primary_key=True),
-    Column("runbook", String(63), nullable=False),
-    Column("status", String(20), nullable=False, index=True),
-    Column("requester", String(200), nullable=False),
-    Column("channel", String(100), nullable=True, index=True),
-    Column("dry_run", Boolean, nullable=False, default=False),
-    Column("created_at", String(40), nullable=False),
-    Column("header", Text, nullable=False),
-    Column("runbook_text", Text, nullable=False),  # written once: a run keeps its runbook
-    Column("version", Integer, nullable=False, default=0),
-    Column("next_check_at", Float, nullable=True, index=True),
-    Column("lease_owner", String(200), nullable=True),
-    Column("lease_until", Float, nullable=True),
-    Column("audit_seq", Integer, nullable=False, default=0),
-    Column("audit_hash", String(64), nullable=True),
-    Column("audit_mac", String(64), nullable=True),
-    Column("parent_id", String(16), nullable=True, index=True),
-    Column("incident", String(200), nullable=True, index=True),
+from bot.store.migrate import ensure_schema
+from bot.store.refusals import Refusals
+from bot.store.schema import (
+    STORE,
+    alerts_t,
+    auto_runs_t,
+    events_t,
+    groups_t,
+    metadata,
+    runs,
+    steps_t,
+    workers_t,
 )
 
-steps_t = Table(
-    "steps", metadata,
-    Column("run_id", String(16), primary_key=True),
-    Column("key", String(100), primary_key=True),
-    Column("position", Integer, nullable=False),
-    Column("state", Text, nullable=False),
-)
-
-events_t = Table(
-    "events", metadata,
-    Column("run_id", String(16), primary_key=True),
-    Column("seq", Integer, primary_key=True),
-    Column("ts", String(40), nullable=False),
-    Column("actor", String(200), nullable=False),
-    Column("type", String(60), nullable=False),
-    Column("payload", Text, nullable=False),
-    Column("prev_hash", String(64), nullable=False),
-    Column("hash", String(64), nullable=False),
-)
-
-# Alertmanager's alerts, deduplicated across replicas (``alerts.py``; revision store_0003)
-alerts_t = Table(
-    "alerts", metadata,
-    Column("key", String(200), primary_key=True),  # cluster/fingerprint
-    Column("group_key", String(64), nullable=False, index=True),  # sha256 of Alertmanager's groupKey
-    Column("status", String(10), nullable=False),  # firing | resolved
-    Column("starts_at", String(40), nullable=False),
-    Column("data", Text, nullable=False),  # JSON: labels, annotations, suggestions...
-    Column("seen_at", Float, nullable=False),
-    Column("expires_at", Float, nullable=False, index=True),
-)
-
-groups_t = Table(
-    "alert_groups", metadata,
-    Column("group_key", String(64), primary_key=True),
-    Column("label", Text, nullable=False),  # Alertmanager's groupKey, as it sent it
-    Column("channel", String(40), nullable=True),
-    Column("ts", String(40), nullable=True),
-    Column("expires_at", Float, nullable=False, index=True),
-)
-
-# Auto-runs started by alerts: ``limit`` slots per runbook, each used at most once a window, so
-# every replica counts the same runs (``auto_runs.py``; revision store_0006)
-auto_runs_t = Table(
-    "alert_auto_runs", metadata,
-    Column("runbook", String(63), primary_key=True),
-    Column("slot", Integer, primary_key=True),
-    Column("used_at", Float, nullable=False),  # epoch seconds of the start that took the slot
-)
-
-# Processes that drive runs (``worker``, ``slack serve``) and when each last went round its loop,
-# so a terminal knows whether anyone will carry a run on once it lets go of it (revision store_0005).
-workers_t = Table(
-    "workers", metadata,
-    Column("id", String(200), primary_key=True),  # host:pid:token, as a lease owner
-    Column("started_at", String(40), nullable=False),
-    Column("beat_at", Float, nullable=False),  # epoch seconds of the last beat
-)
-
-STORE = Component(name="store", metadata=metadata,
-                  versions=Path(__file__).with_name("migrations") / "versions",
-                  version_table="alembic_version")
+# the tables stay importable from here, where they were defined before bot.store.schema
+__all__ = ["ACTIVE", "STORE", "Database", "alerts_t", "auto_runs_t", "events_t", "groups_t",
+           "make_engine", "masked", "metadata", "runs", "steps_t", "workers_t"]
 
 _HEAD = select(runs.c.audit_seq, runs.c.audit_hash).where(runs.c.id == bindparam("rid"))
 _OWNED = and_(runs.c.id == bindparam("rid"), runs.c.lease_owner == bindparam("owner"))
@@ -280,6 +202,8 @@ class Database:
         # run id -> (a head hash, how the chain is written at it): one query per run, not per save
         self._modes: dict[str, tuple[str, Mapping[str, Any] | None]] = {}
         self.redact = Redactor(redact_patterns)
+        # requests refused before any run existed: a chain of their own (``RefusalLog``)
+        self.refusals = Refusals(self.engine, keyring=self.keyring, redact=self.redact)
         self._sqlite_lock = threading.Lock() if self.engine.dialect.name == "sqlite" else None
         self._shown = masked(url)
         try:

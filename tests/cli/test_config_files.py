@@ -152,7 +152,8 @@ clusters:
     assert lines[0] == "ok    config: runbook-bot.yaml (found in the current directory)"
     assert lines[1] == f"ok    runbooks: {len(SHIPPED)} from {shipped_dir()}"
     assert lines[2] == f"ok    database: sqlite:///{home}/state.db (sqlite), 0 runs"
-    assert lines[3].startswith("FAIL  cluster prod kubernetes: https://127.0.0.1:9 (kubeconfig "
+    assert lines[3].startswith("warn  policy.start: not set; anyone who can reach the bot")
+    assert lines[4].startswith("FAIL  cluster prod kubernetes: https://127.0.0.1:9 (kubeconfig "
                                f"{kubeconfig}, context ctx): ")
 
 

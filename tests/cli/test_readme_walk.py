@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from bot.cli import main
+from bot.frontends.term.identity import os_user
 from tests.sim.test_cli_sim import read_until_ready
 
 pytest.importorskip("moto", reason="the walk needs the sandbox: pip install runbook-bot[sim]")
@@ -163,7 +164,9 @@ def test_running_it_on_a_real_cluster_works_as_written_against_the_sandbox(sandb
     assert f"  {EXAMPLE_CLUSTER}:" in example and "kubeconfig: ~/.kube/config" in example
     (workdir / "runbook-bot.yaml").write_text(
         example.replace(f"context: {EXAMPLE_CLUSTER}", "context: runbook-bot")
-        .replace(EXAMPLE_CLUSTER, "sandbox").replace("~/.kube/config", str(kubeconfig)))
+        .replace(EXAMPLE_CLUSTER, "sandbox").replace("~/.kube/config", str(kubeconfig))
+        # "put yourself in one" of the groups policy.start names, as the README says
+        .replace("sre-oncall: [alice, bob,", f"sre-oncall: [{os_user()}, alice, bob,"))
     walked = commands(section(README.read_text(), "## Running it on a real cluster"))
     assert len(walked) >= 5
     last_run = ""

@@ -55,12 +55,16 @@ def test_the_iam_table_names_every_statement_and_action_of_the_policy_and_no_oth
                 assert key.split("/", 1)[-1] in on, (st["Sid"], key)
 
 
-def rbac_grants() -> set[tuple[str, str, str, str]]:
+def rbac_grants(role: str = "runbook-bot") -> set[tuple[str, str, str, str]]:
     """(API group, resource, verb, where) for every rule of deploy/rbac.yaml's ClusterRole
-    ("cluster") and Roles (their namespace)."""
+    ``role`` ("cluster") and, for the bot's, its Roles (their namespace)."""
     grants = set()
     for doc in YAML(typ="safe").load_all((ROOT / "deploy" / "rbac.yaml").read_text()):
         if not doc or doc["kind"] not in ("ClusterRole", "Role"):
+            continue
+        if doc["kind"] == "ClusterRole" and doc["metadata"]["name"] != role:
+            continue
+        if doc["kind"] == "Role" and role != "runbook-bot":
             continue
         where = "cluster" if doc["kind"] == "ClusterRole" else doc["metadata"]["namespace"]
         for rule in doc["rules"]:
@@ -78,6 +82,17 @@ def test_the_kubernetes_table_lists_every_grant_of_the_rbac_file_and_no_other() 
         in_guide |= {(group, r, v, where) for r in ticked(resources) for v in ticked(verbs)}
     file = rbac_grants()
     assert ("core", "pods", "delete", "cluster") in file  # what the old prose left out
+    assert sorted(file - in_guide) == [], "granted by deploy/rbac.yaml, missing from the guide"
+    assert sorted(in_guide - file) == [], "in the guide, not granted by deploy/rbac.yaml"
+
+
+def test_the_operators_table_lists_every_grant_of_their_read_only_role_and_no_other() -> None:
+    in_guide = set()
+    for group, resources, verbs in table("| API group | resources | verbs (operators) |"):
+        group = (ticked(group) or [group])[0]
+        in_guide |= {(group, r, v, "cluster") for r in ticked(resources) for v in ticked(verbs)}
+    file = rbac_grants("runbook-bot-operators")
+    assert file and {v for *_, v, _ in file} == {"get", "list", "watch"}
     assert sorted(file - in_guide) == [], "granted by deploy/rbac.yaml, missing from the guide"
     assert sorted(in_guide - file) == [], "in the guide, not granted by deploy/rbac.yaml"
 

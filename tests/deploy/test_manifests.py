@@ -140,11 +140,11 @@ def test_probes_service_and_ingress_rules_follow_the_slack_mode(variant: Any) ->
     assert "ops" not in {p["targetPort"] for p in service["spec"]["ports"]}  # scraped per pod
     if mode == "http":
         assert c["args"] == ["slack", "serve"]
-        assert [p["targetPort"] for p in service["spec"]["ports"]] == ["slack", "alerts"]
+        assert [p["targetPort"] for p in service["spec"]["ports"]] == ["slack", "alerts", "api"]
     else:
         assert c["args"] == ["slack", "serve", "--socket-mode"]
         assert not [k for k in objects if k[0] == "Ingress"]
-        assert [p["targetPort"] for p in service["spec"]["ports"]] == ["alerts"]
+        assert [p["targetPort"] for p in service["spec"]["ports"]] == ["alerts", "api"]
         app_token = next(e for e in c["env"] if e["name"] == "SLACK_APP_TOKEN")
         assert app_token["valueFrom"]["secretKeyRef"]["name"] == "runbook-bot-slack"
 
@@ -154,7 +154,7 @@ def test_the_ports_are_the_config_defaults_and_the_scrape_asks_the_ops_port(vari
 
     mode, objects = variant
     listen = ListenConfig()
-    wanted = {"ops": listen.ops_port, "alerts": listen.alerts_port}
+    wanted = {"ops": listen.ops_port, "alerts": listen.alerts_port, "api": listen.api_port}
     if mode == "http":
         wanted["slack"] = listen.slack_port  # Socket Mode listens for no Slack request
     c = container(objects)
@@ -166,8 +166,8 @@ def test_the_ports_are_the_config_defaults_and_the_scrape_asks_the_ops_port(vari
 
 
 def test_the_network_policy_lets_each_port_in_only_from_where_it_should(variant: Any) -> None:
-    """Slack's port from anywhere (the load balancer is not a pod); the ops and alerts ports from
-    the cluster's pods only; nothing else, and no rule without a port."""
+    """Slack's port from anywhere (the load balancer is not a pod); the ops, alerts and api ports
+    from the cluster's pods only; nothing else, and no rule without a port."""
     from bot.config import ListenConfig
 
     mode, objects = variant
@@ -180,7 +180,8 @@ def test_the_network_policy_lets_each_port_in_only_from_where_it_should(variant:
             assert port["protocol"] == "TCP"
             sources.setdefault(port["port"], []).append(rule.get("from"))
     in_cluster = [[{"namespaceSelector": {}}]]
-    wanted = {listen.ops_port: in_cluster, listen.alerts_port: in_cluster}
+    wanted = {listen.ops_port: in_cluster, listen.alerts_port: in_cluster,
+              listen.api_port: in_cluster}
     if mode == "http":
         wanted[listen.slack_port] = [None]  # from anywhere: the only public port
     assert sources == wanted
@@ -206,10 +207,12 @@ def test_the_overlay_in_the_deployment_guide_renders_valid_objects(tmp_path: Pat
             text = text.replace(f"${key}", value)
         (mine / name).write_text(text)
     (mine / "ingress.yaml").write_text(ingress)
+    (api,) = re.findall(r"```yaml\n# ingress-api.yaml\n(apiVersion: .*?)```", guide, re.S)
+    (mine / "ingress-api.yaml").write_text(api)
     objects = render(mine)
     for obj in objects:
         kubernetes_validate.validate(json.loads(json.dumps(obj)), SCHEMA_VERSION, strict=True)
-    kinds = {o["kind"]: o for o in objects}
+    kinds = {o["kind"]: o for o in objects if o["metadata"]["name"] != "runbook-bot-api"}
     (c,) = kinds["Deployment"]["spec"]["template"]["spec"]["containers"]
     assert c["image"] == "111122223333.dkr.ecr.eu-west-1.amazonaws.com/runbook-bot:0.1.0"
     assert kinds["ServiceAccount"]["metadata"]["annotations"]["eks.amazonaws.com/role-arn"] == \
@@ -219,3 +222,25 @@ def test_the_overlay_in_the_deployment_guide_renders_valid_objects(tmp_path: Pat
     [path] = kinds["Ingress"]["spec"]["rules"][0]["http"]["paths"]
     assert (path["path"], path["pathType"]) == ("/slack/events", "Exact")
     assert path["backend"]["service"] == {"name": "runbook-bot", "port": {"name": "slack"}}
+    # the API's Ingress: internal, HTTPS, to the api port only
+    (api_ingress,) = [o for o in objects if o["metadata"]["name"] == "runbook-bot-api"]
+    annotations = api_ingress["metadata"]["annotations"]
+    assert annotations["alb.ingress.kubernetes.io/scheme"] == "internal"
+    assert annotations["alb.ingress.kubernetes.io/listen-ports"] == '[{"HTTPS": 443}]'
+    [path] = api_ingress["spec"]["rules"][0]["http"]["paths"]
+    assert (path["path"], path["backend"]["service"]) == (
+        "/api/v1/", {"name": "runbook-bot", "port": {"name": "api"}})
+
+
+def test_only_the_bot_reaches_an_in_cluster_database(variant: Any) -> None:
+    _, objects = variant
+    policy = objects[("NetworkPolicy", "runbook-bot-database")]["spec"]
+    assert policy["podSelector"] == {"matchLabels": {
+        "app.kubernetes.io/name": "runbook-bot-database"}}
+    assert policy["policyTypes"] == ["Ingress"]
+    bot = objects[("Deployment", "runbook-bot")]["spec"]["template"]["metadata"]["labels"]
+    (rule,) = policy["ingress"]
+    (source,) = rule["from"]
+    assert set(source) == {"podSelector"}  # this namespace's pods, not any namespace's
+    assert source["podSelector"]["matchLabels"].items() <= bot.items()
+    assert rule["ports"] == [{"protocol": "TCP", "port": 5432}]

@@ -42,6 +42,7 @@ METHODS = {
     "list_jobs": ("batch", "jobs", "list"),
     "list_nodeclaims": ("karpenter.sh", "nodeclaims", "list"),
     "delete_nodeclaim": ("karpenter.sh", "nodeclaims", "delete"),
+    "create_token_review": ("authentication.k8s.io", "tokenreviews", "create"),
 }
 KINDS = {"Node": ("", "nodes"), "PersistentVolume": ("", "persistentvolumes"),
          "PersistentVolumeClaim": ("", "persistentvolumeclaims"),
@@ -87,12 +88,26 @@ def test_the_cluster_role_grants_exactly_the_calls_the_code_makes() -> None:
     assert not have - need, f"granted but unused: {sorted(have - need)}"
 
 
+READ = {"get", "list", "watch"}
+
+
 def test_the_manifest_has_the_namespace_the_service_account_lives_in_and_a_group_binding() -> None:
     docs = [d for d in YAML(typ="safe").load_all((ROOT / "deploy" / "rbac.yaml").read_text()) if d]
     (sa,) = [d for d in docs if d["kind"] == "ServiceAccount"]
     assert any(d["kind"] == "Namespace" and d["metadata"]["name"] == sa["metadata"]["namespace"]
                for d in docs)
-    groups = [s for d in docs if d["kind"] == "ClusterRoleBinding" for s in d["subjects"]
+    bindings = [d for d in docs if d["kind"] in ("ClusterRoleBinding", "RoleBinding")]
+    groups = [(d["roleRef"]["name"], s) for d in bindings for s in d["subjects"]
               if s["kind"] == "Group"]
-    assert groups == [{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io",
-                       "name": "runbook-bot-operators"}]
+    # operators are the API's clients: bound to a read-only role, never to the bot's own grants
+    assert groups == [("runbook-bot-operators", {"kind": "Group", "name": "runbook-bot-operators",
+                                                 "apiGroup": "rbac.authorization.k8s.io"})]
+    bot_roles = {d["roleRef"]["name"] for d in bindings
+                 if any(s["kind"] == "ServiceAccount" for s in d["subjects"])}
+    assert "runbook-bot-operators" not in bot_roles
+    (view,) = [d for d in docs if d["kind"] == "ClusterRole"
+               and d["metadata"]["name"] == "runbook-bot-operators"]
+    verbs = {v for rule in view["rules"] for v in rule["verbs"]}
+    assert verbs == READ, f"the operators' role grants more than reads: {sorted(verbs - READ)}"
+    assert not [r for rule in view["rules"] for r in rule["resources"]
+                if r == "secrets" or "/" in r], "no secrets, no subresources (exec, logs...)"

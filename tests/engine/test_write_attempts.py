@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from bot.actions.authoring import action
 from bot.engine.plan import Change, Plan, Result
 from bot.runbook.source import TextSource
 from tests.fakes.engine_harness import Engine, runbook
@@ -36,19 +37,18 @@ def _engine(db_url: str, tmp_path: Any) -> tuple[Engine, list[list[str]]]:
     e = Engine(db_url, tmp_path, texts)
     seen: list[list[str]] = []
     reg = make_registry(e.world)
-    reg.declare("fake.cordon", params=CordonParams, destructive=False, summary="Cordon {{ name }}",
-                description="Cordon a node.")
 
-    @reg.planner("fake.cordon")
     def plan(p: CordonParams, env: Any) -> Plan:
         return Plan(action="fake.cordon", params={"name": p.name},
                     changes=(Change("Node", p.name, "cordon"),))
 
-    @reg.applier("fake.cordon")
     def apply(plan: Plan, p: CordonParams, env: Any) -> Result:
         run_id = e.db.runs()[0].run_id
         seen.append([f"{ev.type}:{ev.payload.get('step', '')}" for ev in e.db.events(run_id)])
         return Result(data={"cordoned": p.name})
+
+    reg.add(action("fake.cordon", CordonParams, destructive=False, summary="Cordon {{ name }}",
+                   description="Cordon a node.", plan=plan, apply=apply))
 
     e.catalog = FakeCatalog(reg)
     e.runner.catalog = e.catalog

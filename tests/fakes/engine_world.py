@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from bot.actions import flow
+from bot.actions.authoring import action
 from bot.actions.declarations import ConfirmParams, NotifyParams, WaitParams
 from bot.actions.registry import Registry
 from bot.config import PolicyConfig
@@ -104,31 +105,9 @@ class FlakyParams(_P):
 
 
 def make_registry(world: World) -> Registry:
-    reg = Registry()
-    reg.declare("fake.read", params=ReadParams, destructive=False, summary="Read {{ name }}",
-                description="Read a value.")
-    reg.declare("fake.set", params=SetParams, destructive=True,
-                summary="Set {{ name }} to {{ value }}", description="Change a value.")
-    reg.declare("fake.noop", params=NoopParams, destructive=False, summary="Nothing",
-                description="Does nothing.")
-    reg.declare("fake.slow", params=SlowParams, destructive=False, summary="Wait for {{ name }}",
-                description="Not done until polled a few times.")
-    reg.declare("fake.flaky", params=FlakyParams, destructive=False, summary="Flaky {{ name }}",
-                description="Fails a few times first.")
-    reg.declare("manual.confirm", params=ConfirmParams, destructive=False, summary="{{ item }}",
-                description="A person confirms.")
-    reg.declare("notify", params=NotifyParams, destructive=False, summary="Post a message",
-                description="A message.")
-    reg.declare("wait", params=WaitParams, destructive=False, summary="Wait", description="Wait.")
-    for name, module_fn in (("manual.confirm", "confirm"), ("notify", "notify"), ("wait", "wait")):
-        reg.planner(name)(getattr(flow, f"plan_{module_fn}"))
-        reg.applier(name)(getattr(flow, f"apply_{module_fn}"))
-
-    @reg.planner("fake.read")
     def plan_read(p: ReadParams, env: Any) -> Plan:
         return Plan(action="fake.read", params={})
 
-    @reg.applier("fake.read")
     def apply_read(plan: Plan, p: ReadParams, env: Any) -> Result:
         return Result(data={"name": p.name, "value": world.get(p.name),
                             "locked": world.locked(p.name)})
@@ -137,7 +116,6 @@ def make_registry(world: World) -> Registry:
         env.ctx.interlock(rule="fake-lock", ok=not world.locked(p.name),
                           message=f"{p.name} is locked: unlock it first")
 
-    @reg.planner("fake.set")
     def plan_set(p: SetParams, env: Any) -> Plan:
         current = world.get(p.name)
         changes = () if current == p.value else (
@@ -159,7 +137,6 @@ def make_registry(world: World) -> Registry:
             raise
         return plan
 
-    @reg.applier("fake.set")
     def apply_set(plan: Plan, p: SetParams, env: Any) -> Result:
         _lock_check(p, env)
         if world.get(p.name) == p.value:
@@ -171,19 +148,15 @@ def make_registry(world: World) -> Registry:
             os.kill(os.getpid(), signal.SIGKILL)  # killed mid-apply: the effect is made, not recorded
         return Result(data={"name": p.name, "value": p.value}, message=f"set {p.name}")
 
-    @reg.planner("fake.noop")
     def plan_noop(p: NoopParams, env: Any) -> Plan:
         return Plan(action="fake.noop", params={})
 
-    @reg.applier("fake.noop")
     def apply_noop(plan: Plan, p: NoopParams, env: Any) -> Result:
         return Result(data={})
 
-    @reg.planner("fake.slow")
     def plan_slow(p: SlowParams, env: Any) -> Plan:
         return Plan(action="fake.slow", params={})
 
-    @reg.applier("fake.slow")
     def apply_slow(plan: Plan, p: SlowParams, env: Any) -> Result:
         n = world.bump("polls", p.name)
         if n < p.polls:
@@ -191,11 +164,9 @@ def make_registry(world: World) -> Registry:
                           progress=f"{n} of {p.polls}")
         return Result(data={"polls": n}, progress=f"{n} of {p.polls}")
 
-    @reg.planner("fake.flaky")
     def plan_flaky(p: FlakyParams, env: Any) -> Plan:
         return Plan(action="fake.flaky", params={})
 
-    @reg.applier("fake.flaky")
     def apply_flaky(plan: Plan, p: FlakyParams, env: Any) -> Result:
         n = world.bump("flaky", p.name)
         env.ctx.calls.append(ApiCall(service="fake", operation="Flaky", targets=(p.name,),
@@ -205,7 +176,24 @@ def make_registry(world: World) -> Registry:
             raise cls(f"{p.name} failed (try {n})", service="fake", operation="flaky", code="Boom")
         return Result(data={"tries": n})
 
-    return reg
+    return Registry((
+        action("fake.read", ReadParams, destructive=False, summary="Read {{ name }}",
+               description="Read a value.", plan=plan_read, apply=apply_read),
+        action("fake.set", SetParams, destructive=True, summary="Set {{ name }} to {{ value }}",
+               description="Change a value.", plan=plan_set, apply=apply_set),
+        action("fake.noop", NoopParams, destructive=False, summary="Nothing",
+               description="Does nothing.", plan=plan_noop, apply=apply_noop),
+        action("fake.slow", SlowParams, destructive=False, summary="Wait for {{ name }}",
+               description="Not done until polled a few times.", plan=plan_slow, apply=apply_slow),
+        action("fake.flaky", FlakyParams, destructive=False, summary="Flaky {{ name }}",
+               description="Fails a few times first.", plan=plan_flaky, apply=apply_flaky),
+        action("manual.confirm", ConfirmParams, destructive=False, summary="{{ item }}",
+               description="A person confirms.", plan=flow.plan_confirm, apply=flow.apply_confirm),
+        action("notify", NotifyParams, destructive=False, summary="Post a message",
+               description="A message.", plan=flow.plan_notify, apply=flow.apply_notify),
+        action("wait", WaitParams, destructive=False, summary="Wait", description="Wait.",
+               plan=flow.plan_wait, apply=flow.apply_wait),
+    ))
 
 
 POLICY = PolicyConfig(groups={"sre": ("alice", "bob", "carol", "dave"), "dba": ("erin",)},
@@ -232,7 +220,7 @@ class FakeCatalog:
     def plan(self, name: str, params: Any, ctx: StepContext) -> Plan:
         spec = self.reg.get(name)
         checked = spec.params_model.model_validate(dict(params))
-        plan = spec.plan_fn(checked, _Env(ctx))  # type: ignore[misc]
+        plan = spec.plan_fn(checked, _Env(ctx))
         return replace(plan, action=name, params=checked.model_dump(mode="json"),
                        summary=render(spec.summary, checked.model_dump()))
 
@@ -241,7 +229,7 @@ class FakeCatalog:
         if ctx.dry_run and spec.destructive:
             raise PolicyError(f"{name}: apply refused in a dry run")
         checked = spec.params_model.model_validate(dict(plan.params))
-        result = spec.apply_fn(plan, checked, _Env(ctx))  # type: ignore[misc]
+        result = spec.apply_fn(plan, checked, _Env(ctx))
         return replace(result, calls=tuple(ctx.calls))
 
 

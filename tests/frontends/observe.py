@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -11,7 +10,6 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from bot.frontends.http import stop_server
 from bot.frontends.metrics import Metrics
 from bot.frontends.observed import ObservedCatalog
 from bot.frontends.ops import OpsEndpoints, database_check, side_server, worker_check
@@ -39,12 +37,11 @@ def endpoints(engine: Any, metrics: Metrics, *, stall_after: float = 120.0) -> O
 def serving(ops: OpsEndpoints) -> Iterator[str]:
     """The endpoints on a side port, as ``worker`` serves them; yields the base URL."""
     server = side_server(ops, host="127.0.0.1", port=0)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
+    thread = server.start()
     try:
         yield f"http://127.0.0.1:{server.effective_port}"
     finally:
-        stop_server(server)
+        server.stop()
         thread.join(timeout=5)
 
 

@@ -6,12 +6,14 @@ retries a flaky step, waits on a slow one, and ends; two people talk in its Slac
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from pydantic import BaseModel, ConfigDict
 
+from bot.actions.authoring import action
 from bot.engine.commands import StartRun
 from bot.engine.plan import ApiCall, Change, Fact, Plan, Result
 from bot.errors import RetryableError
@@ -71,52 +73,50 @@ def add_actions(e: Engine) -> None:
         tries[name] = tries.get(name, 0) + 1
         return tries[name]
 
+    def plan_nothing(name: str) -> Callable[[NodeParams, Any], Plan]:
+        return lambda p, env: Plan(action=name, params={})
+
+    def apply_read(plan: Plan, p: NodeParams, env: Any) -> Result:
+        return Result(data={"node": p.node, "ready": "Unknown"})
+
+    def plan_fence(p: NodeParams, env: Any) -> Plan:
+        return Plan(action="tx.fence", params={},
+                    changes=(Change(target_kind="Instance", target=f"i-{p.node}",
+                                    operation="stop", before="running", after="stopped"),),
+                    facts=(Fact(subject=f"node {p.node}", name="Ready", value="Unknown",
+                                read_at=env.now_iso()),
+                           Fact(subject=f"instance i-{p.node}", name="state",
+                                value="running", read_at=env.now_iso())))
+
+    def apply_fence(plan: Plan, p: NodeParams, env: Any) -> Result:
+        env.ctx.calls.append(ApiCall(service="ec2", operation="StopInstances",
+                                     targets=(f"i-{p.node}",), request_id="req-0001"))
+        return Result(data={"instance": f"i-{p.node}", "compensation":
+                            f"instance i-{p.node} stays stopped: start it once {p.node} "
+                            "is replaced"}, message=f"stopped i-{p.node}")
+
+    def apply_flaky(plan: Plan, p: NodeParams, env: Any) -> Result:
+        if once("flaky") == 1:
+            env.ctx.calls.append(ApiCall(service="kubernetes", operation="list_pods",
+                                         targets=(p.node,), outcome="TooManyRequests"))
+            raise RetryableError("the API server is busy", service="kubernetes",
+                                 operation="list_pods", code="TooManyRequests")
+        return Result(data={"settled": True})
+
+    def apply_slow(plan: Plan, p: NodeParams, env: Any) -> Result:
+        n = once("slow")
+        return Result(data={"polls": n}, done=n >= 2, retry_after=30,
+                      progress=f"{n} of 2 volumes detached")
+
     for reg in (e.catalog.reg, e.runner.runbooks.catalog):
-        for name, destructive, summary in (
-                ("tx.read", False, "Read node {{ node }}"),
-                ("tx.fence", True, "Fence node {{ node }}"),
-                ("tx.flaky", False, "Settle {{ node }}"),
-                ("tx.slow", False, "Wait for the volumes of {{ node }}")):
-            reg.declare(name, params=NodeParams, destructive=destructive, summary=summary,
-                        description=summary)
-            reg.planner(name)(lambda p, env, name=name: Plan(action=name, params={}))
-
-        @reg.applier("tx.read")
-        def apply_read(plan: Plan, p: NodeParams, env: Any) -> Result:
-            return Result(data={"node": p.node, "ready": "Unknown"})
-
-        @reg.planner("tx.fence")
-        def plan_fence(p: NodeParams, env: Any) -> Plan:
-            return Plan(action="tx.fence", params={},
-                        changes=(Change(target_kind="Instance", target=f"i-{p.node}",
-                                        operation="stop", before="running", after="stopped"),),
-                        facts=(Fact(subject=f"node {p.node}", name="Ready", value="Unknown",
-                                    read_at=env.now_iso()),
-                               Fact(subject=f"instance i-{p.node}", name="state",
-                                    value="running", read_at=env.now_iso())))
-
-        @reg.applier("tx.fence")
-        def apply_fence(plan: Plan, p: NodeParams, env: Any) -> Result:
-            env.ctx.calls.append(ApiCall(service="ec2", operation="StopInstances",
-                                         targets=(f"i-{p.node}",), request_id="req-0001"))
-            return Result(data={"instance": f"i-{p.node}", "compensation":
-                                f"instance i-{p.node} stays stopped: start it once {p.node} "
-                                "is replaced"}, message=f"stopped i-{p.node}")
-
-        @reg.applier("tx.flaky")
-        def apply_flaky(plan: Plan, p: NodeParams, env: Any) -> Result:
-            if once("flaky") == 1:
-                env.ctx.calls.append(ApiCall(service="kubernetes", operation="list_pods",
-                                             targets=(p.node,), outcome="TooManyRequests"))
-                raise RetryableError("the API server is busy", service="kubernetes",
-                                     operation="list_pods", code="TooManyRequests")
-            return Result(data={"settled": True})
-
-        @reg.applier("tx.slow")
-        def apply_slow(plan: Plan, p: NodeParams, env: Any) -> Result:
-            n = once("slow")
-            return Result(data={"polls": n}, done=n >= 2, retry_after=30,
-                          progress=f"{n} of 2 volumes detached")
+        for name, destructive, summary, plan, apply in (
+                ("tx.read", False, "Read node {{ node }}", plan_nothing("tx.read"), apply_read),
+                ("tx.fence", True, "Fence node {{ node }}", plan_fence, apply_fence),
+                ("tx.flaky", False, "Settle {{ node }}", plan_nothing("tx.flaky"), apply_flaky),
+                ("tx.slow", False, "Wait for the volumes of {{ node }}", plan_nothing("tx.slow"),
+                 apply_slow)):
+            reg.add(action(name, NodeParams, destructive=destructive, summary=summary,
+                           description=summary, plan=plan, apply=apply))
 
 
 def thread(node: str = "ip-10-0-1-7") -> list[dict[str, str]]:

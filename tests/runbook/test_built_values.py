@@ -77,11 +77,11 @@ LISTS = {"list s + s", "s|list + s|list", "sum of lists", "|list|tojson"}
 
 _CHILD = textwrap.dedent("""
     import json, sys, time, tracemalloc
-    from bot.runbook import limits
+    from bot.runbook import static_limits
     from bot.runbook.templating import render
     # what the evaluation refuses, not validation: the static check sees most of these chains
     # (test_a_chain_of_sets_that_doubles_a_value_is_flagged_when_the_runbook_is_validated)
-    limits._check_set_chains = lambda tree: None
+    static_limits._check_set_chains = lambda tree: None
     attacks, limit = json.loads(sys.stdin.read())
     context = {"params": {"s": "x" * limit}}
     for name, source in attacks:
@@ -139,7 +139,9 @@ def test_flattening_many_lists_with_sum_takes_linear_time() -> None:
     started = time.monotonic()
     flat = evaluate("params.s|batch(1)|sum(start=[])", {"params": {"s": "x" * MAX_SEQUENCE}})
     assert flat == ["x"] * MAX_SEQUENCE
-    assert time.monotonic() - started < 0.5  # ``sum`` copies the running list per item: 19 s
+    # quadratic ``sum`` (a copy of the running list per item) takes 19 s here; linear about 0.1 s,
+    # so a bound far from both holds on a loaded machine and still catches the regression
+    assert time.monotonic() - started < 5.0
 
 
 def test_a_large_value_handed_in_passes_through_filters_unchanged_in_size() -> None:

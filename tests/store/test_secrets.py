@@ -96,7 +96,7 @@ def test_the_configured_patterns_of_the_store_are_redacted_at_entry_too(engine: 
                                                                          tmp_path: Path) -> None:
     db = Database(f"sqlite:///{tmp_path / 'other.db'}", redact_patterns=[r"ticket-\d+"])
     runner = Runner(store=db, catalog=engine.catalog, runbooks=engine.runner.runbooks,
-                    policy=engine.policy, clock=engine.clock)
+                    policy=engine.policy, clock=engine.clock, redact=db.redact)  # a port, handed in
     state = runner.start(StartRun(runbook="leaky", params={"name": "x", "note": "see ticket-4242"},
                                   requester="alice"))
     assert state.params["note"] == "see [REDACTED]"

@@ -15,7 +15,7 @@ still fails is logged, never raised into a run.
 ``wsgi_app`` routes ``/slack/events`` to bolt and answers ``GET /healthz`` (the load balancer's
 health check: "ok", nothing read) and 404 for anything else, behind the body limits of
 ``BODY_LIMITS`` (``bot.frontends.http``: a body over its endpoint's limit gets 413 before it is
-read); ``http_server`` runs it in waitress, a production WSGI server, capped at the largest limit.
+read); ``http_server`` serves it on the one HTTP edge (``bot.frontends.http``), capped at the largest limit.
 This port is the one the Ingress exposes: the ops endpoints and the Alertmanager webhook are served
 on ports of their own (``bot.frontends.ops``, ``bot.frontends.alerts.listener``), never here.
 """
@@ -46,11 +46,18 @@ from slack_sdk.http_retry.builtin_handlers import (
 
 from bot.config import SLACK_PORT, PolicyConfig, Settings, SlackConfig
 from bot.engine.approvals import Membership, membership_from
-from bot.engine.facts import RunbookFacts
-from bot.engine.ports import Clock, SystemClock
+from bot.engine.ports import Clock, RefusalLog, SystemClock
 from bot.errors import ConfigError, ExternalError
 from bot.frontends.alerts import AlertIntake, Diagnoser, webhook_app
-from bot.frontends.http import HEALTH_PATH, WSGIApp, healthy, limit_bodies, not_found, server_cap, stop_server
+from bot.frontends.http import (
+    HEALTH_PATH,
+    HttpServer,
+    WSGIApp,
+    healthy,
+    limit_bodies,
+    not_found,
+    server_cap,
+)
 from bot.frontends.metrics import Metrics
 from bot.frontends.slack.alert_cards import SlackCards
 from bot.frontends.slack.dedupe import Deliveries
@@ -59,6 +66,7 @@ from bot.frontends.slack.identity import UserGroups
 from bot.frontends.slack.outbox import Outbox
 from bot.frontends.slack.persistence import SlackStore
 from bot.frontends.slack.service import GROUP_PREFIX, Exporter, SlackService
+from bot.runtime.facade import Origin, Runtime
 from bot.runtime.runner import Runner
 from bot.store.alerts import AlertLog
 
@@ -101,9 +109,10 @@ def collect_garbage_for_latency() -> None:
 class Work:
     """Two small pools for what follows an ack: quick jobs, and driving runs.
 
-    Quick jobs (answers, forms, starting a run, submitting a decision) never queue behind a run
-    that takes a while to drive, so a form still opens inside its trigger's 3 s when every
-    driver is busy. ``idle`` waits for both to drain (shutdown, tests).
+    Quick jobs (answers, forms, starting a run) never queue behind a run that takes a while to
+    drive, so a form still opens inside its trigger's 3 s when every driver is busy. A decision
+    is a driving job: it loads the run once and drives it on under the same lease
+    (``Runtime.decide``). ``idle`` waits for both to drain (shutdown, tests).
     """
 
     def __init__(self, workers: int = 4) -> None:
@@ -212,6 +221,7 @@ class SlackParts:
         self.metrics.track_backlog(lambda: len(self.outbox.pending()))
         self.work = Work(workers)
         self.alert_log = AlertLog(store.engine)
+        self.refusals: RefusalLog = store.refusals  # refused starts (``Runtime.record_refusal``)
         self.webhook: WSGIApp | None = None  # POST /alertmanager, once build_app made it
 
     def start(self) -> None:
@@ -235,11 +245,12 @@ class SlackParts:
         return membership_from(policy, {"slack-group": self.in_group})
 
 
-def build_app(settings: Settings, runner: Runner, *, parts: SlackParts | None = None,
+def build_app(settings: Settings, runner: Runner, *, parts: SlackParts,
               names: Callable[[], list[str]] | None = None,
               exporter: Exporter | None = None,
               diagnoser: Diagnoser | None = None) -> tuple[App, SlackService, SlackParts]:
-    """The bolt App for ``runner``; the outbox is registered with the runner if it was not.
+    """The bolt App for ``runner``, reached only through the runtime facade (``Runtime``); the
+    outbox is registered with the runner if it was not.
 
     ``exporter`` defaults to transcripts with the run's Slack thread merged in, where installed.
     With webhook credentials configured (``alerts:``), ``parts.webhook`` is the Alertmanager
@@ -249,28 +260,24 @@ def build_app(settings: Settings, runner: Runner, *, parts: SlackParts | None = 
     from bot.frontends.slack.listeners import register
     from bot.frontends.slack.transcripts import slack_exporter
 
-    if parts is None:
-        parts = SlackParts(settings, store=runner.store, clock=runner.clock)
-    if parts.outbox not in runner.notifiers:
-        runner.notifiers.append(parts.outbox)
-    facts = RunbookFacts(runbooks=runner.runbooks, catalog=runner.catalog)
+    runtime = Runtime(runner, names=names, history=parts.outbox.store, refusals=parts.refusals)
+    runtime.watch(parts.outbox)
+    facts = runtime.facts
     parts.drawer.facts = RunFacts(runbook=facts.runbook, destructive=facts.step_destructive)
-    if names is None:
-        names = getattr(runner.runbooks, "names", None)
     if exporter is None:
-        exporter = slack_exporter(parts.client, parts.slack_store, runner.store)
-    service = SlackService(runner=runner, client=parts.client, slack_store=parts.slack_store,
-                           usergroups=parts.usergroups, clock=parts.clock, names=names, facts=facts,
-                           exporter=exporter, drive=lambda run_id: parts.work.drive(
-                               runner.drive, run_id), show=parts.outbox.draw, diagnoser=diagnoser)
+        exporter = slack_exporter(parts.client, parts.slack_store, parts.outbox.store)
+    service = SlackService(runtime=runtime, client=parts.client, slack_store=parts.slack_store,
+                           usergroups=parts.usergroups, clock=parts.clock, exporter=exporter,
+                           drive=lambda run_id: parts.work.drive(runtime.drive, run_id),
+                           show=parts.outbox.draw, diagnoser=diagnoser, driving=parts.work.drive)
     app = App(client=parts.client, signing_secret=settings.slack.signing_secret or "",
               token_verification_enabled=True, request_verification_enabled=True,
               process_before_response=True,
               logger=logging.getLogger("bot.frontends.slack.bolt"),
               listener_executor=ThreadPoolExecutor(max_workers=16,
                                                    thread_name_prefix="slack-listener"))
-    if settings.alerts.enabled and names is not None:
-        parts.webhook = webhook_app(alert_intake(settings, runner, parts, names, diagnoser),
+    if settings.alerts.enabled and runtime.lists_runbooks:
+        parts.webhook = webhook_app(alert_intake(settings, runtime, parts, diagnoser),
                                     metrics=parts.metrics)
     app.middleware(_timed(parts.metrics))
     app.middleware(_once(parts))
@@ -279,20 +286,21 @@ def build_app(settings: Settings, runner: Runner, *, parts: SlackParts | None = 
     return app, service, parts
 
 
-def alert_intake(settings: Settings, runner: Runner, parts: SlackParts,
-                 names: Callable[[], list[str]], diagnoser: Diagnoser | None) -> AlertIntake:
+def alert_intake(settings: Settings, runtime: Runtime, parts: SlackParts,
+                 diagnoser: Diagnoser | None) -> AlertIntake:
     """Alerts in Slack: cards in ``alerts.channel``; auto-runs drawn there, driven by the pool."""
     channel = settings.alerts.channel
 
-    def start(cmd: Any) -> Any:
-        state = runner.start(cmd)
-        parts.work.drive(runner.drive, state.run_id)
+    def start(cmd: Any) -> Any:  # the bot's system actor: only read-only auto-runs pass
+        state = runtime.start(cmd, origin=Origin(frontend="alerts"))
+        parts.work.drive(runtime.drive, state.run_id)
         return state
 
     cards = SlackCards(client=parts.client, alert_log=parts.alert_log, channel=channel,
                        clock_now=lambda: parts.clock.now().timestamp())
     return AlertIntake(config=settings.alerts, clusters=list(settings.clusters),
-                       runbooks=runner.runbooks, names=names, alert_log=parts.alert_log,
+                       runbooks=runtime.runbook_source, names=runtime.runbook_names,
+                       alert_log=parts.alert_log,
                        clock=parts.clock, cards=cards, start=start,
                        origin={"frontend": "slack", "channel": channel},
                        submit=parts.work.submit, diagnoser=diagnoser, metrics=parts.metrics)
@@ -395,20 +403,11 @@ def _unparsable(body: bytes, content_type: str | None) -> str | None:
 _OBJECTS = ("user", "team", "channel", "view", "container", "enterprise", "message", "event")
 
 
-def http_server(app: App, *, host: str = "0.0.0.0", port: int = SLACK_PORT, threads: int = 8) -> Any:
-    """A waitress server for the app on the Slack port (not yet running: call ``.run()``)."""
-    from waitress.server import create_server
-
-    return create_server(wsgi_app(app), host=host, port=port, threads=threads,
-                         # whole seconds: waitress reads the loop timeout as an int, and 0 busy-polls a core
-                         asyncore_loop_timeout=1, ident="runbook-bot",
-                         # waitress refuses a longer Content-Length right after the headers
-                         max_request_body_size=server_cap(BODY_LIMITS) + 1)
-
-
-def stop_http_server(server: Any) -> None:
-    """Stop a running waitress server from another thread: its loop closes its own sockets."""
-    stop_server(server)
+def http_server(app: App, *, host: str = "0.0.0.0", port: int = SLACK_PORT,
+                threads: int = 8) -> HttpServer:
+    """The app's listener on the Slack port (``bot.frontends.http``; not yet serving)."""
+    return HttpServer(wsgi_app(app), name="slack", host=host, port=port, threads=threads,
+                      max_body=server_cap(BODY_LIMITS))
 
 
 def socket_mode_handler(app: App, config: SlackConfig) -> Any:

@@ -32,14 +32,12 @@ from slack_bolt import App, BoltResponse
 
 from bot.config import SlackConfig
 from bot.engine import commands as c
-from bot.errors import RunbookBotError
 from bot.frontends.alerts import PROVENANCE
 from bot.frontends.slack.alert_cards import ACTION_ALERT_DRY_RUN, ACTION_ALERT_RUN
 from bot.frontends.slack.dedupe import Deliveries
 from bot.frontends.slack.service import Person, SlackService
 from bot.frontends.slack.slash import USAGE, UsageError, parse
 from bot.present import blockkit as bk
-from bot.runbook.params import check_params
 
 log = logging.getLogger(__name__)
 
@@ -156,8 +154,12 @@ def register(app: App, *, service: SlackService, work: Any, deliveries: Deliveri
         return service.clock.now().timestamp()
 
     def handoff(context: Any, fn: Callable[..., Any], *args: Any, keys: Sequence[str] = (),
-                duplicate: Callable[[], Any] | None = None, **kwargs: Any) -> None:
-        """Queue ``fn``; it runs only if no replica recorded this delivery (or ``keys``) before."""
+                duplicate: Callable[[], Any] | None = None, drives: bool = False,
+                **kwargs: Any) -> None:
+        """Queue ``fn``; it runs only if no replica recorded this delivery (or ``keys``) before.
+
+        A job that ``drives`` a run on (a decision) goes to the pool that drives runs, so quick
+        jobs (forms, answers) never queue behind it."""
         every = [k for k in (context.get("delivery"), *keys) if k]
 
         def job() -> None:
@@ -168,7 +170,7 @@ def register(app: App, *, service: SlackService, work: Any, deliveries: Deliveri
             fn(*args, **kwargs)
 
         job.__name__ = getattr(fn, "__name__", "job")
-        work.submit(job)
+        (work.drive if drives else work.submit)(job)
 
     @app.command("/runbook")
     def runbook_command(ack: Any, body: dict[str, Any], context: Any) -> None:
@@ -180,7 +182,7 @@ def register(app: App, *, service: SlackService, work: Any, deliveries: Deliveri
         try:
             cmd = parse(str(body.get("text") or ""))
         except UsageError as e:  # it may quote what was typed: redacted and drawn inert
-            hint = f":warning: {bk.esc(service.runner.redact(str(e)))}\n\n{USAGE}"
+            hint = f":warning: {bk.esc(service.runtime.redact_text(str(e)))}\n\n{USAGE}"
             ack(text=bk.truncate(hint, 3000), blocks=[bk.section(hint)])
             return
         if cmd.verb == "help":
@@ -217,7 +219,7 @@ def register(app: App, *, service: SlackService, work: Any, deliveries: Deliveri
         else:
             cmd = c.Confirm(run_id=run_id, actor=person.identity, step=step)
         handoff(context, _decide_once, service, deliveries, cmd, person, key, clicked=True,
-                keys=[key], duplicate=again)
+                keys=[key], duplicate=again, drives=True)
         ack()
 
     @app.action(bk.ACTION_APPROVE)
@@ -262,7 +264,8 @@ def register(app: App, *, service: SlackService, work: Any, deliveries: Deliveri
         if deliveries.fresh(key):
             handoff(context, _decide_once, service, deliveries,
                     c.Reject(run_id=str(meta.get("r")), actor=person.identity, reason=reason,
-                             step=meta.get("s")), person, key, clicked=False, keys=[key])
+                             step=meta.get("s")), person, key, clicked=False, keys=[key],
+                    drives=True)
         ack()
 
     @app.view(bk.VIEW_RUN)
@@ -281,11 +284,10 @@ def register(app: App, *, service: SlackService, work: Any, deliveries: Deliveri
                if block_id.startswith("param:")}
         raw = {k: v for k, v in raw.items() if v != ""}
         try:
-            runbook, _, _ = service.runner.runbooks.get(str(meta.get("runbook")))
+            errors = service.runtime.params_problems(str(meta.get("runbook")), raw)
         except Exception as e:  # the runbook vanished between the form and the submission
             ack(response_action="errors", errors={b: str(e)[:150] for b in values})
             return
-        errors = check_params(runbook, raw, clusters=service.runner.clusters).fields
         errors.pop("", None)
         if errors:
             ack(response_action="errors",
@@ -342,32 +344,18 @@ def register(app: App, *, service: SlackService, work: Any, deliveries: Deliveri
 
 def _decide_once(service: SlackService, deliveries: Deliveries, cmd: c.Command, person: Person,
                  key: str, *, clicked: bool) -> None:
-    """Submit a decision recorded under ``key``; if it did not count, let it be made again."""
-    refusal = _outside_its_channel(service, cmd.run_id, person)
-    if refusal:
-        service.tell(person, f":no_entry: {refusal}")
-        deliveries.forget(key)
-        return
+    """Submit a decision recorded under ``key``; if it did not count, let it be made again.
+
+    The runtime refuses a click outside the run's channel (its channel rule), before the engine
+    sees it: a card's buttons copied or forwarded elsewhere decide nothing."""
     out = service.decide(cmd, person, clicked=clicked)
     if out is None or not out.ok:  # not submitted, or refused (and audited): it may be repeated
         deliveries.forget(key)
 
 
-def _outside_its_channel(service: SlackService, run_id: str, person: Person) -> str | None:
-    """Why a click in ``person.channel`` may not decide ``run_id`` (None: it is the run's channel)."""
-    try:
-        channel = service.runner.store.load(run_id).origin.get("channel")
-    except RunbookBotError as e:
-        return str(e)
-    if channel and person.channel != channel:
-        return (f"run `{run_id}` belongs to <#{channel}>; decide it there, where everyone "
-                "following it sees what is done")
-    return None
-
-
 def _open_reject(service: SlackService, person: Person, trigger_id: str, v: dict[str, Any],
                  meta: str) -> None:
-    state = service.runner.store.load(str(v["r"]))
+    state = service.runtime.show(str(v["r"])).state
     s = state.steps.get(str(v.get("s")))
     title = s.title if s else str(v.get("s"))
     try:

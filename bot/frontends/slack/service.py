@@ -2,22 +2,23 @@
 
 Listeners (``listeners.py``) ack within Slack's 3 s and hand a job to the worker pool; the jobs are
 here. A gesture becomes an engine command (``StartRun``, ``Approve``, ``Reject``...), submitted to
-the runner, and the outcome is answered to the person who acted, privately: through the request's
-``response_url``, which works even in a channel the bot has not been invited to, or else
-``chat.postEphemeral``. Everyone else sees the run card and its thread change. The engine decides
-who may do what and audits refusals; this module only names people (``slack:U…``) and, for a
-click, reads afresh the Slack user groups among the groups the engine names as the step's
-approvers (``approvals.approver_groups``), so membership is current at click time. What runbooks
-and runs look like (titles, destructive steps, param problems) is the engine's answer too
-(``engine.facts``, ``runbook.params``). A run started in Slack is read and decided in its own
-channel only.
+the runtime facade (``bot.runtime.facade.Runtime``, the only way in), and the outcome is
+answered to the person who acted, privately: through the request's ``response_url``, which works
+even in a channel the bot has not been invited to, or else ``chat.postEphemeral``. Everyone else
+sees the run card and its thread change. The engine decides who may do what and audits refusals;
+this module only names people (``slack:U…``) and, for a click, reads afresh the Slack user
+groups among the groups the engine names as the step's approvers, so membership is current at
+click time. What runbooks and runs look like (titles, destructive steps, param problems) is the
+engine's answer too (``engine.facts``, ``runbook.params``, through the facade). A run started
+in Slack is read and decided in its own channel only: the runtime's channel rule, over the
+request's ``Origin``.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,11 +28,10 @@ from slack_sdk.webhook import WebhookClient
 
 from bot.diagnose import Scope
 from bot.engine import commands as c
-from bot.engine.approvals import approver_groups, check_reason
-from bot.engine.facts import RunbookFacts
+from bot.engine.approvals import check_reason
 from bot.engine.ports import Clock
 from bot.engine.provenance import Provenance, check_incident, check_suggested_by
-from bot.errors import ExternalError, NotFound, ParamError, PolicyError, RunbookBotError
+from bot.errors import ExternalError, ParamError, PolicyError, RunbookBotError
 from bot.frontends.alerts import Diagnoser
 from bot.frontends.slack.alert_cards import diagnosis_blocks
 from bot.frontends.slack.drawing import Drawing, who
@@ -40,8 +40,7 @@ from bot.frontends.slack.persistence import SlackStore
 from bot.frontends.slack.slash import USAGE, Slash
 from bot.present import blockkit as bk
 from bot.present.views import run_view
-from bot.runbook.params import check_params
-from bot.runtime.runner import Runner
+from bot.runtime.facade import Elsewhere, Origin, Refused, Runtime
 
 log = logging.getLogger(__name__)
 GROUP_PREFIX = "slack-group:"
@@ -65,21 +64,22 @@ class Person:
 
 
 class SlackService:
-    def __init__(self, *, runner: Runner, client: Any, slack_store: SlackStore, usergroups: UserGroups,
-                 clock: Clock, names: Callable[[], list[str]] | None = None,
-                 exporter: Exporter | None = None,
+    def __init__(self, *, runtime: Runtime, client: Any, slack_store: SlackStore,
+                 usergroups: UserGroups, clock: Clock, exporter: Exporter | None = None,
                  drive: Callable[[str], Any] | None = None,
                  show: Callable[[str], Drawing | None] | None = None,
-                 facts: RunbookFacts | None = None, diagnoser: Diagnoser | None = None) -> None:
-        self.runner = runner
-        self.facts = facts or RunbookFacts(runbooks=runner.runbooks, catalog=runner.catalog)
+                 diagnoser: Diagnoser | None = None,
+                 driving: Callable[..., Any] | None = None) -> None:
+        self.runtime = runtime
+        self.facts = runtime.facts
         self.client = client
         self.slack_store = slack_store
         self.usergroups = usergroups
         self.clock = clock
-        self.names = names
         self.exporter = exporter
-        self.drive = drive or (lambda run_id: runner.drive(run_id))  # carry a run on
+        self.drive = drive or runtime.drive  # carry a started run on
+        # run a job that drives a run on (a typed decision) where runs are driven (default: now)
+        self.driving: Callable[..., Any] = driving or (lambda fn, *args: fn(*args))
         self.show = show or (lambda run_id: None)  # draw a run in Slack now
         self.diagnoser = diagnoser  # one read-only scan of a cluster
 
@@ -118,22 +118,19 @@ class SlackService:
     def slash(self, cmd: Slash, person: Person, trigger_id: str | None) -> None:
         try:
             self._slash(cmd, person, trigger_id)
+        except Elsewhere as e:
+            self.tell(person, f":warning: {elsewhere_text(e)}")
         except RunbookBotError as e:  # its text may quote what was typed: drawn inert
             self.tell(person, f":warning: {bk.esc(e)}")
 
     def _slash(self, cmd: Slash, person: Person, trigger_id: str | None) -> None:
-        if cmd.run_id is not None:
-            elsewhere = self._elsewhere(cmd.run_id, person)
-            if elsewhere:
-                self.tell(person, f":warning: {elsewhere}")
-                return
         v = cmd.verb
         if v == "help":
             self.tell(person, USAGE, [bk.section(USAGE)])
         elif v == "list":
             self._list(person)
         elif v == "show":
-            runbook, _, _ = self.runner.runbooks.get(cmd.name)
+            runbook = self.runtime.runbook(cmd.name)
             self.tell(person, bk.esc(runbook.metadata.title),
                       bk.runbook_blocks(runbook, destructive=self.facts.action_destructive))
         elif v == "run":
@@ -142,8 +139,8 @@ class SlackService:
         elif v == "status":
             self._status(cmd.run_id, person)
         elif v == "runs":
-            headers = self.runner.store.runs(active=True, channel=person.channel, limit=20)
-            views = [run_view(self.runner.store.load(h.run_id)) for h in headers]
+            headers = self.runtime.runs(active=True, channel=person.channel, limit=20)
+            views = [run_view(self.runtime.show(h.run_id).state) for h in headers]
             self.tell(person, f"{len(views)} active run(s)",
                       bk.runs_list(views, who=who, now=self.clock.now()))
         elif v == "export":
@@ -152,42 +149,17 @@ class SlackService:
             self._diagnose(cmd, person)
         else:
             assert cmd.run_id is not None
-            self.decide(self._command(cmd, person), person)
-
-    def _elsewhere(self, run_id: str, person: Person) -> str | None:
-        """Why a run is not read or decided here (mrkdwn), or None: a run started in Slack is
-        read and decided in its own channel, where the incident is.
-
-        Everyone there sees what was done; a private channel's run stays private.
-        """
-        channel = self.runner.store.load(run_id).origin.get("channel")
-        if channel and person.channel and channel != person.channel:
-            return (f"run `{bk.esc(run_id)}` belongs to <#{bk.esc(channel)}>; use `/runbook` "
-                    "there, where everyone following it sees what is done")
-        return None
+            self.driving(self.decide, self._command(cmd, person), person)
 
     def _command(self, cmd: Slash, person: Person) -> c.Command:
-        run_id, actor = str(cmd.run_id), person.identity
-        if cmd.verb == "approve":
-            return c.Approve(run_id=run_id, actor=actor, step=cmd.step)
-        if cmd.verb == "confirm":
-            return c.Confirm(run_id=run_id, actor=actor, step=cmd.step)
-        if cmd.verb == "retry":
-            return c.Retry(run_id=run_id, actor=actor, step=cmd.step)
-        if cmd.verb == "reject":
-            return c.Reject(run_id=run_id, actor=actor, reason=cmd.reason)
-        if cmd.verb == "break-glass":
-            return c.BreakGlass(run_id=run_id, actor=actor, reason=cmd.reason, nodes=cmd.nodes)
-        if cmd.verb == "handover":
-            return c.Handover(run_id=run_id, actor=actor, to=cmd.to, reason=cmd.reason)
-        return c.Abort(run_id=run_id, actor=actor, reason=cmd.reason)
+        """The engine command a decision verb builds (the verb table's, as the terminal's)."""
+        assert cmd.parsed is not None, "a decision verb comes from parse()"
+        return cmd.parsed.decision(person.identity)
 
     def _list(self, person: Person) -> None:
-        if self.names is None:
-            raise NotFound("this bot cannot list its runbooks; ask for one by name")
         rows = []
-        for name in self.names():
-            runbook, _, _ = self.runner.runbooks.get(name)
+        for name in self.runtime.runbook_names():  # NotFound: this bot cannot list them
+            runbook = self.runtime.runbook(name)
             steps = runbook.spec.steps
             rows.append((name, runbook.metadata.title, len(steps),
                          sum(self.facts.action_destructive(s.action) for s in steps)))
@@ -195,14 +167,13 @@ class SlackService:
 
     def _status(self, run_id: str | None, person: Person) -> None:
         if run_id is None:
-            latest = self.runner.store.runs(channel=person.channel, limit=1)
+            latest = self.runtime.runs(channel=person.channel, limit=1)
             if not latest:
                 self.tell(person, "No runs in this channel yet. `/runbook run NAME` starts one.")
                 return
             run_id = latest[0].run_id
-        state = self.runner.store.load(run_id)
-        view = run_view(state, self.facts.runbook(state),
-                        children=self.runner.store.children(state.run_id))
+        shown = self.runtime.show(run_id, origin=origin_of(person), children=True)
+        view = run_view(shown.state, self.facts.runbook(shown.state), children=shown.children)
         self.tell(person, bk.card_text(view), bk.run_card(view, who=who, now=self.clock.now()))
 
     def _diagnose(self, cmd: Slash, person: Person) -> None:
@@ -223,7 +194,7 @@ class SlackService:
                               "`runbook-bot export RUN_ID` on the bot's host writes transcripts.")
             return
         run_id = str(cmd.run_id)
-        self.runner.store.load(run_id)  # NotFound names the run
+        self.runtime.show(run_id, origin=origin_of(person))  # NotFound names the run
         filename, content = self.exporter(run_id, cmd.fmt)
         card = self.slack_store.get(run_id, "card")
         channel = card.channel if card else person.channel
@@ -245,7 +216,7 @@ class SlackService:
 
         ``incident`` and ``suggested_by`` (``alert:<ref>``, ``diagnosis:<ref>``: what a button
         that suggests a run carries) are checked before anything starts, and kept in the form."""
-        raw = self.runner.redact(dict(raw))  # what was typed is answered back redacted, too
+        raw = self.runtime.redact(raw)  # what was typed is answered back redacted, too
         try:  # a bad reference is answered as itself, not as a params form
             check_incident(incident)
             check_suggested_by(suggested_by)
@@ -258,8 +229,7 @@ class SlackService:
             return
         except ParamError:
             pass  # the engine checked the params and started nothing; say which, field by field
-        runbook, _, _ = self.runner.runbooks.get(name)
-        errors = check_params(runbook, raw, clusters=self.runner.clusters).fields
+        errors = self.runtime.params_problems(name, raw)
         if errors.get("") or not errors:
             self.tell(person, f":warning: {bk.esc(errors.get('') or 'the params are not valid')}")
             return
@@ -269,8 +239,13 @@ class SlackService:
     def form(self, name: str, raw: Mapping[str, Any], person: Person, *, trigger_id: str | None,
              dry_run: bool = False, errors: Mapping[str, str] | None = None,
              incident: str | None = None, suggested_by: str | None = None) -> None:
-        """The params form, prefilled with ``raw``: the run starts when a person submits it."""
-        runbook, _, _ = self.runner.runbooks.get(name)
+        """The params form, prefilled with ``raw``: the run starts when a person submits it (and
+        the runtime allows it); no form for someone ``policy.start`` would refuse anyway."""
+        refusal = self.runtime.may_start(name, person.identity, origin=origin_of(person))
+        if refusal is not None:
+            self.tell(person, f":no_entry: {bk.esc(refusal)}")
+            return
+        runbook = self.runtime.runbook(name)
         errors = dict(errors or {})
         links = {k: v for k, v in (("incident", incident), ("suggested_by", suggested_by)) if v}
         meta = json.dumps({"runbook": name, "channel": person.channel, "dry_run": dry_run, **links})
@@ -292,9 +267,14 @@ class SlackService:
               incident: str | None = None, suggested_by: str | None = None) -> None:
         origin = {"frontend": "slack", "channel": person.channel, "team": person.team,
                   "user": person.user}
-        state = self.runner.start(c.StartRun(
-            runbook=name, params=dict(raw), requester=person.identity, dry_run=dry_run,
-            origin=origin, provenance=Provenance(incident=incident, suggested_by=suggested_by)))
+        try:  # who may start it, from which channel: the runtime's rule (policy.start)
+            state = self.runtime.start(c.StartRun(
+                runbook=name, params=dict(raw), requester=person.identity, dry_run=dry_run,
+                origin=origin, provenance=Provenance(incident=incident, suggested_by=suggested_by)),
+                origin=origin_of(person))
+        except Refused as e:  # recorded in the refusals chain; nothing started
+            self.tell(person, f":no_entry: {bk.esc(e.reason)}")
+            return
         drawing = self.show(state.run_id)  # the card at once: its requester hears if it cannot be
         if drawing is not None and drawing.card_missing:  # posted (a slow Slack is retried instead)
             self.tell(person, f":warning: Run `{state.run_id}` started, but its card could not be "
@@ -304,40 +284,37 @@ class SlackService:
 
     # -- decisions ------------------------------------------------------------------------------
 
-    def refresh_groups(self, run_id: str, step: str | None) -> None:
-        """Read the Slack user groups that may approve ``step`` from Slack now (not the cache)."""
-        state = self.runner.store.load(run_id)
-        policy = self.runner.policy
-        for g in approver_groups(state, step, policy):
-            for member in policy.groups.get(g, ()):
-                if member.startswith(GROUP_PREFIX):
-                    self.usergroups.members(member[len(GROUP_PREFIX):], fresh=True)
+    def refresh_groups(self, members: Sequence[str]) -> None:
+        """Read the Slack user groups among the approvers' ``members`` from Slack now (not the
+        cache), so membership is current when the engine decides."""
+        for member in members:
+            if member.startswith(GROUP_PREFIX):
+                self.usergroups.members(member[len(GROUP_PREFIX):], fresh=True)
 
     def decide(self, cmd: c.Command, person: Person, *, clicked: bool = False) -> c.Outcome | None:
         """Submit a decision; the engine's answer goes to the person, the change to the thread.
 
         A refusal is always told; a success only to someone who typed the command (a click's
         success shows as its message changing). None: not submitted, the person was told why.
+        The run is loaded once, under one lease, and driven on from there (``Runtime.decide``).
         """
-        if isinstance(cmd, c.Approve | c.BreakGlass | c.Confirm):
-            try:
-                self.refresh_groups(cmd.run_id, cmd.step)
-            except ExternalError as e:
-                self.tell(person, f":warning: Your click was not counted: {bk.esc(e)}. Please "
-                                  "try again in a moment.")
-                return None
+        def answer(out: c.Outcome) -> None:
+            if not out.ok:
+                self.tell(person, f":no_entry: {bk.esc(out.message)}")
+            elif not clicked:
+                self.tell(person, bk.esc(out.message))
+
         try:
-            out = self.runner.submit(cmd)
+            return self.runtime.decide(cmd, origin=origin_of(person), fresh=self.refresh_groups,
+                                       answer=answer)
+        except Elsewhere as e:  # nothing was recorded
+            self.tell(person, f":no_entry: {elsewhere_text(e)}")
+        except ExternalError as e:  # the approver groups could not be read: nothing recorded
+            self.tell(person, f":warning: Your click was not counted: {bk.esc(e)}. Please "
+                              "try again in a moment.")
         except RunbookBotError as e:  # no such run, or it is busy: nothing was recorded
             self.tell(person, f":warning: {bk.esc(e)}")
-            return None
-        if not out.ok:
-            self.tell(person, f":no_entry: {bk.esc(out.message)}")
-        elif not clicked:
-            self.tell(person, bk.esc(out.message))
-        if out.ok:
-            self.drive(cmd.run_id)
-        return out
+        return None
 
     def reject_reason_problem(self, reason: str) -> str | None:
         try:
@@ -345,3 +322,16 @@ class SlackService:
         except PolicyError as e:
             return str(e)
         return None
+
+
+def origin_of(person: Person) -> Origin:
+    """Where a Slack request was made: the runtime's channel rule reads it."""
+    return Origin(frontend="slack", channel=person.channel)
+
+
+def elsewhere_text(e: Elsewhere) -> str:
+    """The channel rule's refusal, in mrkdwn: a run started in Slack is read and decided in its
+    own channel, where the incident is; everyone there sees what was done, and a private
+    channel's run stays private."""
+    return (f"run `{bk.esc(e.run_id)}` belongs to <#{bk.esc(e.channel)}>; read and decide it "
+            "there, where everyone following it sees what is done")

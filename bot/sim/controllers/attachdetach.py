@@ -80,7 +80,15 @@ def reconcile_attach_detach(ctx: Context) -> None:
     nodes = {n["metadata"]["name"]: n for n in ctx.items("Node")}
     gone = _remember_deleted(ctx, nodes)
     vas = {v["metadata"]["name"]: v for v in ctx.items("VolumeAttachment")}
-    desired: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {}  # va name -> (node, pv, pod)
+    desired = _desired(ctx)
+    _attach_wanted(ctx, desired, vas)
+    _detach_unwanted(ctx, desired, vas, nodes, gone)
+
+
+def _desired(ctx: Context) -> dict[str, tuple[str, dict[str, Any], dict[str, Any]]]:
+    """VolumeAttachment name -> (node, PV, pod) of each EBS volume a pod bound to a node and not
+    finished wants there."""
+    desired: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {}
     for pod in ctx.items("Pod"):
         node = pod["spec"].get("nodeName")
         if not node or pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
@@ -90,7 +98,13 @@ def reconcile_attach_detach(ctx: Context) -> None:
             if pv is not None:
                 driver, handle = _src(pv)
                 desired[va_name(handle, node, driver)] = (node, pv, pod)
-    # Attach what is wanted, unless an RWO volume is attached elsewhere.
+    return desired
+
+
+def _attach_wanted(ctx: Context, desired: dict[str, tuple[str, dict[str, Any], dict[str, Any]]],
+                   vas: dict[str, dict[str, Any]]) -> None:
+    """Attach what is wanted (new VolumeAttachments, added to ``vas``), unless an RWO volume is
+    attached elsewhere: then the Multi-Attach event, once per volume and node."""
     reported: set[str] = ctx.state.setdefault("multi_attach_reported", set())
     reported &= {n for n in desired if n not in vas}
     for name, (node, pv, pod) in sorted(desired.items()):
@@ -116,7 +130,12 @@ def reconcile_attach_detach(ctx: Context) -> None:
             "status": {"attached": False},
         })
         vas[name] = ctx.find("VolumeAttachment", None, name) or {}
-    # Detach what is no longer wanted, under the fencing rule.
+
+
+def _detach_unwanted(ctx: Context, desired: dict[str, tuple[str, dict[str, Any], dict[str, Any]]],
+                     vas: dict[str, dict[str, Any]], nodes: dict[str, dict[str, Any]],
+                     gone: dict[str, dict[str, Any]]) -> None:
+    """Detach what is no longer wanted, under the fencing rule (``_may_detach``)."""
     wait_since: dict[str, str] = ctx.state.setdefault("detach_requested", {})
     for name, va in sorted(vas.items()):
         if name in desired or va["metadata"].get("deletionTimestamp") or not va:
@@ -128,16 +147,23 @@ def reconcile_attach_detach(ctx: Context) -> None:
         if node is None or pv_name not in _managed(node):
             continue  # not in the controller's actual state of the world: a zombie
         wait_since.setdefault(name, ts(ctx.now))
-        src = ebs_source(ctx.find("PersistentVolume", None, pv_name))
-        mounted = src is not None and in_use_name(*src) in (
-            node.get("status", {}).get("volumesInUse") or [])
-        timed_out = ctx.seconds_since(wait_since[name]) >= MAX_WAIT_FOR_UNMOUNT
-        allow_timeout = not ctx.options.get("disable_force_detach_on_timeout")
-        if mounted and not has_taint(node, OOS_TAINT) and not (
-                timed_out and allow_timeout and not node_ready(node)):
+        if not _may_detach(ctx, node, pv_name, wait_since[name]):
             continue
         wait_since.pop(name, None)
         ctx.store.delete(ctx.store_res("VolumeAttachment"), None, name)
+
+
+def _may_detach(ctx: Context, node: dict[str, Any], pv_name: str, since: str) -> bool:
+    """The fencing rule: the node no longer reports the volume mounted, or has the out-of-service
+    taint, or is unhealthy and ``maxWaitForUnmountDuration`` has passed since the detach was
+    first wanted (unless ``disable_force_detach_on_timeout``)."""
+    src = ebs_source(ctx.find("PersistentVolume", None, pv_name))
+    mounted = src is not None and in_use_name(*src) in (
+        node.get("status", {}).get("volumesInUse") or [])
+    timed_out = ctx.seconds_since(since) >= MAX_WAIT_FOR_UNMOUNT
+    allow_timeout = not ctx.options.get("disable_force_detach_on_timeout")
+    return not (mounted and not has_taint(node, OOS_TAINT) and not (
+        timed_out and allow_timeout and not node_ready(node)))
 
 
 def _remember_deleted(ctx: Context, nodes: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:

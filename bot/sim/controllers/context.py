@@ -8,6 +8,7 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
+from bot.sim.controllers.events import record
 from bot.sim.ec2 import Ec2Sim
 from bot.sim.resources import BY_KIND
 from bot.sim.store import Store, ts
@@ -51,7 +52,7 @@ class Context:
         if not stamp:
             return 0.0
         now = self.now
-        return (now - _parse(stamp).replace(tzinfo=now.tzinfo)).total_seconds()
+        return (now - _parse_in(stamp, now.tzinfo)).total_seconds()
 
     def store_res(self, kind: str) -> Any:
         return BY_KIND[kind]
@@ -68,8 +69,6 @@ class Context:
     def event(self, obj: dict[str, Any], *, type: str, reason: str, message: str,
               source: str, repeat_after: float = 60.0) -> None:
         """Record an Event as its source's recorder would (see ``bot.sim.controllers.events``)."""
-        from bot.sim.controllers.events import record
-
         if record(self, obj, type=type, reason=reason, message=message, source=source,
                   repeat_after=repeat_after):
             self.events.append(SimEvent(ts(self.now), type, reason, _ref(obj), message, source))
@@ -81,6 +80,12 @@ def _parse(stamp: str) -> datetime:
     ages), and the same few recur: parsed once each, not with strptime every time."""
     fmt = "%Y-%m-%dT%H:%M:%S.%fZ" if "." in stamp else "%Y-%m-%dT%H:%M:%SZ"
     return datetime.strptime(stamp, fmt)
+
+
+@lru_cache(maxsize=8192)
+def _parse_in(stamp: str, tz: Any) -> datetime:
+    """``_parse(stamp)`` in the clock's time zone, kept as such too (``seconds_since``)."""
+    return _parse(stamp).replace(tzinfo=tz)
 
 
 def _ref(obj: dict[str, Any]) -> str:
@@ -115,6 +120,7 @@ def instance_id(node: dict[str, Any] | None) -> str | None:
     return tail if tail.startswith("i-") else None
 
 
+@lru_cache(maxsize=8192)  # every pass names the attachments of every mounted volume
 def va_name(volume_handle: str, node_name: str, driver: str = DRIVER) -> str:
     return "csi-" + hashlib.sha256(f"{volume_handle}{driver}{node_name}".encode()).hexdigest()
 

@@ -48,9 +48,16 @@ def enabled(ctx: Context) -> bool:
 
 def pod_name(agent: str, node: str) -> str:
     """``aws-node-xxxxx``: the DaemonSet controller's generated suffix, here from the node name."""
-    alphabet = "bcdfghjklmnpqrstvwxz2456789"  # the generator's alphabet: no vowels, no 0/1/3
-    digest = hashlib.sha256(f"{agent}/{node}".encode()).digest()
-    return f"{agent}-" + "".join(alphabet[b % len(alphabet)] for b in digest[:5])
+    name = _POD_NAMES.get((agent, node))
+    if name is None:  # named once per agent and node, not on every pass
+        alphabet = "bcdfghjklmnpqrstvwxz2456789"  # the generator's alphabet: no vowels, no 0/1/3
+        digest = hashlib.sha256(f"{agent}/{node}".encode()).digest()
+        name = _POD_NAMES[(agent, node)] = f"{agent}-" + "".join(
+            alphabet[b % len(alphabet)] for b in digest[:5])
+    return name
+
+
+_POD_NAMES: dict[tuple[str, str], str] = {}
 
 
 def _eligible(node: dict[str, Any]) -> bool:

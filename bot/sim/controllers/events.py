@@ -14,16 +14,28 @@
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, Any
+from datetime import datetime
+from typing import Any, Protocol
 
 from bot.sim.resources import BY_KIND
-from bot.sim.store import ts
-
-if TYPE_CHECKING:
-    from bot.sim.controllers.context import Context
+from bot.sim.store import Store, ts
 
 EVENT_TTL = 3600.0
 SERIES_SOURCES = ("default-scheduler",)  # components that record through events.k8s.io/v1
+
+
+class EventContext(Protocol):
+    """The members of ``controllers.context.Context`` the recorder uses: ``Context.event`` records
+    through this module, so this module names a protocol, not the class (no import cycle)."""
+
+    store: Store
+    options: dict[str, Any]
+    state: dict[str, Any]
+
+    @property
+    def now(self) -> datetime: ...
+    def seconds_since(self, stamp: str | None) -> float: ...
+    def items(self, kind: str) -> list[dict[str, Any]]: ...
 
 
 def micro(stamp: str) -> str:
@@ -31,7 +43,7 @@ def micro(stamp: str) -> str:
     return stamp[:-1] + ".000000Z"
 
 
-def record(ctx: Context, obj: dict[str, Any], *, type: str, reason: str, message: str, source: str,
+def record(ctx: EventContext, obj: dict[str, Any], *, type: str, reason: str, message: str, source: str,
            repeat_after: float) -> bool:
     """Create or update the Event; False when a repeat came too soon to be written."""
     meta = obj["metadata"]
@@ -84,7 +96,7 @@ def last_write(ev: dict[str, Any]) -> str:
     return str(stamp or ev["metadata"].get("creationTimestamp") or "")
 
 
-def reconcile_event_ttl(ctx: Context) -> None:
+def reconcile_event_ttl(ctx: EventContext) -> None:
     ttl = float(ctx.options.get("event_ttl", EVENT_TTL))
     res = BY_KIND["Event"]
     for ev in ctx.items("Event"):

@@ -105,9 +105,28 @@ def _release(ctx: Context, pod: dict[str, Any]) -> None:
 
 def _sync(ctx: Context, job: dict[str, Any], mine: list[dict[str, Any]]) -> None:
     ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
-    spec, status = job["spec"], job.get("status") or {}
-    succeeded, failed = int(status.get("succeeded") or 0), int(status.get("failed") or 0)
-    for pod in mine:  # count what finished (or was deleted unfinished), then let it go
+    status = job.get("status") or {}
+    succeeded, failed = _count_finished(ctx, mine, int(status.get("succeeded") or 0),
+                                        int(status.get("failed") or 0))
+    active = [p for p in mine if not p["metadata"].get("deletionTimestamp")
+              and p.get("status", {}).get("phase") not in DONE]
+    terminating = [p for p in mine if p["metadata"].get("deletionTimestamp")
+                   and p.get("status", {}).get("phase") not in DONE]
+    conditions = list(status.get("conditions") or ())
+    now = ts(ctx.now)
+    over = _condition(job, "Complete") or _condition(job, "Failed")
+    if not over:
+        over = _progress(ctx, job, active, terminating, conditions, succeeded, failed, now)
+    counts = {"active": len(active), "ready": sum(1 for p in active if _ready(p)),
+              "terminating": len(terminating), "succeeded": succeeded, "failed": failed}
+    ctx.store.mutate("Job", ns, name, lambda j: _write_status(
+        j, counts, conditions, now, started=not job["spec"].get("suspend"), over=over))
+
+
+def _count_finished(ctx: Context, mine: list[dict[str, Any]], succeeded: int,
+                    failed: int) -> tuple[int, int]:
+    """Count what finished (or was deleted unfinished), then let it go: (succeeded, failed)."""
+    for pod in mine:
         meta, phase = pod["metadata"], pod.get("status", {}).get("phase")
         if TRACKING not in (meta.get("finalizers") or ()):
             continue
@@ -118,47 +137,57 @@ def _sync(ctx: Context, job: dict[str, Any], mine: list[dict[str, Any]]) -> None
         else:
             continue
         _release(ctx, pod)
-    active = [p for p in mine if not p["metadata"].get("deletionTimestamp")
-              and p.get("status", {}).get("phase") not in DONE]
-    terminating = [p for p in mine if p["metadata"].get("deletionTimestamp")
-                   and p.get("status", {}).get("phase") not in DONE]
-    completions = int(spec.get("completions") or 1)
-    conditions = list(status.get("conditions") or ())
-    now = ts(ctx.now)
-    over = _condition(job, "Complete") or _condition(job, "Failed")
-    if not over:
-        if succeeded >= completions or failed > int(spec.get("backoffLimit", 6)):
-            ok = succeeded >= completions
-            target, final, (reason, message) = ("SuccessCriteriaMet", "Complete", COMPLETE) if ok \
-                else ("FailureTarget", "Failed", BACKOFF)
-            if not _condition(job, target):
-                conditions.append(_cond(target, reason, message, now))
-            for pod in active:  # the Job is done: nothing it still runs is wanted
-                ctx.store.delete(ctx.store_res("Pod"), ns, pod["metadata"]["name"])
-            if not active and not terminating:
-                conditions.append(_cond(final, reason, message, now))
-                over = True
-                ctx.event(job, type="Normal" if ok else "Warning",
-                          reason="Completed" if ok else reason,
-                          message="Job completed" if ok else message, source=SOURCE)
-        elif not spec.get("suspend"):
-            want = min(int(spec.get("parallelism", 1)), completions - succeeded) - len(active)
-            for _ in range(max(0, want)):
-                active.append(_create_pod(ctx, job))
+    return succeeded, failed
 
-    def apply(j: dict[str, Any]) -> None:
-        st = j.setdefault("status", {})
-        st.update(active=len(active), ready=sum(1 for p in active if _ready(p)),
-                  terminating=len(terminating), succeeded=succeeded, failed=failed,
-                  conditions=conditions, uncountedTerminatedPods={})
-        if not spec.get("suspend"):
-            st.setdefault("startTime", now)
-        if over and _condition({"status": st}, "Complete"):
-            st.setdefault("completionTime", now)
-        for k in ("active", "ready", "terminating", "succeeded", "failed"):
-            if not st[k]:
-                del st[k]  # the API omits zero counts
-    ctx.store.mutate("Job", ns, name, apply)
+
+def _progress(ctx: Context, job: dict[str, Any], active: list[dict[str, Any]],
+              terminating: list[dict[str, Any]], conditions: list[dict[str, Any]],
+              succeeded: int, failed: int, now: str) -> bool:
+    """A Job not yet over: finish it once enough pods succeeded or too many failed, else start
+    the pods it still wants (appended to ``active``). True once it is over."""
+    spec = job["spec"]
+    completions = int(spec.get("completions") or 1)
+    if succeeded >= completions or failed > int(spec.get("backoffLimit", 6)):
+        return _finish(ctx, job, active, terminating, conditions, ok=succeeded >= completions,
+                       now=now)
+    if not spec.get("suspend"):
+        want = min(int(spec.get("parallelism", 1)), completions - succeeded) - len(active)
+        for _ in range(max(0, want)):
+            active.append(_create_pod(ctx, job))
+    return False
+
+
+def _finish(ctx: Context, job: dict[str, Any], active: list[dict[str, Any]],
+            terminating: list[dict[str, Any]], conditions: list[dict[str, Any]], *, ok: bool,
+            now: str) -> bool:
+    """The Job met its target (``ok``) or its backoff limit: its target condition, its running
+    pods deleted, and its final condition and event once none still runs. True once over."""
+    target, final, (reason, message) = ("SuccessCriteriaMet", "Complete", COMPLETE) if ok \
+        else ("FailureTarget", "Failed", BACKOFF)
+    if not _condition(job, target):
+        conditions.append(_cond(target, reason, message, now))
+    for pod in active:  # the Job is done: nothing it still runs is wanted
+        ctx.store.delete(ctx.store_res("Pod"), job["metadata"]["namespace"],
+                         pod["metadata"]["name"])
+    if active or terminating:
+        return False
+    conditions.append(_cond(final, reason, message, now))
+    ctx.event(job, type="Normal" if ok else "Warning", reason="Completed" if ok else reason,
+              message="Job completed" if ok else message, source=SOURCE)
+    return True
+
+
+def _write_status(j: dict[str, Any], counts: dict[str, int], conditions: list[dict[str, Any]],
+                  now: str, *, started: bool, over: bool) -> None:
+    st = j.setdefault("status", {})
+    st.update(counts, conditions=conditions, uncountedTerminatedPods={})
+    if started:
+        st.setdefault("startTime", now)
+    if over and _condition({"status": st}, "Complete"):
+        st.setdefault("completionTime", now)
+    for k in counts:
+        if not st[k]:
+            del st[k]  # the API omits zero counts
 
 
 def _ready(pod: dict[str, Any]) -> bool:

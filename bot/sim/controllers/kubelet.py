@@ -134,12 +134,12 @@ def _post_status(ctx: Context, node: dict[str, Any], cause: str | None, in_use: 
     st = node.get("status", {})
     wanted = kubelet_conditions(cause)
     boot = _boot_id(ctx, node)
-    before = {t: (condition(node, t) or {}).get("status") for t in ("Ready", *_PRESSURE_EVENTS)}
     changed = differs(st.get("conditions") or [], wanted) or st.get("volumesInUse") != in_use or \
         bool(boot and st.get("nodeInfo", {}).get("bootID") != boot)
     last = (condition(node, "Ready") or {}).get("lastHeartbeatTime")
     if not changed and last and ctx.seconds_since(last) < REPORT_FREQUENCY:
         return  # nothing new to report, and the last report is recent
+    before = {t: (condition(node, t) or {}).get("status") for t in ("Ready", *_PRESSURE_EVENTS)}
     now = ts(ctx.now)
 
     def post(n: dict[str, Any]) -> None:

@@ -31,6 +31,9 @@ def renew(ctx: Context, node: dict[str, Any]) -> None:
     """What a live kubelet does every 10 s: create its Lease, or renew it once it is due."""
     name = node["metadata"]["name"]
     lease = lease_of(ctx, name)
+    if lease is not None and ctx.seconds_since(
+            lease.get("spec", {}).get("renewTime")) < RENEW_INTERVAL:
+        return  # not due: most passes (the stamp is formatted only for a write)
     now = micro_ts(ctx.now)
     if lease is None:
         ctx.store.create(ctx.store_res("Lease"), {
@@ -38,8 +41,6 @@ def renew(ctx: Context, node: dict[str, Any]) -> None:
                 {"apiVersion": "v1", "kind": "Node", "name": name, "uid": node["metadata"]["uid"]}]},
             "spec": {"holderIdentity": name, "leaseDurationSeconds": LEASE_DURATION,
                      "renewTime": now}}, NAMESPACE)
-        return
-    if ctx.seconds_since(lease.get("spec", {}).get("renewTime")) < RENEW_INTERVAL:
         return
 
     def apply(obj: dict[str, Any]) -> None:

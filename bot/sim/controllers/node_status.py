@@ -107,8 +107,13 @@ def _key(c: dict[str, Any]) -> tuple[Any, ...]:
 
 def differs(current: list[dict[str, Any]], wanted: list[dict[str, str]]) -> bool:
     """Whether posting ``wanted`` changes anything but heartbeat and transition times."""
-    have = {c.get("type"): _key(c) for c in current}
-    return any(have.get(w["type"]) != _key(w) for w in wanted)
+    have = {c.get("type"): c for c in current}
+    for w in wanted:  # every pass of every kubelet asks: no key tuples built
+        c = have.get(w["type"])
+        if c is None or c.get("status") != w.get("status") or c.get("reason") != w.get(
+                "reason") or c.get("message") != w.get("message"):
+            return True
+    return False
 
 
 def merge(current: list[dict[str, Any]], wanted: list[dict[str, str]], now: str, *,

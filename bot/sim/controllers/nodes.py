@@ -89,8 +89,11 @@ def _unknown(n: dict[str, Any], now: str) -> None:
 
 def _taint(ctx: Context, node: dict[str, Any], now: str) -> None:
     """Make the node's condition taints match its conditions; report a newly not-ready node."""
+    statuses: dict[Any, Any] = {}  # type -> status of its first condition, as ``condition`` finds
+    for c in node.get("status", {}).get("conditions") or ():
+        statuses.setdefault(c.get("type"), c.get("status"))
     wanted = [(key, effect) for ctype, status, key, effects in TAINTS
-              if (condition(node, ctype) or {}).get("status") == status for effect in effects]
+              if statuses.get(ctype) == status for effect in effects]
     have = [t for t in node["spec"].get("taints") or [] if t.get("key") in MANAGED]
     if sorted((t.get("key", ""), t.get("effect", "")) for t in have) == sorted(wanted):
         return

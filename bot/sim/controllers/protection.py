@@ -37,15 +37,18 @@ def csi_controller_up(ctx: Context) -> bool:
 
 
 def reconcile_pvc_protection(ctx: Context) -> None:
+    doomed = [pvc["metadata"] for pvc in ctx.items("PersistentVolumeClaim")
+              if pvc["metadata"].get("deletionTimestamp")
+              and PVC_PROTECTION in (pvc["metadata"].get("finalizers") or [])]
+    if not doomed:
+        return  # most passes: no protected claim is being deleted, no pod needs looking at
     in_use: set[tuple[str, str]] = set()
     for pod in ctx.items("Pod"):
         if pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
             continue
         in_use.update((pod["metadata"]["namespace"], c) for c in pod_pvcs(pod))
-    for pvc in ctx.items("PersistentVolumeClaim"):
-        meta = pvc["metadata"]
-        if meta.get("deletionTimestamp") and PVC_PROTECTION in (meta.get("finalizers") or []) and \
-                (meta["namespace"], meta["name"]) not in in_use:
+    for meta in doomed:
+        if (meta["namespace"], meta["name"]) not in in_use:
             ctx.store.mutate("PersistentVolumeClaim", meta["namespace"], meta["name"],
                              _without(PVC_PROTECTION))
 

@@ -25,8 +25,8 @@ from typing import Any
 
 from bot.sim.controllers.context import DRIVER, Context, instance_id, node_ready
 from bot.sim.controllers.zone_launch import placement
-from bot.sim.ec2 import MotoQuery
 from bot.sim.ec2_instances import boot_id
+from bot.sim.ec2_moto import MotoQuery
 from bot.sim.nodegroups import GROUP_TAGS, KARPENTER_KINDS, claim, group_of
 from bot.sim.store import clone, ts
 

@@ -91,10 +91,16 @@ def reconcile_statefulsets(ctx: Context) -> None:
                       source="statefulset-controller")
 
         def status(s: dict[str, Any], ready: int = ready) -> None:
-            s["status"] = {"replicas": int(s["spec"].get("replicas", 1)), "readyReplicas": ready,
-                           "availableReplicas": ready, "currentReplicas": int(s["spec"].get("replicas", 1)),
-                           "observedGeneration": s["metadata"].get("generation", 1)}
-        ctx.store.mutate("StatefulSet", ns, name, status)
+            s["status"] = _sts_status(s, ready)
+        current = ctx.find("StatefulSet", ns, name)
+        if current is None or current.get("status") != _sts_status(current, ready):
+            ctx.store.mutate("StatefulSet", ns, name, status)  # else as reported: nothing to write
+
+
+def _sts_status(s: dict[str, Any], ready: int) -> dict[str, Any]:
+    return {"replicas": int(s["spec"].get("replicas", 1)), "readyReplicas": ready,
+            "availableReplicas": ready, "currentReplicas": int(s["spec"].get("replicas", 1)),
+            "observedGeneration": s["metadata"].get("generation", 1)}
 
 
 def _zones(ctx: Context) -> list[str]:
@@ -239,8 +245,18 @@ def _cpu(value: Any) -> float:
 def _filter(ctx: Context, pod: dict[str, Any], node: dict[str, Any], pods: list[dict[str, Any]],
             pv_terms: list[list[dict[str, Any]]]) -> str | None:
     """The first failing filter's reason for this node, or None if the pod fits."""
-    spec = pod["spec"]
-    name = node["metadata"]["name"]
+    return (_node_usable(pod, node) or _node_affinity(pod, node) or _capacity(pod, node, pods)
+            or next((_VOLUME_CONFLICT for terms in pv_terms if not _affinity_ok(node, terms)),
+                    None)
+            or _anti_affinity(ctx, pod, node, pods))
+
+
+_AFFINITY_MISMATCH = "node(s) didn't match Pod's node affinity/selector"
+_VOLUME_CONFLICT = "node(s) had volume node affinity conflict"
+
+
+def _node_usable(pod: dict[str, Any], node: dict[str, Any]) -> str | None:
+    """Unschedulable, an untolerated taint, not ready: why no pod goes there, or None."""
     if node["spec"].get("unschedulable"):
         return "node(s) were unschedulable"
     for taint in node["spec"].get("taints") or []:
@@ -248,42 +264,61 @@ def _filter(ctx: Context, pod: dict[str, Any], node: dict[str, Any], pods: list[
             return f"node(s) had untolerated taint {{{taint['key']}: {taint.get('value', '')}}}"
     if not node_ready(node):
         return "node(s) were not ready"
+    return None
+
+
+def _node_affinity(pod: dict[str, Any], node: dict[str, Any]) -> str | None:
+    """The pod's node selector and required node affinity against the node's labels."""
+    spec = pod["spec"]
     labels = node["metadata"].get("labels", {})
     if any(labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
-        return "node(s) didn't match Pod's node affinity/selector"
+        return _AFFINITY_MISMATCH
     req = spec.get("affinity", {}).get("nodeAffinity", {}).get(
         "requiredDuringSchedulingIgnoredDuringExecution", {})
     if req and not _affinity_ok(node, req.get("nodeSelectorTerms") or []):
-        return "node(s) didn't match Pod's node affinity/selector"
-    on_node = [p for p in pods if p["spec"].get("nodeName") == name]
+        return _AFFINITY_MISMATCH
+    return None
+
+
+def _capacity(pod: dict[str, Any], node: dict[str, Any], pods: list[dict[str, Any]]) -> str | None:
+    """Room on the node: its pod count and the CPU its pods request."""
+    on_node = [p for p in pods if p["spec"].get("nodeName") == node["metadata"]["name"]]
     alloc = node.get("status", {}).get("allocatable", {})
     if len(on_node) >= int(alloc.get("pods", 110)):
         return "Too many pods"
     want = sum(_cpu(c.get("resources", {}).get("requests", {}).get("cpu"))
-               for c in spec.get("containers") or [])
+               for c in pod["spec"].get("containers") or [])
     used = sum(_cpu(c.get("resources", {}).get("requests", {}).get("cpu"))
                for p in on_node for c in p["spec"].get("containers") or [])
     if want and used + want > _cpu(alloc.get("cpu", "64")):
         return "Insufficient cpu"
-    for terms in pv_terms:
-        if not _affinity_ok(node, terms):
-            return "node(s) had volume node affinity conflict"
-    anti = spec.get("affinity", {}).get("podAntiAffinity", {}).get(
+    return None
+
+
+def _anti_affinity(ctx: Context, pod: dict[str, Any], node: dict[str, Any],
+                   pods: list[dict[str, Any]]) -> str | None:
+    """The pod's required anti-affinity: no matching pod in the node's topology domain."""
+    anti = pod["spec"].get("affinity", {}).get("podAntiAffinity", {}).get(
         "requiredDuringSchedulingIgnoredDuringExecution") or []
     for term in anti:
         sel = term.get("labelSelector", {}).get("matchLabels", {})
         match = label_selector(",".join(f"{k}={v}" for k, v in sel.items()))
         key = term.get("topologyKey", "kubernetes.io/hostname")
-        mine = labels.get(key) if key != "kubernetes.io/hostname" else name
-        for other in pods:
-            other_node = ctx.find("Node", None, other["spec"].get("nodeName") or "")
-            if other_node is None or other["metadata"]["name"] == pod["metadata"]["name"]:
-                continue
-            theirs = other_node["metadata"]["name"] if key == "kubernetes.io/hostname" else \
-                other_node["metadata"].get("labels", {}).get(key)
-            if theirs == mine and match(other):
-                return "node(s) didn't match pod anti-affinity rules"
+        if any(_same_domain(ctx, pod, node, other, key) and match(other) for other in pods):
+            return "node(s) didn't match pod anti-affinity rules"
     return None
+
+
+def _same_domain(ctx: Context, pod: dict[str, Any], node: dict[str, Any], other: dict[str, Any],
+                 key: str) -> bool:
+    """``other`` (not ``pod`` itself) runs on a node with the same ``key`` as ``node``."""
+    other_node = ctx.find("Node", None, other["spec"].get("nodeName") or "")
+    if other_node is None or other["metadata"]["name"] == pod["metadata"]["name"]:
+        return False
+    if key == "kubernetes.io/hostname":
+        return bool(other_node["metadata"]["name"] == node["metadata"]["name"])
+    return bool(other_node["metadata"].get("labels", {}).get(key)
+                == node["metadata"].get("labels", {}).get(key))
 
 
 def reconcile_scheduler(ctx: Context) -> None:

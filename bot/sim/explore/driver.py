@@ -29,6 +29,7 @@ from bot.sim.explore import catalogue
 from bot.sim.explore.checks import Evidence, Found, check_all, is_write
 from bot.sim.explore.timeline import Timeline, draw
 from bot.sim.rehearsal import APPROVERS, CLUSTER, GROUP, REQUESTER, Rehearsal
+from bot.store.integrity import verify_run
 
 ROUNDS = 16  # world events fall in the first this many rounds of a run (most end in 10 to 30)
 MAX_ROUNDS = 300
@@ -124,7 +125,7 @@ class _Player:
 
     def _trap(self) -> None:
         """Arm the runner's catalog so that the apply after which a write is on the wire dies."""
-        catalog = self.r.runner.catalog
+        catalog = self.r.catalog
         inner = type(catalog).apply
 
         def apply(name: str, plan: Any, ctx: Any) -> Any:
@@ -154,7 +155,6 @@ class _Player:
 
     def verify(self) -> None:
         if not self.audit_problem and not self.r.verified(self.run_id):
-            from bot.store.integrity import verify_run
             v = verify_run(self.r.store, self.run_id, key=self.r.store.key)
             self.audit_problem = f"after {self.trace[-1] if self.trace else 'start'}: {v.reason}"
 
@@ -362,7 +362,7 @@ def finish(p: _Player, state: RunState, tl: Timeline) -> Played:
             p.other.store.close()
     p.verify()
     events = r.events(p.run_id)
-    runbook, _text, _file = r.runner.runbooks.get(tl.runbook)
+    runbook, _text, _file = r.runbooks.get(tl.runbook)
     actions = {s.id: str(s.action) for s in runbook.spec.steps if s.action}
     ev = Evidence(sandbox=r.sandbox, status=str(state.status), events=events,
                   requester=REQUESTER, group=frozenset(r.settings.policy.groups[GROUP]),

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ConfigDict
 
+from bot.actions.authoring import action
 from bot.config import AlertsConfig, ClusterConfig, PolicyConfig, Settings, SlackConfig
 from bot.engine.plan import Change, Plan, Result
 from bot.engine.ports import ManualClock
@@ -25,7 +26,7 @@ from bot.frontends.alerts import listener
 from bot.frontends.metrics import Metrics
 from bot.frontends.observed import ObservedCatalog
 from bot.frontends.ops import OpsEndpoints, database_check, side_server, worker_check
-from bot.frontends.slack.app import SlackParts, build_app, http_server, stop_http_server
+from bot.frontends.slack.app import SlackParts, build_app, http_server
 from bot.runbook.source import TextSource
 from bot.runtime.runner import Runner
 from bot.store.db import Database
@@ -145,34 +146,33 @@ class WideParams(BaseModel):
 
 def registry(world: World) -> Any:
     reg = make_registry(world)
-    reg.declare("fake.taint", params=TaintParams, destructive=False, summary="Taint {{ name }}",
-                description="Marks a thing; it stays marked until repaired.")
 
-    @reg.planner("fake.taint")
     def plan_taint(p: TaintParams, env: Any) -> Plan:
         return Plan(action="fake.taint", params={}, changes=(
             Change(target_kind="Thing", target=p.name, operation="taint", before="", after="tainted"),))
 
-    @reg.applier("fake.taint")
     def apply_taint(plan: Plan, p: TaintParams, env: Any) -> Result:
         world.set(f"taint:{p.name}", True)
         return Result(data={"compensation": f"out-of-service taint still on {p.name}: run "
                                             "node-recovered when it is repaired"},
                       message=f"tainted {p.name}")
 
-    reg.declare("fake.wide", params=WideParams, destructive=True, summary="Cordon {{ count }} nodes",
-                description="A change with a plan too long for one message.")
+    reg.add(action("fake.taint", TaintParams, destructive=False, summary="Taint {{ name }}",
+                   description="Marks a thing; it stays marked until repaired.",
+                   plan=plan_taint, apply=apply_taint))
 
-    @reg.planner("fake.wide")
     def plan_wide(p: WideParams, env: Any) -> Plan:
         return Plan(action="fake.wide", params={}, changes=tuple(
             Change(target_kind="Node", target=f"ip-10-0-{i // 250}-{i % 250}", operation="cordon",
                    before="schedulable", after="cordoned") for i in range(p.count)))
 
-    @reg.applier("fake.wide")
     def apply_wide(plan: Plan, p: WideParams, env: Any) -> Result:
         world.set("cordoned", p.count)
         return Result(data={}, message=f"cordoned {p.count} nodes")
+
+    reg.add(action("fake.wide", WideParams, destructive=True, summary="Cordon {{ count }} nodes",
+                   description="A change with a plan too long for one message.",
+                   plan=plan_wide, apply=apply_wide))
 
     return reg
 
@@ -248,7 +248,7 @@ class Bot:
         self.settle()
         for server in (self.server, self.ops_server, self.alerts_server):
             if server is not None:
-                stop_http_server(server)
+                server.stop()
         for t in self._threads:
             t.join(timeout=5)
         self.parts.close()

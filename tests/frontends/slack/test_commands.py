@@ -15,13 +15,13 @@ def answers(bot: Bot, user: str = ALICE) -> list[str]:
     return texts(bot.fake.ephemerals(user))
 
 
-@pytest.mark.parametrize("text", ["frobnicate", "run", "status not-an-id", "abort rb-7k3q2",
-                                  "export rb-7k3q2 pdf", 'run "unclosed'])
+@pytest.mark.parametrize("text", ["frobnicate", "run", "status not-an-id", "abort rb-7k3qa",
+                                  "export rb-7k3qa pdf", 'run "unclosed'])
 def test_unknown_or_malformed_input_gets_a_usage_hint_in_the_ack(bot: Bot, text: str) -> None:
     status, body = bot.command(text)
     assert status == 200
     answer = json.loads(body)
-    assert "/runbook" in answer["text"] and "`run NAME key=value ...`" in answer["text"]
+    assert "/runbook" in answer["text"] and "`run NAME [KEY=VALUE...]" in answer["text"]
     assert bot.fake.messages(CHANNEL) == [] and bot.db.runs() == []
 
 

@@ -1,0 +1,220 @@
+"""How the bot reaches AWS with boto3 and botocore: clients, sessions, an in-process transport,
+and botocore's backoff on a simulated clock.
+
+``boto3_client`` builds a raw botocore client (retry mode, timeouts, endpoint, profile; ``send``:
+the sandbox's in-process transport). ``Reach`` is where and as whom a cluster's calls start: its
+base session, and the sessions of the cluster's ``role_arn`` assumed through STS with credentials
+that refresh before they expire. ``bind_backoff`` puts botocore's sleeps between retried attempts
+on a rehearsal's clock. Every session reads the service models through one loader.
+
+``bot.clients.ec2`` (the EC2 client of the actions: batching, errors, records, shared reads) is
+built on this module; the two are the only importers of boto3/botocore in the product. They are
+apart so that each stays one subject, within the module-size budget (docs/architecture.md);
+``boto3_client`` and ``bind_backoff`` are also importable from ``bot.clients.ec2``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import cached_property, lru_cache
+from typing import Any
+
+import boto3
+from botocore.awsrequest import AWSResponse
+from botocore.config import Config
+from botocore.credentials import CredentialProvider, CredentialResolver, RefreshableCredentials
+from botocore.exceptions import ConnectionClosedError
+from botocore.loaders import create_loader
+from botocore.session import get_session
+
+from bot.config import ClusterConfig
+
+
+def boto3_client(
+    *,
+    region: str,
+    endpoint_url: str | None = None,
+    profile: str | None = None,
+    retry_mode: str = "standard",
+    max_attempts: int = 5,
+    timeout: float = 30.0,
+    credentials: dict[str, str] | None = None,
+    service: str = "ec2",
+    send: Send | None = None,
+) -> Any:
+    """A raw botocore client (EC2 unless ``service``): retry mode, timeouts, endpoint, profile.
+
+    ``send`` takes each signed request instead of the network and answers it (the sandbox's
+    in-process transport): botocore's retries, parsing and errors are as over HTTP."""
+    session = _session(profile_name=profile, **(credentials or {}))
+    config = Config(
+        region_name=region,
+        retries={"mode": retry_mode, "max_attempts": max_attempts},
+        connect_timeout=timeout,
+        read_timeout=timeout,
+    )
+    client = session.client(service, endpoint_url=endpoint_url, config=config)
+    if send is not None:
+        client.meta.events.register("before-send", _sender(send))
+    return client
+
+
+# (method, url, headers, body) -> (status, headers, body)
+Send = Callable[[str, str, list[tuple[str, Any]], bytes], tuple[int, Any, bytes]]
+
+
+class _Raw:
+    """A response body as botocore reads one off the network (``stream``)."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+
+    def stream(self, **_: Any) -> Iterator[bytes]:
+        yield self._data
+
+
+def _sender(send: Send) -> Callable[..., AWSResponse]:
+    def before_send(request: Any, **_: Any) -> AWSResponse:
+        body = request.body
+        if hasattr(body, "read"):
+            body = body.read()
+        data = body.encode() if isinstance(body, str) else bytes(body or b"")
+        try:
+            status, headers, answer = send(request.method, request.url,
+                                           list(request.headers.items()), data)
+        except ConnectionError as e:  # what botocore makes of a connection dropped unanswered
+            raise ConnectionClosedError(endpoint_url=request.url) from e
+        return AWSResponse(request.url, status, dict(headers), _Raw(answer))
+    return before_send
+
+
+class _AssumedRole(CredentialProvider):  # type: ignore[misc]  # botocore is untyped
+    """A botocore credential provider: STS AssumeRole credentials that refresh before they expire.
+
+    It is the only provider in its session's resolver, so nothing from the environment or the
+    shared config files is used in its place.
+    """
+
+    METHOD = "runbook-bot-assume-role"
+    CANONICAL_NAME = "custom-runbook-bot-assume-role"  # botocore asks custom providers for custom-
+
+    def __init__(self, fetch: Callable[[], dict[str, str]]) -> None:
+        super().__init__()
+        self._fetch = fetch
+
+    def load(self) -> RefreshableCredentials:
+        return RefreshableCredentials.create_from_metadata(
+            metadata=self._fetch(), refresh_using=self._fetch, method=self.METHOD)
+
+
+@lru_cache(maxsize=1)
+def _models() -> Any:
+    """One botocore data loader (it caches the service models it has read) for every session."""
+    return create_loader()
+
+
+def _session(botocore_session: Any = None, **kwargs: Any) -> Any:
+    """A boto3 session reading the service models through the process's one loader: building a
+    client then costs no new parse of the EC2 model (a third of a second each time)."""
+    core = botocore_session or get_session()
+    core.register_component("data_loader", _models())
+    session = boto3.session.Session(botocore_session=core, **kwargs)
+    paths = _models().search_paths  # each boto3 session adds its own data path again
+    paths[:] = list(dict.fromkeys(paths))
+    return session
+
+
+@dataclass(frozen=True)
+class Reach:
+    """Where and as whom a cluster's AWS calls start: endpoints and the base credentials."""
+
+    cfg: ClusterConfig
+    endpoint_url: str | None = None  # EC2; None: the standard environment / AWS
+    sts_endpoint_url: str | None = None
+    credentials: dict[str, str] | None = None  # None: the default chain (IRSA, profile, env)
+
+    def config(self) -> Config:
+        return Config(region_name=self.cfg.region,
+                      retries={"mode": self.cfg.retry_mode, "max_attempts": self.cfg.max_attempts},
+                      connect_timeout=self.cfg.request_timeout,
+                      read_timeout=self.cfg.request_timeout)
+
+    def base_session(self) -> Any:
+        return _session(profile_name=self.cfg.profile, region_name=self.cfg.region,
+                        **(self.credentials or {}))
+
+    @cached_property
+    def base_sts(self) -> Any:
+        """STS on the base identity, what every session of the role is assumed with (one per
+        cluster: building a client reads the endpoint and service models)."""
+        return self.base_session().client("sts", endpoint_url=self.sts_endpoint_url,
+                                          config=self.config())
+
+    def role_session(self, **assume: Any) -> tuple[Any, Callable[[], str]]:
+        """A boto3 session on ``role_arn`` (``assume``: the AssumeRole arguments), and the request
+        id of the AssumeRole that gave its current credentials."""
+        sts = self.base_sts
+        last = {"request_id": ""}
+
+        def refresh() -> dict[str, str]:
+            resp = sts.assume_role(RoleArn=self.cfg.role_arn, DurationSeconds=3600, **assume)
+            last["request_id"] = request_id_of(resp)
+            creds = resp["Credentials"]
+            return {"access_key": creds["AccessKeyId"], "secret_key": creds["SecretAccessKey"],
+                    "token": creds["SessionToken"], "expiry_time": creds["Expiration"].isoformat()}
+
+        botocore_session = get_session()
+        botocore_session.register_component(
+            "credential_provider", CredentialResolver(providers=[_AssumedRole(refresh)]))
+        # a run's session costs its AssumeRole, not another parse of the EC2 model
+        session = _session(botocore_session, region_name=self.cfg.region)
+        return session, lambda: last["request_id"]
+
+    def ec2(self, session: Any) -> Any:
+        return session.client("ec2", endpoint_url=self.endpoint_url, config=self.config())
+
+    def sts(self, session: Any) -> Any:
+        return session.client("sts", endpoint_url=self.sts_endpoint_url, config=self.config())
+
+
+def request_id_of(resp: Any) -> str:
+    """The AWS request id of a botocore response (a dict), or ""."""
+    meta = resp.get("ResponseMetadata", {}) if isinstance(resp, dict) else {}
+    return str(meta.get("RequestId", ""))
+
+
+# -- botocore's backoff on a simulated clock --------------------------------------------------
+
+_backoff = threading.local()
+
+
+class _BackoffTime:
+    """``time`` as botocore's endpoint sees it: ``sleep`` goes to the thread's bound clock."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+    @staticmethod
+    def sleep(seconds: float) -> None:
+        bound: Callable[[float], None] | None = getattr(_backoff, "sleep", None)
+        (bound or time.sleep)(seconds)
+
+
+def bind_backoff(sleep: Callable[[float], None] | None) -> None:
+    """Make botocore's backoff between the attempts of a retried call, in this thread, call
+    ``sleep`` instead of sleeping (None: sleep for real again).
+
+    botocore sleeps inside its endpoint (``time.sleep``) whatever the retry mode, and no client
+    option changes what it sleeps on. A rehearsal's time is simulated: a throttled call must cost
+    the run its backoff in sandbox seconds, as every other wait of a rehearsal does, not seconds
+    of the machine running it. Every other thread, and a process that never binds, sleeps for
+    real; the stand-in forwards everything else to ``time``.
+    """
+    import botocore.endpoint
+
+    if not isinstance(botocore.endpoint.time, _BackoffTime):
+        botocore.endpoint.time = _BackoffTime()
+    _backoff.sleep = sleep
