@@ -65,6 +65,12 @@ class NoopCatalog:
     def apply(self, name: str, plan: Plan, ctx: StepContext) -> Result:
         return replace(Result(data={"n": plan.params["n"]}), calls=tuple(ctx.calls))
 
+    def cluster_of(self, name: str, params: Any, ctx: StepContext) -> str | None:
+        return None  # noop touches no cluster
+
+    def resolve_context(self, cluster: str, ctx: StepContext) -> dict[str, Any]:
+        return {}
+
 
 def runbook_text(n: int) -> str:
     steps = "".join(f"    - {{id: s{i}, title: \"Step {i}\", action: noop, with: {{n: {i}}}}}\n"

@@ -129,7 +129,7 @@ class RegistryCatalog:
         return Env(ctx=ctx, settings=self.settings, cluster=cluster,
                    clients=self.clients_for(cluster))
 
-    # -- what a run acts on and as whom (engine.ports.ContextResolver) ---------------------------
+    # -- what a run acts on and as whom (engine.ports.ActionCatalog) ---------------------------
 
     def cluster_of(self, name: str, params: Mapping[str, Any], ctx: StepContext) -> str | None:
         """The configured cluster a step's action touches; None for actions that touch none

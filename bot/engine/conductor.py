@@ -260,8 +260,8 @@ class Conductor(Moves):
 
     def context_resolved(self, found: Mapping[str, Any], now: datetime, tick: Tick, *,
                          calls: Sequence[ApiCall] = ()) -> None:
-        """Put on record what the run acts on and as whom (``ContextResolver``), once per cluster,
-        with the digest of the runbook text the run follows."""
+        """Put on record what the run acts on and as whom (the catalog's ``resolve_context``),
+        once per cluster, with the digest of the runbook text the run follows."""
         cluster = str(found.get("cluster", ""))
         if cluster in self.state.contexts:
             return

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol
 
 from pydantic import BaseModel
 
@@ -141,22 +141,15 @@ class ActionSpecLike(Protocol):
 
 
 class ActionCatalog(Protocol):
-    """Looks up actions by name and runs their plan/apply."""
+    """Looks up actions by name and runs their plan/apply, and says what a run acts on and as
+    whom: asked once per cluster a run touches (``cluster_of`` names the cluster a step's action
+    would touch, None when it touches none or the name is not configured, which the plan itself
+    reports; ``resolve_context`` never raises: what it could not find is listed in
+    ``problems``). A catalog with nothing to say returns None from ``cluster_of``."""
 
     def spec(self, name: str) -> ActionSpecLike: ...
     def plan(self, name: str, params: BaseModel | Mapping[str, Any], ctx: StepContext) -> Plan: ...
     def apply(self, name: str, plan: Plan, ctx: StepContext) -> Result: ...
-
-
-@runtime_checkable
-class ContextResolver(Protocol):
-    """What a run acts on and as whom (the action catalog): asked once per cluster a run touches.
-
-    ``cluster_of`` names the cluster a step's action would touch (None: it touches none, or the
-    name is not configured, which the plan itself reports); ``resolve_context`` never raises: what
-    it could not find is listed in ``problems``.
-    """
-
     def cluster_of(self, name: str, params: Mapping[str, Any], ctx: StepContext) -> str | None: ...
     def resolve_context(self, cluster: str, ctx: StepContext) -> dict[str, Any]: ...
 

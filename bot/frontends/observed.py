@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from bot.engine.plan import Plan, Result
-from bot.engine.ports import ActionCatalog, ActionSpecLike, ContextResolver, StepContext
+from bot.engine.ports import ActionCatalog, ActionSpecLike, StepContext
 from bot.frontends.metrics import Metrics
 
 
@@ -36,14 +36,11 @@ class ObservedCatalog:
         finally:
             self.metrics.calls_made(ctx.calls[before:])
 
-    # what a run acts on and as whom (``ContextResolver``), when the wrapped catalog says it
+    # what a run acts on and as whom, as the wrapped catalog says it
     def cluster_of(self, name: str, params: Mapping[str, Any], ctx: StepContext) -> str | None:
-        if not isinstance(self.inner, ContextResolver):
-            return None
         return self.inner.cluster_of(name, params, ctx)
 
     def resolve_context(self, cluster: str, ctx: StepContext) -> dict[str, Any]:
-        assert isinstance(self.inner, ContextResolver)  # asked only after cluster_of named one
         before = len(ctx.calls)
         try:
             return self.inner.resolve_context(cluster, ctx)

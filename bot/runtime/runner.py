@@ -50,7 +50,6 @@ from bot.engine.ports import (
     ActionCatalog,
     ActionSpecLike,
     Clock,
-    ContextResolver,
     Notifier,
     RunbookSource,
     RunStore,
@@ -300,8 +299,6 @@ class Runner:
     def _resolve_context(self, conductor: Conductor, d: PlanStep, tick: Tick,
                          reads: SharedReads) -> None:
         """Before a run first touches a cluster, put on record what it acts on and as whom."""
-        if not isinstance(self.catalog, ContextResolver):
-            return
         state = conductor.state
         ctx = self._ctx(state, d.key, d.overrides, reads)
         cluster = self.catalog.cluster_of(d.action, d.params, ctx)

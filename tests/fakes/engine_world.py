@@ -232,9 +232,15 @@ class FakeCatalog:
         result = spec.apply_fn(plan, checked, _Env(ctx))
         return replace(result, calls=tuple(ctx.calls))
 
+    def cluster_of(self, name: str, params: Any, ctx: StepContext) -> str | None:
+        return None  # its actions touch no configured cluster: no run.context
+
+    def resolve_context(self, cluster: str, ctx: StepContext) -> dict[str, Any]:
+        raise AssertionError("asked only for a cluster cluster_of named")
+
 
 class ResolvingCatalog(FakeCatalog):
-    """A fake catalog that also says what a run acts on (``ContextResolver``): one fixed cluster."""
+    """A fake catalog that also says what a run acts on: one fixed cluster."""
 
     def cluster_of(self, name: str, params: Any, ctx: StepContext) -> str | None:
         return "world" if name.startswith("fake.") else None

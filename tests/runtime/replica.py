@@ -64,6 +64,12 @@ class _Held:
     def plan(self, name: str, params: Any, ctx: Any) -> Any:
         return self.inner.plan(name, params, ctx)
 
+    def cluster_of(self, name: str, params: Any, ctx: Any) -> str | None:
+        return self.inner.cluster_of(name, params, ctx)
+
+    def resolve_context(self, cluster: str, ctx: Any) -> dict[str, Any]:
+        return self.inner.resolve_context(cluster, ctx)
+
     def apply(self, name: str, plan: Any, ctx: Any) -> Any:
         if ctx.step_id == self.key:
             (self.workdir / "applying").touch()
