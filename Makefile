@@ -27,6 +27,15 @@ $(VENV)/.stamp-browser: | $(PY)
 	  { echo "make test needs Chromium: install Debian's chromium package (apt-get install chromium)"; exit 1; }
 	touch $@
 
+# promtool, for the test that checks deploy/prometheus/runbook-bot-node-lease.yaml and runs its
+# rule unit test: Debian's prometheus package, installed when missing like Chromium above.
+$(VENV)/.stamp-promtool: | $(PY)
+	@command -v promtool >/dev/null 2>&1 || \
+	  { apt-get install -y -q --no-install-recommends prometheus >/dev/null 2>&1 || \
+	    { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends prometheus >/dev/null; }; } || \
+	  { echo "make test needs promtool: install Debian's prometheus package (apt-get install prometheus)"; exit 1; }
+	touch $@
+
 # The main job, against the built-in sandbox: a dead node recovered by node-dead-ngns.
 demo: $(VENV)/.stamp-demo
 	$(VENV)/bin/runbook-bot validate
@@ -36,7 +45,7 @@ demo: $(VENV)/.stamp-demo
 # One pytest-xdist worker per core, at most TEST_WORKERS (each runs its own sandboxes and holds
 # a few GB at its peak); a test file stays on one worker, so its module fixtures are built once.
 TEST_WORKERS ?= 4
-test: $(VENV)/.stamp-dev $(VENV)/.stamp-browser
+test: $(VENV)/.stamp-dev $(VENV)/.stamp-browser $(VENV)/.stamp-promtool
 	$(PY) -m pytest -m "not image and not explore" -n auto --maxprocesses $(TEST_WORKERS) --dist loadfile $(ARGS)
 
 # Everything but the tests marked slow, for the edit-test loop.

@@ -6,13 +6,18 @@ fake Slack Web API in a second process); this process is the load, one connectio
 
 - Slack: ``/runbook run`` commands start the runs, then Approve clicks on their approval messages
   (the decision) and ``/runbook status RUN_ID`` commands (the read), timed to the acknowledgement,
-  which is what Slack waits for: the work itself runs after it;
+  which is what Slack waits for: the work itself runs after it. The status answer a person reads
+  comes later, posted to the command's ``response_url``; a receiver in this process times it too
+  (``slack status answer``), from the command sent to its answer received;
 - the API: ``POST /api/v1/runs`` starts as many runs, then ``POST /api/v1/runs/{id}/approve``
   (the decision: the engine's verdict is in the answer, saved; the drive follows off the request)
   and ``GET /api/v1/runs/{id}`` (the read, a whole run view), timed to the full answer.
 
-Target: the API's p99 no worse than Slack's, for each of the two. The API's rate limit is raised
-for the bench (its default, 20 a second per identity, would answer most of this load 429).
+Target: the API's p99 no worse than Slack's acknowledgement's, for each of the two (the exit status
+is 1 when it is missed). The two do not measure the same work: the acknowledgement holds no answer,
+the API's answer holds the verdict saved, or the whole run view; ``slack status answer`` is the
+like-for-like figure for the read, printed beside them. The API's rate limit is raised for the
+bench (its default, 20 a second per identity, would answer most of this load 429).
 
     .venv/bin/python bench/api.py [--requests 200] [--concurrency 50]
 """
@@ -27,10 +32,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -122,9 +129,41 @@ def serve_app(api_url: str) -> int:
     return 0
 
 
+class Answers:
+    """Where the app posts Slack's status answers (the commands' ``response_url``): the moment
+    each arrives, by its index in the URL's path, so a command's answer is timed from its send."""
+
+    def __init__(self) -> None:
+        arrived: dict[int, float] = {}
+        self.arrived = arrived
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                arrived[int(self.path.rsplit("/", 1)[1])] = time.perf_counter()
+                self.send_response(200)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/answers"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+SENT: dict[bytes, float] = {}  # each request's send time, by its bytes (each is unique)
+
+
 async def _send(host: str, port: int, raw: bytes, gate: asyncio.Semaphore) -> tuple[float, int, bytes]:
     async with gate:
-        start = time.perf_counter()
+        start = SENT[raw] = time.perf_counter()
         reader, writer = await asyncio.open_connection(host, port)
         writer.write(raw)
         await writer.drain()
@@ -185,7 +224,7 @@ def _ask(child: subprocess.Popen[str], line: str | None = None) -> dict[str, Any
 
 
 def _bench(slack_url: str, api: str, app: subprocess.Popen[str], fake: subprocess.Popen[str],
-           n: int, concurrency: int, hooks: str) -> dict[str, list[float]]:
+           n: int, concurrency: int, answers: Answers) -> dict[str, list[float]]:
     s = urllib.parse.urlsplit(slack_url)
     sh, sp, spath = s.hostname or "127.0.0.1", s.port or 80, s.path
     a = urllib.parse.urlsplit(api)
@@ -206,10 +245,14 @@ def _bench(slack_url: str, api: str, app: subprocess.Popen[str], fake: subproces
                                                     for c in clicks], concurrency)
     _ask(app, "settle")
     status = [_slack_raw(sh, sp, spath, slash_command_body(
-        text=f"status {r}", user_id=ALICE, response_url=f"{hooks}/{i}")) for i, r in
+        text=f"status {r}", user_id=ALICE, response_url=f"{answers.url}/{i}")) for i, r in
         enumerate(slack_runs)]
     out["slack status"], _ = _measure(slack_url, status, concurrency)
     _ask(app, "settle")
+    if len(answers.arrived) != len(status):
+        raise SystemExit(f"{len(answers.arrived)} status answers for {len(status)} commands")
+    out["slack status answer"] = [(answers.arrived[i] - SENT[raw]) * 1000
+                                  for i, raw in enumerate(status)]
     out["slack status alone"], _ = _measure(slack_url, status[:50], 1)
     _ask(app, "settle")
     # the API: start n runs, then the decision (approve) and the read (the run's view)
@@ -237,6 +280,33 @@ def _bench(slack_url: str, api: str, app: subprocess.Popen[str], fake: subproces
     return out
 
 
+WHAT = {  # what each figure times, from the request sent
+    "slack decision": "to the ack (the approval is decided after it)",
+    "api decision": "to the answer: the engine's verdict, saved",
+    "slack status": "to the ack (holds no status)",
+    "slack status answer": "to the status, posted to response_url",
+    "api status": "to the answer: the whole run view",
+}
+
+
+def _report(figures: dict[str, list[float]]) -> bool:
+    """Print each figure with what it times; True when the API's p99 is no worse than Slack's
+    acknowledgement's for both the decision and the read."""
+    ok = True
+    for what in ("decision", "status"):
+        for key in (f"slack {what}", f"slack {what} answer", f"api {what}"):
+            if key in figures:
+                p50, p99 = _figures(figures[key])
+                print(f"{key:19} n={len(figures[key]):4}  p50 {p50:7.1f} ms  p99 {p99:7.1f} ms"
+                      f"  {WHAT[key]}")
+        api99, slack99 = _figures(figures[f"api {what}"])[1], _figures(figures[f"slack {what}"])[1]
+        verdict = api99 <= slack99
+        ok &= verdict
+        print(f"  {what}: API p99 {'<=' if verdict else '>'} Slack ack p99")
+    print("PASS" if ok else "FAIL (target: the API's p99 no worse than Slack's acknowledgement's)")
+    return ok
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--requests", type=int, default=200,
@@ -248,24 +318,18 @@ def main() -> int:
         return serve_app(args.app)
     fake = _spawn(ROOT / "bench" / "slack.py", "--fake")
     app = None
+    ok = False
     try:
         api_url = _ask(fake)["api_url"]
         app = _spawn(Path(__file__), "--app", api_url)
         urls = _ask(app)
-        hooks = api_url.rsplit("/api/", 1)[0] + "/hooks/T0FAKE0001/bench"  # answers quickly
-        figures = _bench(urls["slack"], urls["api"], app, fake, args.requests, args.concurrency,
-                         hooks)
-        ok = True
-        for what in ("decision", "status"):
-            for front in ("slack", "api"):
-                p50, p99 = _figures(figures[f"{front} {what}"])
-                print(f"{front + ' ' + what:16} n={len(figures[f'{front} {what}']):4}  "
-                      f"p50 {p50:7.1f} ms  p99 {p99:7.1f} ms")
-            api99, slack99 = _figures(figures[f"api {what}"])[1], _figures(figures[f"slack {what}"])[1]
-            verdict = api99 <= slack99
-            ok &= verdict
-            print(f"  {what}: API p99 {'<=' if verdict else '>'} Slack p99")
-        print("PASS" if ok else "FAIL (target: the API's p99 no worse than Slack's)")
+        answers = Answers()
+        try:
+            figures = _bench(urls["slack"], urls["api"], app, fake, args.requests,
+                             args.concurrency, answers)
+        finally:
+            answers.close()
+        ok = _report(figures)
     finally:
         for child in (app, fake):
             if child is not None and child.stdin is not None:

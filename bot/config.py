@@ -31,6 +31,8 @@ and built-in defaults when there is none. A file named by 1 or 2 must exist. Its
         default 60: how long a dead node's Lease must have been stale before its instance may be
         fenced), fence_ambiguous_after (seconds, 60-86400; default 300: how long a silent node
         whose EC2 status checks still pass must wait before break-glass may fence it),
+        hold_recheck_seconds (5-300; default 15: how often a step an interlock holds for a
+        timed condition is planned again by itself),
         approvals_from (a non-empty list of terminal, slack, api; default all three),
         start (runbook or "*" -> groups, channels: who may start it, from which Slack channels;
         absent: anyone may start any runbook, as before; docs/slack.md, "Who may start a run")
@@ -44,6 +46,8 @@ and built-in defaults when there is none. A file named by 1 or 2 must exist. Its
         1-65535, no two the same
         (docs/deploy.md, "Ports": who may reach each)
     api: tokens, oidc, kubernetes: how callers of the API authenticate (bot/config_api.py)
+    watcher: enabled, detect_after, clusters, watch_timeout, interval: the node watcher
+        (bot/config_watcher.py, docs/watcher.md)
     server: url, ca_bundle, token, kubeconfig, context, timeout: the terminal as the API's client
         (bot/config_server.py); local_mode_override: local writes to a served database
 
@@ -103,6 +107,8 @@ from bot.config_server import ServerModel, server_config
 from bot.config_server import server_at as server_at
 from bot.config_start import StartModel, start_rules, undefined_groups
 from bot.config_start import StartRule as StartRule
+from bot.config_watcher import WatcherConfig as WatcherConfig
+from bot.config_watcher import WatcherModel, watcher_config
 from bot.errors import ConfigError
 
 
@@ -142,6 +148,8 @@ class PolicyConfig:
     fence_min_not_ready: float = 60.0
     # a silent node EC2 still passes (a partition?) waits this long before break-glass may fence
     fence_ambiguous_after: float = 300.0
+    # a step held by a timed interlock (fence-wait) is planned again this often, never sooner
+    hold_recheck_seconds: float = 15.0
     # identity aliases: a terminal user and a Slack user can be the same person
     aliases: Mapping[str, str] = field(default_factory=dict)
     # where approvals and break-glass are accepted from: "terminal" (OS users), "slack" (slack:U…)
@@ -163,6 +171,7 @@ class Settings:
     alerts: AlertsConfig = field(default_factory=AlertsConfig)
     listen: ListenConfig = field(default_factory=ListenConfig)
     api: ApiConfig = field(default_factory=ApiConfig)  # who may call the API (frontends/api/auth.py)
+    watcher: WatcherConfig = field(default_factory=WatcherConfig)  # the node watcher (config_watcher.py)
     lease_seconds: float = 6.0
     config_file: str | None = None  # the file these settings were read from, if any
     server: ServerConfig | None = None  # the terminal is the API's client (bot/cli/remote.py)
@@ -226,6 +235,7 @@ class _Policy(_Strict):
     # (every 10 s) could be fenced
     fence_min_not_ready: Annotated[float, Field(ge=30, le=86400, allow_inf_nan=False)] = 60.0
     fence_ambiguous_after: Annotated[float, Field(ge=60, le=86400, allow_inf_nan=False)] = 300.0
+    hold_recheck_seconds: Annotated[float, Field(ge=5, le=300, allow_inf_nan=False)] = 15.0
     aliases: dict[Text, Text] = {}
     approvals_from: Annotated[list[Frontend], Field(min_length=1)] = list(FRONTENDS)
     start: dict[Text, StartModel] | None = None  # bot/config_start.py
@@ -248,6 +258,7 @@ class _File(_Strict):
     alerts: _Alerts = _Alerts()
     listen: _Listen = _Listen()
     api: ApiModel = ApiModel()
+    watcher: WatcherModel = WatcherModel()
     lease_seconds: Seconds = 6.0
     server: ServerModel | None = None
     local_mode_override: bool = False
@@ -285,7 +296,8 @@ class _File(_Strict):
 _SECTIONS: dict[str, type[BaseModel]] = {"": _File, "policy": _Policy, "slack": _Slack,
                                         "clusters": _Cluster, "alerts": _Alerts,
                                         "policy.start": StartModel,
-                                        "listen": _Listen, "server": ServerModel, **API_SECTIONS}
+                                        "listen": _Listen, "server": ServerModel, "watcher": WatcherModel,
+                                        **API_SECTIONS}
 _EXPECTED = {
     "bool_type": "must be true or false",
     "int_type": "must be a whole number",
@@ -440,7 +452,7 @@ def settings_from_mapping(data: Mapping[str, Any], env: Mapping[str, str], *,
         max_out_of_service_nodes=p.max_out_of_service_nodes,
         node_monitor_grace_period=p.node_monitor_grace_period,
         fence_min_not_ready=p.fence_min_not_ready, fence_ambiguous_after=p.fence_ambiguous_after,
-        aliases=dict(p.aliases),
+        hold_recheck_seconds=p.hold_recheck_seconds, aliases=dict(p.aliases),
         approvals_from=tuple(dict.fromkeys(p.approvals_from)),
         start=start_rules(p.start))
     s = f.slack
@@ -462,7 +474,7 @@ def settings_from_mapping(data: Mapping[str, Any], env: Mapping[str, str], *,
         redact_patterns=tuple(f.redact_patterns), clusters=clusters,
         policy=policy, slack=slack, lease_seconds=f.lease_seconds,
         config_file=str(path) if path else None, server=server_config(f.server, path), api=api_config(f.api),
-        local_mode_override=f.local_mode_override)
+        local_mode_override=f.local_mode_override, watcher=watcher_config(f.watcher))
 
 
 # ``--config FILE`` of the command line, for the command being run (``use_config``)

@@ -24,14 +24,16 @@ with (a quoted "false" is an error, unknown keys are errors).
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 TOKEN_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 HASHED_TOKEN = r"^sha256:[0-9a-f]{64}$"
+CIDR = r"^[0-9A-Fa-f:.]+(/[0-9]{1,3})?$"  # an address or a network; checked as one when read
 SERVICE_ACCOUNT = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?:[a-z0-9]([-.a-z0-9]*[a-z0-9])?$"
 ROLE_PATTERN = r"^[\w+=,.@*?-]{1,64}$"  # an IAM role name, * and ? as wildcards
 
@@ -61,6 +63,12 @@ class ApiConfig:
     tokens: Mapping[str, str] = field(default_factory=dict)  # NAME -> sha256:HEX
     oidc: OidcConfig | None = None
     kubernetes: KubernetesAuthConfig | None = None
+    # requests per second per caller (per address before it is known), in bursts of rate_burst
+    rate_limit: float = 20.0
+    rate_burst: int = 40
+    # CIDRs of the proxies in front of the API (the Ingress, a load balancer): only from them is
+    # X-Forwarded-For read for the caller's address (bot/frontends/api/clientaddr.py)
+    trusted_proxies: tuple[str, ...] = ()
 
     @property
     def enabled(self) -> bool:
@@ -96,6 +104,20 @@ class ApiModel(_Strict):
                  Annotated[str, Field(pattern=HASHED_TOKEN)]] = {}
     oidc: _Oidc | None = None
     kubernetes: _Kubernetes | None = None
+    rate_limit: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 20.0
+    rate_burst: Annotated[int, Field(ge=1)] = 40
+    trusted_proxies: list[Annotated[str, Field(pattern=CIDR)]] = []
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, cidrs: list[str]) -> list[str]:
+        for cidr in cidrs:
+            try:
+                ipaddress.ip_network(cidr, strict=False)
+            except ValueError:
+                raise ValueError(f"{cidr!r} is not an address or a network "
+                                 "(like 10.0.0.0/8 or fd00::/8)") from None
+        return cidrs
 
 
 API_SECTIONS: dict[str, type[BaseModel]] = {"api": ApiModel, "api.oidc": _Oidc,
@@ -112,4 +134,6 @@ def api_config(a: ApiModel) -> ApiConfig:
         kubernetes=None if k is None else KubernetesAuthConfig(
             cluster=k.cluster, audiences=tuple(k.audiences),
             pinned_session_roles=tuple(k.pinned_session_roles),
-            service_accounts=tuple(k.service_accounts), bot_service_account=k.bot_service_account))
+            service_accounts=tuple(k.service_accounts), bot_service_account=k.bot_service_account),
+        rate_limit=a.rate_limit, rate_burst=a.rate_burst,
+        trusted_proxies=tuple(a.trusted_proxies))

@@ -77,7 +77,8 @@ class InterlockBlocked(RunbookBotError):
     """A safety interlock refused a change. ``rule`` is the interlock's id, e.g. ``oos-taint``."""
 
     def __init__(self, rule: str, message: str, *, count: int | None = None,
-                 plan: Mapping[str, Any] | None = None) -> None:
+                 plan: Mapping[str, Any] | None = None, recheck_after: float | None = None,
+                 until: str = "") -> None:
         self.rule = rule
         self.message = message
         # for a rule that counts (nodes out of service): how many the step would make it; a
@@ -87,6 +88,11 @@ class InterlockBlocked(RunbookBotError):
         # knows it: shown with the refusal, so whoever may break glass reads what the change
         # would do and destroy, and the approvers it adds
         self.plan = plan
+        # a timed hold: the condition can clear (or harden) by itself, so the step is planned
+        # again after this many seconds (never sooner than policy.hold_recheck_seconds) instead
+        # of waiting for a person; ``until`` says, in words, what the rechecks wait for
+        self.recheck_after = recheck_after
+        self.until = until
         super().__init__(f"interlock {rule}: {message}")
 
 

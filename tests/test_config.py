@@ -37,6 +37,10 @@ def problems(data: dict[str, Any], env: dict[str, str] | None = None) -> list[st
      "bot.yaml: policy.fence_min_not_ready: must be at least 30 (got 20)"),
     ({"policy": {"fence_ambiguous_after": 30}},
      "bot.yaml: policy.fence_ambiguous_after: must be at least 60 (got 30)"),
+    ({"policy": {"hold_recheck_seconds": 2}},
+     "bot.yaml: policy.hold_recheck_seconds: must be at least 5 (got 2)"),
+    ({"policy": {"hold_recheck_seconds": 600}},
+     "bot.yaml: policy.hold_recheck_seconds: must be at most 300 (got 600)"),
     ({"policy": {"node_monitor_grace_period": 5}},
      "bot.yaml: policy.node_monitor_grace_period: must be at least 10 (got 5)"),
     ({"policy": {"fence_min_not_ready": "5m"}},
@@ -77,7 +81,7 @@ def problems(data: dict[str, Any], env: dict[str, str] | None = None) -> list[st
      "bot.yaml: slack.allowed_channels: must be a list (got 'C0OPS00001')"),
     ({"polcy": {}}, "bot.yaml: polcy: unknown key; valid keys here: database_url, audit_key, "
                     "audit_previous_keys, runbooks_dir, redact_patterns, clusters, policy, slack, "
-                    "alerts, listen, api, lease_seconds, server, local_mode_override"),
+                    "alerts, listen, api, watcher, lease_seconds, server, local_mode_override"),
 ])
 def test_a_bad_value_is_one_line_naming_the_key_and_what_is_allowed(
     data: dict[str, Any], line: str,

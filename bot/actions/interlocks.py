@@ -403,7 +403,11 @@ def enforce_fence(env: Env, *, instance_id: str, refusal: FenceRefusal) -> None:
             f"refusing to fence (stop or terminate) instance {instance_id}: {refusal.foreign}"))
     if refusal.hold is not None:
         raise InterlockBlocked(RULE_FENCE_WAIT, (
-            f"refusing to fence (stop or terminate) instance {instance_id}: {refusal.text()}"))
+            f"refusing to fence (stop or terminate) instance {instance_id}: {refusal.text()}"),
+            recheck_after=env.settings.policy.hold_recheck_seconds,
+            until="EC2 confirms the machine is down (then it may be fenced), its kubelet is "
+                  "back, or it has been silent for policy.fence_ambiguous_after (then only "
+                  "break-glass fences it)")
     env.ctx.interlock(
         rule=RULE_FENCE, ok=not refusal,
         message=f"refusing to fence (stop or terminate) instance {instance_id}: {refusal.text()}. "

@@ -58,8 +58,8 @@ def build_api(settings: Settings, runtime: Runtime, store: Database, *,
                   tuple(k.encode() for k in settings.audit_previous_keys))
     return api_app(runtime, auth, exporter=store_exporter(store), audit=StoreAudit(store, key),
                    diagnoser=scanner(settings),
-                   rate=rate or getattr(settings.api, "rate_limit", None),
-                   burst=burst or getattr(settings.api, "rate_burst", None))
+                   rate=rate or settings.api.rate_limit, burst=burst or settings.api.rate_burst,
+                   trusted_proxies=settings.api.trusted_proxies)
 
 
 class ApiListener:
@@ -98,7 +98,14 @@ def _record_server(settings: Settings, store: Database, listening: str) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from bot.cli.wiring import build_runner, open_store, ops_endpoints, record_worker
+    from bot.cli.wiring import (
+        NodeWatchers,
+        build_runner,
+        notice_sink,
+        open_store,
+        ops_endpoints,
+        record_worker,
+    )
     from bot.config import load_settings
     from bot.frontends.api import api_listener
     from bot.frontends.metrics import Metrics
@@ -114,6 +121,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     app = build_api(settings, runtime, store, rate=args.rate, burst=args.burst)
     ops = ops_endpoints(runner, store, metrics, interval=args.interval)
     record = record_worker(runner, store)
+    # the node watcher of each cluster, where enabled: cards in Slack where configured, else logs
+    watchers = NodeWatchers(settings, store, notice_sink(settings, store, runner), metrics=metrics)
     listen = settings.listen
     host = chosen(args.host, listen.host)
     server = api_listener(app, host=host, port=chosen(args.port, listen.api_port),
@@ -130,6 +139,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         with stop_on_signals(stop.set):
             worker.start()
+            watchers.start()
             side = start_side_server(ops, args, listen)
             server.start()
             _record_server(settings, store, f"http://{host}:{server.effective_port}")
@@ -140,11 +150,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 pass
             server.stop()
             app.close()
+            watchers.stop()
             runner.stop()
             worker.join(timeout=20)
             side.stop()
     except KeyboardInterrupt:
         runner.stop()
+        watchers.stop(timeout=0)
         return 130
     print("runbook-bot: stopped", flush=True)
     return 0

@@ -75,6 +75,14 @@ def register(sub: Any) -> None:
     add_server_option(p)
     p.set_defaults(handler=cmd_runs)
 
+    p = sub.add_parser("notices", help="what the node watcher noticed, newest first",
+                       description="List the node watcher's recent notices from the store (every "
+                       "replica's: each is claimed once): when, the cluster, the node or zone, "
+                       "the verdict (dead, hung, sick, recovered, zone) and when its Lease went "
+                       "stale. docs/watcher.md.")
+    p.add_argument("--limit", type=int, default=50)
+    p.set_defaults(handler=cmd_notices)
+
     p = sub.add_parser("status", help="each step of a run, who approved what, what is pending",
                        description="Show a run step by step.")
     p.add_argument("run_id", metavar="RUN_ID")
@@ -291,6 +299,16 @@ def cmd_runs(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_notices(args: argparse.Namespace) -> int:
+    from bot.cli.wiring import open_store
+    from bot.frontends.notices import notices_table
+    from bot.store.node_notices import NoticeLog
+
+    store = open_store(_settings())
+    print(notices_table(NoticeLog(store.engine).recent(limit=args.limit)))
+    return 0
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     from bot.cli.wiring import open_store, run_id_arg
     from bot.present.console import status
@@ -322,7 +340,14 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_worker(args: argparse.Namespace) -> int:
     """Drive runs until interrupted, answering /metrics, /readyz and /healthz on the ops port."""
     from bot.cli.ops import start_side_server
-    from bot.cli.wiring import build_runner, open_store, ops_endpoints, record_worker
+    from bot.cli.wiring import (
+        NodeWatchers,
+        build_runner,
+        notice_sink,
+        open_store,
+        ops_endpoints,
+        record_worker,
+    )
     from bot.frontends.metrics import Metrics
     from bot.frontends.term.printer import TerminalPrinter
     from bot.runtime.drain import stop_on_signals
@@ -337,14 +362,18 @@ def cmd_worker(args: argparse.Namespace) -> int:
     side = start_side_server(ops_endpoints(runner, store, metrics, interval=args.interval), args,
                              settings.listen)
     record = record_worker(runner, store)
+    # the node watcher of each cluster, where enabled: cards in Slack where configured, else logs
+    watchers = NodeWatchers(settings, store, notice_sink(settings, store, runner), metrics=metrics)
     try:
         with stop_on_signals(runner.stop):
             print("worker: resuming unfinished runs; SIGTERM or Ctrl-C drains and stops", flush=True)
+            watchers.start()
             runner.serve(interval=args.interval)
     except KeyboardInterrupt:  # a second signal: stop without waiting for the tick in flight
         runner.stop()
         return 130
     finally:
+        watchers.stop()
         record.close()
         side.stop()
     print("worker: stopped", flush=True)

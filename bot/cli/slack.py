@@ -76,7 +76,14 @@ def start_alerts_listener(webhook: Any, host: str, port: int, threads: int) -> A
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from bot.cli.wiring import build_runner, open_store, ops_endpoints, record_worker, scanner
+    from bot.cli.wiring import (
+        NodeWatchers,
+        build_runner,
+        open_store,
+        ops_endpoints,
+        record_worker,
+        scanner,
+    )
     from bot.config import load_settings
     from bot.frontends.metrics import Metrics
     from bot.frontends.slack.app import (
@@ -101,6 +108,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     app, _, _ = build_app(settings, runner, parts=parts, diagnoser=scanner(settings))
     ops = ops_endpoints(runner, store, metrics, interval=args.interval)
     record = record_worker(runner, store)
+    # the node watcher of each cluster, where enabled: its notices become cards (docs/watcher.md)
+    assert parts.notice_cards is not None  # build_app made them
+    watchers = NodeWatchers(settings, store, parts.notice_cards.show, metrics=metrics)
     listen = settings.listen
     host = chosen(args.host, listen.host)
 
@@ -122,6 +132,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         with stop_on_signals(stop.set):
             worker.start()
             parts.start()
+            watchers.start()
             collect_garbage_for_latency()
             side = start_side_server(ops, args, listen)
             if parts.webhook is not None:
@@ -156,6 +167,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 api.stop()
             if socket is not None:
                 socket.close()
+            watchers.stop()  # no new cards once draining
             runner.stop()
             parts.close()  # the Slack work in hand (drives included), then the outbox
             worker.join(timeout=20)
@@ -163,6 +175,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 side.stop()
     except KeyboardInterrupt:  # a second signal: stop without waiting
         runner.stop()
+        watchers.stop(timeout=0)
         return 130
     print("runbook-bot: stopped", flush=True)
     return 0

@@ -15,10 +15,13 @@ from bot.errors import NotFound
 
 if TYPE_CHECKING:  # the parts are imported when built, so a command loads only what it uses
     from bot.actions.catalog import ClientsFactory
+    from bot.actions.env import ClusterClients
     from bot.diagnose import Report, Scope
     from bot.engine.approvals import Membership
+    from bot.engine.plan import ApiCall
     from bot.engine.ports import Clock, Notifier, RunStore
     from bot.frontends.metrics import Metrics
+    from bot.frontends.notices import Notice
     from bot.frontends.ops import OpsEndpoints
     from bot.frontends.workers import WorkerRecord
     from bot.runtime.runner import Runner
@@ -130,3 +133,115 @@ def run_id_arg(text: str) -> str:
         return parse_run_id(text)
     except ValueError as e:
         raise NotFound(str(e)) from None
+
+
+class NodeWatchers:
+    """The node watcher of every configured cluster (docs/watcher.md), for a long-running process:
+    ``start`` them beside the worker loop, ``stop`` them when it drains (each within its
+    ``watch_timeout``). ``watcher.enabled`` and ``watcher.clusters`` (default: every configured
+    cluster) say which run. Each notice goes to ``on_notice`` (Slack cards where
+    Slack is configured, a log line otherwise: ``bot.frontends.notices``), counted in ``metrics``.
+    """
+
+    def __init__(self, settings: Settings, store: Database,
+                 on_notice: Callable[[Notice], None], *, metrics: Metrics | None = None,
+                 clients_factory: ClientsFactory | None = None, clock: Clock | None = None,
+                 enabled: bool | None = None) -> None:
+        from bot.actions.env import ClusterClients
+        from bot.diagnose.node_watch import triage_with
+        from bot.engine.node_watch import Thresholds
+        from bot.engine.ports import SystemClock
+        from bot.frontends.notices import notice_handler
+        from bot.runtime.node_watcher import NodeWatcher
+        from bot.store.node_notices import NoticeLog
+
+        config = settings.watcher
+        if enabled is None:
+            enabled = config.enabled
+        make = clients_factory or ClusterClients.from_config
+        claims = NoticeLog(store.engine)
+        grace = settings.policy.node_monitor_grace_period
+        th = Thresholds(grace=grace, detect_after=config.detect_after,
+                        max_out_of_service=settings.policy.max_out_of_service_nodes)
+        handler = notice_handler(on_notice, metrics=metrics)
+        self.ec2_reads = 0
+        self.watchers: list[NodeWatcher] = []
+        for name in (config.clusters or tuple(settings.clusters)) if enabled else ():
+            clients = make(settings.cluster(name))
+            self.watchers.append(NodeWatcher(
+                name, nodes=lambda c=clients, **kw: c.kube.watch_nodes(**kw),
+                leases=lambda c=clients, **kw: c.kube.watch_node_leases(**kw),
+                triage=triage_with(_CountedEc2(clients, self), grace=grace), claims=claims,
+                on_notice=handler, clock=clock or SystemClock(), thresholds=th,
+                watch_timeout=config.watch_timeout, interval=config.interval))
+        if metrics is not None and self.watchers:
+            metrics.track_watcher_reads(self.reads)
+
+    def reads(self) -> dict[str, float]:
+        """Reads made so far by every watcher, by kind (``runbook_bot_watcher_reads_total``)."""
+        stats = [w.stats for w in self.watchers]
+        return {"list": sum(s.lists - s.relists for s in stats),
+                "relist": sum(s.relists for s in stats),
+                "watch": sum(s.watches for s in stats), "ec2": self.ec2_reads}
+
+    def start(self) -> None:
+        for w in self.watchers:
+            w.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Tell every watcher to stop, then wait for each (the passes in flight end together)."""
+        for w in self.watchers:
+            w.stop(0)
+        for w in self.watchers:
+            w.stop(timeout)
+
+
+class _CountedEc2:
+    """A cluster's EC2 client bound read-only for each triage, its calls counted."""
+
+    def __init__(self, clients: ClusterClients, owner: NodeWatchers) -> None:
+        self.clients, self.owner = clients, owner
+
+    def describe_instance_status(self, instance_ids: Sequence[str]) -> dict[str, dict[str, object]]:
+        calls: list[ApiCall] = []
+        try:
+            return self.clients.ec2.bound(calls, read_only=True).describe_instance_status(
+                instance_ids)
+        finally:
+            self.owner.ec2_reads += len(calls)
+
+
+def notice_sink(settings: Settings, store: Database,
+                runner: Runner | None = None) -> Callable[[Notice], None]:
+    """Where a process without the Slack app sends the watcher's notices: cards in Slack where a
+    bot token is configured (whichever replica claims a notice shows it, so every process that
+    watches must be able to post), else a log line naming the command (``LogNotices``). With
+    ``runner``, read-only runbooks that opt into ``auto_run`` are started as from Slack
+    (``NoticeAutoRuns``); the process's worker loop carries them on."""
+    from bot.frontends.notices import LogNotices, NoticeAutoRuns, auto_runs_for
+
+    channel: str | None = None
+    if settings.slack.bot_token:
+        from bot.frontends.slack.app import notice_channel
+
+        channel = notice_channel(settings)
+    auto: NoticeAutoRuns | None = None
+    if runner is not None:
+        from bot.runtime.facade import Origin, Runtime
+
+        runtime = Runtime(runner, refusals=store.refusals)
+        auto = auto_runs_for(settings.alerts, store.engine, runbook=runtime.runbook,
+                             start=lambda cmd: runtime.start(cmd, origin=Origin(frontend="alerts")),
+                             origin={"frontend": "slack", "channel": channel} if channel
+                             else {"frontend": "watcher"})
+    if not settings.slack.bot_token:
+        return LogNotices(auto).on_notice
+    import time
+
+    from bot.frontends.slack.app import make_client
+    from bot.frontends.slack.notice_cards import SlackNoticeCards
+    from bot.store.alerts import AlertLog
+
+    return SlackNoticeCards(client=make_client(settings.slack), alert_log=AlertLog(store.engine),
+                            channel=channel, clock_now=time.time, auto_runs=auto,
+                            runs=lambda: store.runs(active=True, limit=200)).show

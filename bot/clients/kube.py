@@ -41,6 +41,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
+from bot.clients.kube_watch import follow
 from bot.clients.redact import redact
 from bot.engine.plan import ApiCall
 from bot.engine.ports import SharedReads
@@ -368,6 +369,19 @@ class KubeClient:
     def list_node_leases(self) -> list[Obj]:
         """Every kubelet's Lease: one list, for a scan or a batch of nodes."""
         return self._list("coordination", "list_namespaced_lease", NODE_LEASES)
+
+    def watch_nodes(self, *, resource_version: str, timeout: int) -> Iterator[Obj]:
+        """One list (no version) or bounded watch pass over Nodes (``clients/kube_watch.py``)."""
+        return self._follow("list_node", (), resource_version, timeout)
+
+    def watch_node_leases(self, *, resource_version: str, timeout: int) -> Iterator[Obj]:
+        return self._follow("list_namespaced_lease", (NODE_LEASES,), resource_version, timeout)
+
+    def _follow(self, op: str, args: tuple[str, ...], rv: str, timeout: int) -> Iterator[Obj]:
+        fn, t = getattr(self._group("core" if args == () else "coordination"), op), self.request_timeout
+        return follow(lambda **kw: fn(*args, _preload_content=False, _request_timeout=(t, t + timeout), **kw),
+                      operation=op, resource_version=rv, timeout=timeout, translate=translate,
+                      page_size=self.page_size, record=lambda o, out, h: self._record(o, args, out, h))
 
     def list_pods(self, *, node: str | None = None, namespace: str | None = None,
                   label_selector: str | None = None) -> list[Obj]:

@@ -43,7 +43,7 @@ from bot.engine.decisions import (
     parse_iso,
 )
 from bot.engine.events import EventData
-from bot.engine.moves import Moves
+from bot.engine.moves import Moves, held_until
 from bot.engine.plan import ApiCall, Plan, Result, narrowed
 from bot.engine.runstate import StepState
 from bot.engine.state import RUN_TERMINAL, RunStatus, StepStatus
@@ -181,6 +181,11 @@ class Conductor(Moves):
             if until is not None and now >= until:
                 self._expire(s, now, tick)
                 return None
+            held = held_until(s)
+            if held is not None and now >= parse_iso(held):  # a timed hold: plan it again
+                s.next_check_at = None
+                self.set_step(tick, s, S.PLANNING)
+                return self._plan_decision(s, step, now, tick, recheck=False)
             self.set_run(tick, R.AWAITING_APPROVAL)
             return AwaitPeople(s.key, until)
         if s.status == S.APPLYING and s.key not in self._began:
@@ -286,9 +291,12 @@ class Conductor(Moves):
         """
         s = self.state.steps[key]
         step = self.step_of(s)
+        verdict: Outcome
+        record: EventData | None
         if isinstance(outcome, BaseException):
             verdict, record = self._refused(s, step, now, tick, outcome, phase="plan", calls=calls)
         else:
+            s.blocked = None  # a hold re-planned by itself has cleared
             verdict, record = self._judge_plan(s, step, outcome, now, tick, recheck=recheck)
         self._move(s, move_for(s.status, verdict), record, now, tick)
 
@@ -462,17 +470,42 @@ class Conductor(Moves):
         return A.WAIT_UNTIL_FALSE, None
 
     def _refused(self, s: StepState, step: Step, now: datetime, tick: Tick, e: BaseException, *,
-                 phase: str, calls: Sequence[ApiCall]) -> tuple[Outcome, EventData]:
+                 phase: str, calls: Sequence[ApiCall]) -> tuple[Outcome, EventData | None]:
         """``plan()`` or ``apply()`` raised: an interlock blocks the step, anything else is an error."""
         kind: type[PlanOutcome] | type[ApplyOutcome] = P if phase == "plan" else A
         made = [asdict(c) for c in calls]
         if not isinstance(e, InterlockBlocked):
+            s.blocked = None
             return self._error(s, step, now, e, kind=kind, phase=phase, calls=made)
+        timed = e.recheck_after is not None and phase == "plan" and not self.state.dry_run
+        if timed and self._same_hold(s, e):
+            # the same hold found again: its first refusal is on record (interlock.blocked,
+            # approval.requested) and its request's expiry stands; only the next check moves
+            s.blocked = {**(s.blocked or {}), "checked_at": iso(now)}
+            self._hold_again(s, now, e.recheck_after or 0.0)
+            return P.STILL_HELD, None
+        was_held = bool(s.blocked and s.blocked.get("recheck")) and s.status == S.PLANNING
         self._blocked(s, now, tick, e, phase=phase, calls=made)
+        if timed and s.blocked is not None:
+            s.blocked.update(recheck=max(e.recheck_after or 0.0, self.policy.hold_recheck_seconds),
+                             until=e.until, checked_at=iso(now))
+            self._hold_again(s, now, e.recheck_after or 0.0)
+            # a hold whose facts changed while held is recorded anew, but expires as it would
+            return P.HELD, self._asking(s, self.step_of(s), now, keep_expiry=was_held)
         if self.state.dry_run:
             return kind.BLOCKED_DRY_RUN, self._skipping(
                 s, now, f"dry run: interlock {e.rule} would refuse: {e.message}")
         return kind.BLOCKED, self._asking(s, self.step_of(s), now)
+
+    def _same_hold(self, s: StepState, e: InterlockBlocked) -> bool:
+        """Whether ``e`` is the hold ``s`` is already held by: the same rule, re-planned by
+        itself, refusing the same plan (the same facts, hash for hash; none shown both times)."""
+        held = s.blocked
+        if held is None or not held.get("recheck") or held.get("rule") != e.rule \
+                or s.status != S.PLANNING:
+            return False
+        shown = Plan.from_dict(dict(e.plan)).hash() if e.plan is not None else None
+        return shown == (s.plan_hash if held.get("shown") else None)
 
     def _blocked(self, s: StepState, now: datetime, tick: Tick, e: InterlockBlocked, *,
                  phase: str, calls: list[dict[str, Any]]) -> None:
@@ -487,6 +520,8 @@ class Conductor(Moves):
         if self.state.dry_run:
             return
         s.blocked = {"rule": e.rule, "message": e.message}
+        if shown is not None and e.recheck_after is not None:
+            s.blocked["shown"] = True  # the refused plan is the step's: a recheck compares it
         if e.count is not None:
             s.blocked["count"] = e.count
         s.votes = [v for v in s.votes if v.kind != "break_glass"]

@@ -30,6 +30,9 @@ class Then(Enum):
     APPLY = "apply"  # the run goes on: the next decision applies the plan
     AWAIT_PEOPLE = "await_people"  # the run waits for approvers, unless the plan's already suffice
     AWAIT_BREAK_GLASS = "await_break_glass"  # approvals stand, but only break-glass lets it apply
+    # a timed hold: as AWAIT_BREAK_GLASS for people, and the step is planned again by itself at
+    # its next check (policy.hold_recheck_seconds) until the hold clears or hardens
+    AWAIT_RECHECK = "await_recheck"
     SLEEP = "sleep"  # the run waits until the step's next check
     ADVANCE = "advance"  # the step is done: the cursor moves on once every instance is
     ON_FAILURE = "on_failure"  # the step failed: its on_failure says continue, abort or goto
@@ -39,6 +42,8 @@ class PlanOutcome(Enum):
     """What ``plan()`` gave, as the conductor classifies it."""
 
     BLOCKED = "blocked"  # an interlock refused: people may break glass
+    HELD = "held"  # an interlock refused for a timed condition: planned again by itself
+    STILL_HELD = "still_held"  # the re-plan of a held step found the same hold: nothing new
     BLOCKED_DRY_RUN = "blocked_dry_run"
     RETRYING = "retrying"  # a transient error, tries left
     ERROR = "error"
@@ -94,6 +99,10 @@ ASK_CONFIRMATION = Move(S.AWAITING_APPROVAL, E.CONFIRMATION_REQUESTED, Then.AWAI
 ASK_BREAK_GLASS = Move(S.AWAITING_APPROVAL, E.APPROVAL_REQUESTED, Then.AWAIT_BREAK_GLASS)
 RETRY = Move(S.WAITING, E.STEP_RETRYING, Then.SLEEP)
 POLL_LATER = Move(S.WAITING, None, Then.SLEEP)
+HOLD = Move(S.AWAITING_APPROVAL, E.APPROVAL_REQUESTED, Then.AWAIT_RECHECK)
+# the same hold found again by a recheck: its first hold's interlock.blocked and
+# approval.requested recorded it, so a recheck every few seconds floods nothing
+HOLD_AGAIN = Move(S.AWAITING_APPROVAL, None, Then.AWAIT_RECHECK)
 
 _P, _A = PlanOutcome, ApplyOutcome
 _PLANNING, _RECHECK, _APPLYING = S.PLANNING, S.AWAITING_APPROVAL, S.APPLYING
@@ -104,6 +113,8 @@ _PLANNING, _RECHECK, _APPLYING = S.PLANNING, S.AWAITING_APPROVAL, S.APPLYING
 # apply() and every poll arrive with the step applying.
 TABLE: Mapping[tuple[StepStatus, Outcome], Move] = {
     (_PLANNING, _P.BLOCKED): ASK_BREAK_GLASS,
+    (_PLANNING, _P.HELD): HOLD,
+    (_PLANNING, _P.STILL_HELD): HOLD_AGAIN,
     (_PLANNING, _P.BLOCKED_DRY_RUN): SKIP,
     (_PLANNING, _P.RETRYING): RETRY,
     (_PLANNING, _P.ERROR): FAIL,
@@ -116,6 +127,7 @@ TABLE: Mapping[tuple[StepStatus, Outcome], Move] = {
     (_PLANNING, _P.NEEDS_CONFIRMATION): ASK_CONFIRMATION,
     (_PLANNING, _P.READY): TO_APPLY,
     (_RECHECK, _P.BLOCKED): ASK_BREAK_GLASS,
+    (_RECHECK, _P.HELD): HOLD,
     (_RECHECK, _P.RETRYING): RETRY,
     (_RECHECK, _P.ERROR): FAIL,
     (_RECHECK, _P.GUARD_FAILED): FAIL,
@@ -139,10 +151,11 @@ TABLE: Mapping[tuple[StepStatus, Outcome], Move] = {
 # the statuses each outcome can arrive in: what the table must cover, and all it may cover
 ARRIVES: Mapping[Outcome, frozenset[StepStatus]] = {
     **{o: frozenset({_PLANNING, _RECHECK}) for o in (
-        _P.BLOCKED, _P.RETRYING, _P.ERROR, _P.GUARD_FAILED)},
+        _P.BLOCKED, _P.HELD, _P.RETRYING, _P.ERROR, _P.GUARD_FAILED)},
     **{o: frozenset({_PLANNING}) for o in (
         _P.BLOCKED_DRY_RUN, _P.GUARD_FAILED_DRY_RUN, _P.DRY_RUN_PLANNED, _P.DRY_RUN_CONFIRM,
-        _P.DRY_RUN_READ, _P.NEEDS_APPROVAL, _P.NEEDS_CONFIRMATION, _P.READY)},
+        _P.DRY_RUN_READ, _P.NEEDS_APPROVAL, _P.NEEDS_CONFIRMATION, _P.READY,
+        _P.STILL_HELD)},  # a held step is planned again from planning
     **{o: frozenset({_RECHECK}) for o in (_P.NARROWED, _P.CHANGED, _P.UNCHANGED)},
     **{o: frozenset({_APPLYING}) for o in ApplyOutcome},
 }

@@ -59,6 +59,7 @@ class EventType(StrEnum):
     COMMAND_HANDOVER = "command.handover"
     COMMAND_REFUSED = "command.refused"
     AUDIT_KEY_ROTATED = "audit.key_rotated"
+    STAGE_REACHED = "stage.reached"
 
 
 COMMANDS = frozenset(t for t in EventType if t.startswith("command.") and t != "command.refused")
@@ -131,10 +132,15 @@ def run_finished(*, status: str, outcome: str, compensations: list[str],
 
 
 def run_linked(*, parent: str | None, parent_why: str, incident: str | None,
-               suggested_by: str | None) -> EventData:
-    """What a run is linked to as it starts (``engine/provenance.py``); only the links it has."""
+               suggested_by: str | None, detected_at: str | None = None,
+               shown_at: str | None = None) -> EventData:
+    """What a run is linked to as it starts (``engine/provenance.py``); only the links it has.
+
+    ``detected_at``: when what suggested it first saw the trouble (a Lease gone stale, an alert
+    firing), the start of the run's time to recovery; ``shown_at``: when the card offering the
+    run was posted; each recorded only when known."""
     links = {"parent": parent, "parent_why": parent_why, "incident": incident,
-             "suggested_by": suggested_by}
+             "suggested_by": suggested_by, "detected_at": detected_at, "shown_at": shown_at}
     return EventData(EventType.RUN_LINKED, {k: v for k, v in links.items() if v})
 
 
@@ -285,6 +291,24 @@ def step_skipped(step: str, *, reason: str) -> EventData:
 
 def step_goto(step: str, *, target: str) -> EventData:
     return _e(EventType.STEP_GOTO, step=step, target=target)
+
+
+# -- time to recovery ------------------------------------------------------------------------------
+
+# the stages a ``stage.reached`` event may name, in the order a recovery passes them; the others
+# (detected, run started, approvals, the end) are read from the events that already record them
+REACHED_STAGES = ("fenced", "tainted", "attachments_gone", "volume_attached", "pod_running")
+
+
+def stage_reached(stage: str, *, at: str, source: str, node: str | None = None,
+                  volume: str | None = None, pod: str | None = None) -> EventData:
+    """A stage of the recovery was observed (``engine/stages.py``): ``at`` when (ISO time, which
+    may be before the event's own), ``source`` what observed it (``step:<key>``); only the
+    subjects it names."""
+    if stage not in REACHED_STAGES:
+        raise ValueError(f"{stage!r} is not a stage: expected one of {', '.join(REACHED_STAGES)}")
+    subjects = {k: v for k, v in {"node": node, "volume": volume, "pod": pod}.items() if v}
+    return _e(EventType.STAGE_REACHED, stage=stage, at=at, source=source, **subjects)
 
 
 # -- people's commands ------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from bot.engine.plan import Result
 from bot.engine.ports import ActionSpecLike
 from bot.engine.runstate import RunState, StepState
 from bot.engine.scope import Scope
+from bot.engine.stages import reached
 from bot.engine.state import RUN_TERMINAL, STEP_FINAL, RunStatus, StepStatus, advance_run, advance_step
 from bot.errors import RunbookBotError
 from bot.runbook.model import Runbook, Step
@@ -37,6 +38,11 @@ MAX_GOTOS = 25
 # how the approval text of a plan that raised its approvers is marked (``approvals.raised``)
 RAISED_MARK = "MORE APPROVERS ("
 ENGINE = SYSTEM_ACTOR  # the actor of events the engine itself causes
+
+
+def held_until(s: StepState) -> str | None:
+    """When a step a timed interlock holds is planned again by itself (None: it is not held)."""
+    return s.next_check_at if s.blocked and s.blocked.get("recheck") else None
 
 
 class Moves:
@@ -115,6 +121,10 @@ class Moves:
         tick.dirty.add(s.key)
         if record is not None:
             self.event(tick, record, now)
+            if record.type is ev.EventType.STEP_SUCCEEDED and not self.state.dry_run:
+                for seen in reached(self.step_of(s).action, record.payload["result"], step=s.key,
+                                    at=iso(now)):  # the stages of the recovery it shows
+                    self.event(tick, seen, now)
         self._then(s, move.then, now, tick)
 
     def _then(self, s: StepState, then: Then, now: datetime, tick: Tick) -> None:
@@ -126,7 +136,7 @@ class Moves:
             self.set_run(tick, R.RUNNING)
         elif then is Then.SLEEP:
             self.set_run(tick, R.WAITING)
-        elif then is Then.AWAIT_BREAK_GLASS:
+        elif then in (Then.AWAIT_BREAK_GLASS, Then.AWAIT_RECHECK):
             s.approved = False  # approvals of this plan stand, but only break-glass lets it apply
             self.set_run(tick, R.AWAITING_APPROVAL)
         elif self._approved_already(s):  # Then.AWAIT_PEOPLE
@@ -157,20 +167,27 @@ class Moves:
             s.key, attempt=s.attempt + 1, plan_hash=s.plan_hash,
             approvers=[v.by for v in s.approvals() if v.plan_hash == s.plan_hash])
 
+    def _hold_again(self, s: StepState, now: datetime, seconds: float) -> None:
+        """When a step held by a timed interlock is planned again: never sooner than
+        ``policy.hold_recheck_seconds``."""
+        self._check_again(s, now, max(seconds, self.policy.hold_recheck_seconds))
+
     def _check_again(self, s: StepState, now: datetime, seconds: float) -> None:
         """When a step that waits is looked at again."""
         s.next_check_at = iso(now + timedelta(seconds=max(0.0, seconds)))
 
     def _asking(self, s: StepState, step: Step, now: datetime, *,
-                confirm: bool = False) -> EventData:
-        """Ask people for the step's plan: its approvers, or a confirmation (``confirm``)."""
+                confirm: bool = False, keep_expiry: bool = False) -> EventData:
+        """Ask people for the step's plan: its approvers, or a confirmation (``confirm``);
+        ``keep_expiry``: a hold that changed while held still expires when it first would."""
         rule = raised(self.rule_of(step), s.plan)
         s.needs_approval = rule.required
         s.needs_confirmation = confirm and not rule.required
         s.approval_reason = rule.reason or "a person confirms this checklist item"
         s.min_approvers, s.groups, s.allow_self = rule.min_approvers, list(rule.groups), rule.allow_self
         s.requested_at = iso(now)
-        s.expires_at = iso(now + timedelta(seconds=rule.expires_after)) if rule.required else None
+        if not (keep_expiry and s.expires_at):
+            s.expires_at = iso(now + timedelta(seconds=rule.expires_after)) if rule.required else None
         desc = step.approval.description if step.approval else None
         if desc:
             try:
@@ -292,5 +309,6 @@ class Moves:
         if s.status == S.WAITING and s.next_check_at:
             return parse_iso(s.next_check_at)
         if s.status == S.AWAITING_APPROVAL:
-            return parse_iso(s.expires_at) if s.expires_at and not s.approved else None
+            times = [parse_iso(t) for t in (s.expires_at, held_until(s)) if t]
+            return min(times) if times and not s.approved else None
         return None

@@ -17,13 +17,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from bot.errors import ParamError
 
 INCIDENT_MAX = 200
 REF_MAX = 200
-SUGGESTERS = ("alert", "diagnosis")
+SUGGESTERS = ("alert", "diagnosis", "watcher")  # watcher: the node watcher's card (docs/watcher.md)
 # an id (INC-123), a channel (#inc-db or C0123), a link (https://acme.pagerduty.com/incidents/Q1)
 _INCIDENT = re.compile(r"[A-Za-z0-9#][A-Za-z0-9 ._:/#?=&%+@~-]*")
 _REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/=@#+-]*")
@@ -37,10 +38,15 @@ class Provenance:
     parent: str | None = None  # the run this one follows on from
     parent_why: str = ""  # how the parent was found, in words
     incident: str | None = None
-    suggested_by: str | None = None  # alert:<ref> or diagnosis:<ref>
+    suggested_by: str | None = None  # alert:<ref>, diagnosis:<ref> or watcher:<ref>
+    # when what suggested it first saw the trouble (ISO time: the node's Lease went stale, the
+    # alert fired): where the run's time to recovery starts; recorded in ``run.linked``
+    detected_at: str | None = None
+    shown_at: str | None = None  # when the card offering the run was posted (ISO time)
 
     def __bool__(self) -> bool:
-        return bool(self.parent or self.incident or self.suggested_by)
+        return bool(self.parent or self.incident or self.suggested_by or self.detected_at
+                    or self.shown_at)
 
 
 def check_incident(text: str | None) -> str | None:
@@ -72,6 +78,32 @@ def check_suggested_by(text: str | None) -> str | None:
         raise ParamError(f"suggested_by: the {kind} reference {ref!r} must be 1 to {REF_MAX} "
                          "letters, digits or . _ : / = @ # + -")
     return f"{kind}:{ref}"
+
+
+def check_detected_at(text: str | None, *, what: str = "detected_at") -> str | None:
+    """An ISO-8601 time with its zone, normalised to UTC, or a ParamError saying what is valid."""
+    if text is None or not text.strip():
+        return None
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        when = None
+    if when is None or when.tzinfo is None:
+        raise ParamError(f"{what}: {text!r} is not an ISO-8601 time with its zone "
+                         "(2026-01-01T00:00:00+00:00)")
+    return when.astimezone(UTC).isoformat()
+
+
+def detected_in(suggested_by: str | None) -> str | None:
+    """When the thing that suggested a run noticed the trouble, where its reference says it: a
+    node watcher's card writes ``watcher:<cluster>/<node>@<detected_at>``, so a run started by a
+    click on it starts its time to recovery there too. None when the reference says no time."""
+    if not suggested_by or not suggested_by.startswith("watcher:") or "@" not in suggested_by:
+        return None
+    try:
+        return check_detected_at(suggested_by.rsplit("@", 1)[1])
+    except ParamError:
+        return None
 
 
 def check_identity(text: str, *, what: str = "the new owner") -> str:

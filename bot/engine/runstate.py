@@ -17,6 +17,17 @@ from typing import Any
 
 from bot.engine.state import RunStatus, StepStatus
 
+_FIELD_NAMES: dict[type, frozenset[str]] = {}
+
+
+def _field_names(cls: type) -> frozenset[str]:
+    """The field names of the dataclass ``cls``: ``fields`` walks them again on every call, and a
+    load parses every step of a run."""
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = frozenset(f.name for f in fields(cls))
+    return names
+
 
 def json_copy(value: Any) -> Any:
     """A deep copy of plain data, cheaper than ``copy.deepcopy`` for JSON-like values."""
@@ -89,7 +100,7 @@ class StepState:
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> StepState:
-        known = {f.name for f in fields(cls)}
+        known = _field_names(cls)
         data = {k: v for k, v in raw.items() if k in known}
         data["status"] = StepStatus(data.get("status", "pending"))
         data["votes"] = [Vote(**v) for v in data.get("votes") or ()]
@@ -141,7 +152,7 @@ class RunState:
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any], steps: list[StepState] | None = None) -> RunState:
-        known = {f.name for f in fields(cls)}
+        known = _field_names(cls)
         data = {k: v for k, v in raw.items() if k in known and k != "steps"}
         data["status"] = RunStatus(data.get("status", "pending"))
         if steps is None:

@@ -47,7 +47,7 @@ import json
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -356,7 +356,8 @@ class AlertIntake:
             follow.starts.append(c.StartRun(
                 runbook=s.runbook, params=dict(s.params),
                 requester=system_requester(alert.labels, alert.fingerprint),
-                origin=dict(self.origin), provenance=Provenance(suggested_by=provenance(key))))
+                origin=dict(self.origin), provenance=Provenance(
+                    suggested_by=provenance(key), detected_at=_detected(alert.starts_at))))
             self._count(receipt, "auto_run")
 
     def _with_cluster(self, s: Suggestion, cluster: str, runbooks: Sequence[Runbook]) -> Suggestion:
@@ -412,6 +413,15 @@ def _started(starts_at: str) -> float:
         return datetime.fromisoformat(starts_at).timestamp()
     except ValueError:
         return float("inf")
+
+
+def _detected(starts_at: str) -> str | None:
+    """``startsAt`` as the run's ``detected_at`` (its time to recovery starts there); None when
+    unreadable, or Alertmanager's zero time."""
+    started = _started(starts_at)
+    if started == float("inf") or started <= 0:
+        return None
+    return datetime.fromtimestamp(started, tz=UTC).isoformat()
 
 
 class LogCards:

@@ -18,22 +18,31 @@ Counters are per process: sum them across replicas (``sum by (...)``) in queries
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Metric
+from prometheus_client.core import CounterMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.registry import Collector
 
 from bot.engine.events import EventType as T
 from bot.engine.plan import ApiCall
 from bot.engine.runstate import AuditDraft, RunState
+from bot.present.recovery import SOURCES as STAGE_SOURCES
+from bot.present.recovery import first_times, stage_times
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 # people answer in minutes to hours; applies follow approvals within seconds
 APPROVAL_BUCKETS = (10, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400, 43200, 86400)
 APPLY_BUCKETS = (0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 900, 3600)
+# a recovery's stages come seconds to hours after the trouble was detected
+STAGE_BUCKETS = (5, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400, 43200, 86400)
+OPEN_RUNS = 1000  # runs whose stage events are kept until they finish (the oldest dropped first)
 # Slack gives up on an ack after 3 s
 ACK_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0)
+# the node watcher: from a node's Lease going stale to its notice (the goal is under a minute)
+NOTICE_BUCKETS = (5, 10, 20, 30, 45, 60, 90, 120, 300, 900)
 
 
 def _seconds(start: str | None, end: str) -> float | None:
@@ -43,6 +52,21 @@ def _seconds(start: str | None, end: str) -> float | None:
         return max(0.0, (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds())
     except ValueError:
         return None
+
+
+class _WatcherReads(Collector):
+    """The node watchers' own counts (``bot.runtime.node_watcher.WatchStats``), read at scrape."""
+
+    def __init__(self, reads: Callable[[], Mapping[str, float]]) -> None:
+        self.reads = reads
+
+    def collect(self) -> Iterable[Metric]:
+        family = CounterMetricFamily("runbook_bot_watcher_reads", "Reads the node watchers made: "
+                                     "Node and Lease lists, relists after 410 Gone, bounded "
+                                     "watches, EC2 triage calls", labels=["kind"])
+        for kind, count in sorted(self.reads().items()):
+            family.add_metric([kind], count)
+        yield family
 
 
 class Metrics:
@@ -110,6 +134,18 @@ class Metrics:
                                         registry=r)
         self.alert_queue = Gauge("runbook_bot_alert_queue", "Alerts waiting for their scan, "
                                  "card and auto-runs in this process", registry=r)
+        self.notices = Counter("runbook_bot_node_notices", "What the node watcher noticed, by "
+                               "verdict: dead, hung, sick, recovered, zone", ["verdict"], registry=r)
+        self.notice_seconds = Histogram("runbook_bot_notice_seconds", "From a node's Lease going "
+                                        "stale to the watcher's notice", buckets=NOTICE_BUCKETS,
+                                        registry=r)
+        self.stage_seconds = Histogram("runbook_bot_recovery_stage_seconds", "When each stage "
+                                       "of a recovery was reached, in seconds since the trouble "
+                                       "was detected (else since the run started); observed "
+                                       "when the run ends", ["runbook", "stage"],
+                                       buckets=STAGE_BUCKETS, registry=r)
+        self._stages: dict[str, list[AuditDraft]] = {}  # run -> its stage events seen so far
+        self._stages_lock = threading.Lock()
         self._lock = threading.Lock()
 
     # -- the Notifier port ----------------------------------------------------------------------
@@ -119,6 +155,26 @@ class Metrics:
         """Count what the tick's audit events say happened."""
         for e in events:
             self._event(state, e)
+            if e.type in STAGE_SOURCES:
+                self._stage_event(state, e)
+
+    def _stage_event(self, state: RunState, e: AuditDraft) -> None:
+        """Keep the events a run's stages are read from; when it ends, observe each stage's first
+        time (only for a run this process saw start: a resumed one would count from mid-way)."""
+        with self._stages_lock:  # runs tick in several threads
+            if e.type == T.RUN_CREATED:
+                if len(self._stages) >= OPEN_RUNS:
+                    self._stages.pop(next(iter(self._stages)))
+                self._stages[state.run_id] = []
+            seen = self._stages.get(state.run_id)
+            if seen is None:
+                return
+            seen.append(e)
+            if e.type != T.RUN_FINISHED:
+                return
+            del self._stages[state.run_id]
+        for stage, seconds in first_times(stage_times(seen)).items():
+            self.stage_seconds.labels(state.runbook, stage).observe(seconds)
 
     def _event(self, state: RunState, e: AuditDraft) -> None:
         p = e.payload
@@ -195,6 +251,17 @@ class Metrics:
 
     def track_alert_queue(self, count: Callable[[], float]) -> None:
         self.alert_queue.set_function(count)
+
+    def notice(self, verdict: str, stale_seconds: float | None = None) -> None:
+        """One notice of the node watcher; ``stale_seconds`` from the Lease going stale to it."""
+        self.notices.labels(verdict).inc()
+        if stale_seconds is not None:
+            self.notice_seconds.observe(stale_seconds)
+
+    def track_watcher_reads(self, reads: Callable[[], Mapping[str, float]]) -> None:
+        """The node watchers' reads so far, by kind (``list``, ``relist``, ``watch``, ``ec2``),
+        as the counter ``runbook_bot_watcher_reads_total``; ``reads`` is asked at each scrape."""
+        self.registry.register(_WatcherReads(reads))
 
     def exposition(self) -> bytes:
         """The registry in Prometheus's text format."""

@@ -52,7 +52,7 @@ from bot.present.blockkit_base import (
     truncate,
 )
 from bot.present.dryrun import dry_run_verdict
-from bot.present.views import RunView, StepView
+from bot.present.views import RunView, StepView, held_text
 from bot.runbook.model import Param, Runbook
 
 # the primitives of blockkit_base are importable from here, where they were defined before
@@ -339,7 +339,12 @@ def approval_message(view: RunView, step: StepView, *, destructive: bool, now: d
     evidence = _evidence(step, now)
     if evidence:
         blocks.append(section("*Evidence*\n" + "\n".join(evidence)))
-    if step.blocked:
+    if held_text(step.blocked):  # a timed hold plans itself again: nobody needs to retry
+        blocks.append(section(f":hourglass: *{esc(held_text(step.blocked))}* (interlock "
+                              f"`{esc((step.blocked or {}).get('rule'))}`): "
+                              f"{esc((step.blocked or {}).get('message'))}\nBreak glass, "
+                              "`/runbook retry` or abort at any time."))
+    elif step.blocked:
         blocks.append(section(f":no_entry: *Blocked by interlock `{esc(step.blocked.get('rule'))}`:* "
                               f"{esc(step.blocked.get('message'))}\nAn approval cannot override "
                               "it: fix the cause and `/runbook retry`, abort, or break glass."))

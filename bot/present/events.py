@@ -105,6 +105,10 @@ def _linked(p: Payload) -> str:
         parts.append(f"incident {p['incident']}")
     if p.get("suggested_by"):
         parts.append(f"suggested by {suggested_words(p['suggested_by'])}")
+    if p.get("detected_at"):
+        parts.append(f"trouble detected at {p['detected_at']}")
+    if p.get("shown_at"):
+        parts.append(f"card shown at {p['shown_at']}")
     return "linked: " + "; ".join(parts)
 
 
@@ -149,6 +153,20 @@ def _chain_key(mode: Any) -> str:
     if isinstance(mode, Mapping) and mode.get("key_id"):
         return f"key {mode['key_id']}"
     return "no key (plain SHA-256)"
+
+
+STAGE_WORDS = {"fenced": "fenced: the machine is off", "tainted": "tainted out-of-service",
+               "attachments_gone": "VolumeAttachments gone",
+               "volume_attached": "volume attached elsewhere",
+               "pod_running": "pod Running on another node"}
+
+
+def _stage(p: Payload) -> str:
+    """``stage.reached``: a stage of the recovery, what it concerns and what observed it."""
+    subjects = ", ".join(f"{k} {p[k]}" for k in ("node", "volume", "pod") if p.get(k))
+    return (f"recovery stage: {STAGE_WORDS.get(str(p.get('stage')), str(p.get('stage', '')))}"
+            + (f" ({subjects})" if subjects else "")
+            + f" at {p.get('at', '?')}, seen by {p.get('source', '?')}")
 
 
 def _key_rotated(p: Payload) -> str:
@@ -309,6 +327,7 @@ TEXTS: dict[EventType, EventText] = {
     T.RUN_ABORTED: EventText(lambda p: f"aborted: {p.get('reason', '')}"),
     T.RUN_FINISHED: EventText(_finished, _live_finished),
     T.AUDIT_KEY_ROTATED: EventText(_key_rotated),
+    T.STAGE_REACHED: EventText(_stage),
     T.STEP_PLANNED: EventText(_planned, _live_planned),
     T.GUARD_PASSED: EventText(lambda p: f"guard passed: {p.get('expr', '')}"),
     T.GUARD_FAILED: EventText(

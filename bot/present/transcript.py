@@ -27,7 +27,7 @@ import heapq
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
@@ -40,6 +40,7 @@ from bot.present.clock import Clock, slack_time
 from bot.present.decision_summary import DecisionSummary, build_summary
 from bot.present.dryrun import dry_run_verdict
 from bot.present.events import describe
+from bot.present.recovery import Stage, recovery_of, recovery_svg
 from bot.present.templates import environment, when_text, zone
 from bot.present.views import params_as_written, run_view
 from bot.store.audit import HMAC_MODE, Event, Verdict
@@ -235,6 +236,7 @@ class Transcript:
     events: Sequence[Event] = field(repr=False)
     seal_key: bytes | None = field(default=None, repr=False)
     context: list[ContextRecord] = field(default_factory=list)
+    recovery: list[Stage] = field(default_factory=list)  # time to recovery (present/recovery.py)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document as plain data."""
@@ -256,6 +258,8 @@ class Transcript:
             "head": {"seq": self.integrity.head_seq, "hash": self.integrity.head_hash,
                      "mac": self.integrity.head_mac},
         }
+        if self.recovery:  # only runs that record their recovery: older exports read as before
+            doc["recovery"] = self.recovery
         dumps = json.JSONEncoder(ensure_ascii=False, default=_default).encode
         members = []
         for key, value in doc.items():
@@ -456,7 +460,8 @@ def build(*, state: RunState, events: Sequence[Event], head: tuple[int, str | No
     return Transcript(exported_at=exported, timezone=str(tz or "UTC"), run=run, steps=steps,
                       compensations=list(state.compensations),
                       timeline=[e for _, _, e in timeline], integrity=integrity, summary=summary,
-                      events=events, seal_key=seal_key, context=context)
+                      events=events, seal_key=seal_key, context=context,
+                      recovery=[replace(x, at=clock.convert(x.at)) for x in recovery_of(events)])
 
 
 def _context(ev: Event, at: str) -> ContextRecord:
@@ -523,7 +528,9 @@ def render(t: Transcript, fmt: str) -> str:
         [Row(s.key, s.title, s.status, s.started_at, s.finished_at) for s in t.steps], t.summary,
         start=t.run.started_at or t.run.created_at, end=t.run.finished_at or t.exported_at,
         label=lambda when: when_text(when, t.timezone))
-    return environment().get_template(TEMPLATES[fmt]).render(t=t, timezone=t.timezone, chart=chart)
+    recovery = recovery_svg(t.recovery, label=lambda when: when_text(when, t.timezone))
+    return environment().get_template(TEMPLATES[fmt]).render(t=t, timezone=t.timezone, chart=chart,
+                                                             recovery_chart=recovery)
 
 
 @contextmanager

@@ -6,7 +6,7 @@ same everywhere: its title, state, who approved it, the plan it applied, and wha
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import datetime
 from typing import Any
@@ -114,8 +114,20 @@ class RunView:
         return next((s for s in self.steps if s.pending), None)
 
 
+def held_text(blocked: Mapping[str, Any] | None) -> str:
+    """How a step a timed interlock holds reads ("" for any other): it plans itself again."""
+    if not blocked or not blocked.get("recheck"):
+        return ""
+    until = f" until {blocked['until']}" if blocked.get("until") else ""
+    return f"held: re-checked every {float(blocked['recheck']):.0f} s{until}"
+
+
 def _pending(s: StepState) -> str:
     if s.status == S.AWAITING_APPROVAL:
+        if held := held_text(s.blocked):
+            b = s.blocked or {}
+            return (f"{held}. Held by interlock {b.get('rule')}: {b.get('message')} (break "
+                    "glass, retry or abort at any time)")
         if s.blocked:
             return (f"blocked by interlock {s.blocked['rule']}: {s.blocked['message']} "
                     "(fix and retry, abort, or break glass: two people with reasons)")

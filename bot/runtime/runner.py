@@ -56,7 +56,14 @@ from bot.engine.ports import (
     SharedReads,
     StepContext,
 )
-from bot.engine.provenance import Provenance, check_incident, check_suggested_by, lifted_hold
+from bot.engine.provenance import (
+    Provenance,
+    check_detected_at,
+    check_incident,
+    check_suggested_by,
+    detected_in,
+    lifted_hold,
+)
 from bot.engine.redaction import Redactor
 from bot.engine.runstate import AuditDraft, RunState
 from bot.engine.state import RUN_TERMINAL, StepStatus
@@ -111,7 +118,9 @@ class Runner:
             if prov:
                 created.append(run_linked(
                     parent=prov.parent, parent_why=prov.parent_why, incident=prov.incident,
-                    suggested_by=prov.suggested_by).draft(actor=cmd.requester, ts=iso(now)))
+                    suggested_by=prov.suggested_by,
+                    detected_at=prov.detected_at,
+                    shown_at=prov.shown_at).draft(actor=cmd.requester, ts=iso(now)))
             try:
                 self.store.create(state, created)
             except RunIdTaken:
@@ -136,7 +145,9 @@ class Runner:
         if parent and incident is None:
             incident = self.store.load(parent).incident
         return Provenance(parent=parent, parent_why=why, incident=incident,
-                          suggested_by=suggested)
+                          suggested_by=suggested,
+                          detected_at=check_detected_at(given.detected_at) or detected_in(suggested),
+                          shown_at=check_detected_at(given.shown_at, what="shown_at"))
 
     # -- people's commands ----------------------------------------------------------------------
 

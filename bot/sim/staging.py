@@ -205,6 +205,12 @@ def lose_contact(sb: Stage) -> None:
     sb.advance(grace_period(sb.ctx))
 
 
+def at_death(sb: Stage) -> bool:
+    """Option ``at_death=true``: the scenario is ready the moment its node died, before the
+    grace period, eviction or any force delete (``bench/recovery.py`` times recovery from it)."""
+    return str(sb.options.get("at_death") or "").lower() in ("1", "true", "yes")
+
+
 def lose_node(sb: Stage, facts: dict[str, Any], *, hung: bool,
               force_delete: bool = True) -> dict[str, Any]:
     """The node in ``facts`` dies (``hung``: its guest hangs, the instance still runs; else it
@@ -216,6 +222,8 @@ def lose_node(sb: Stage, facts: dict[str, Any], *, hung: bool,
     else:
         sb.ec2.set_state(iid, "stopped", reason_code="Server.InternalError",
                          reason_message="Server.InternalError: Internal error on the host")
+    if at_death(sb):  # staged the moment it died: nothing has noticed yet
+        return {**facts, "dead_node": facts["node"], "new_node": None, "died_at": sb.now_ts()}
     lose_contact(sb)
     sb.advance(300)  # tolerationSeconds of the unreachable taint: the pod is evicted, Terminating
     if not force_delete:

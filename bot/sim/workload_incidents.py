@@ -19,7 +19,16 @@ from typing import Any
 
 from bot.sim.controllers.context import ZONE, ebs_source, instance_id, va_name
 from bot.sim.controllers.jobs import run_seconds
-from bot.sim.staging import ZONES, Scenario, Stage, add_nodes, lose_contact, namespace, storage_class
+from bot.sim.staging import (
+    ZONES,
+    Scenario,
+    Stage,
+    add_nodes,
+    at_death,
+    lose_contact,
+    namespace,
+    storage_class,
+)
 
 SHOP = "shop"
 APP = "cart"
@@ -102,6 +111,8 @@ def build_node_dead_deployment(sb: Stage) -> dict[str, Any]:
         facts["job_pod"] = _finished_job(sb, node)
     sb.ec2.set_state(iid, "stopped", reason_code="Server.InternalError",
                      reason_message="Server.InternalError: Internal error on the host")
+    if at_death(sb):  # staged the moment it died (bench/recovery.py)
+        return {**facts, "new_pod": None, "new_node": None, "died_at": sb.now_ts()}
     lose_contact(sb)
     sb.advance(300)  # tolerationSeconds: the pod is evicted, Terminating; the replacement is made
     sb.advance(5)

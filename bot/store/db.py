@@ -40,24 +40,19 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (
     and_,
-    bindparam,
-    create_engine,
     delete,
-    event,
     func,
     insert,
     or_,
     select,
     update,
 )
-from sqlalchemy.engine import Connection, Engine, make_url
-from sqlalchemy.exc import ArgumentError, DatabaseError, IntegrityError, InternalError, OperationalError
-from sqlalchemy.pool import StaticPool
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DatabaseError, IntegrityError, InternalError, OperationalError
 
 from bot.engine.approvals import SYSTEM_ACTOR
 from bot.engine.events import audit_key_rotated
@@ -65,11 +60,11 @@ from bot.engine.plan import canonical_json
 from bot.engine.runstate import AuditDraft, RunState, StepState
 from bot.engine.state import RUN_TERMINAL, RunStatus
 from bot.errors import ConfigError, LeaseHeld, NotFound, RunIdTaken
+from bot.store import statements as sql
 from bot.store.audit import (
     CHAIN,
     HMAC_MODE,
     PLAIN_MODE,
-    ROTATED,
     Event,
     Keyring,
     Redactor,
@@ -77,6 +72,8 @@ from bot.store.audit import (
     head_mac,
     make_event,
 )
+from bot.store.engines import make_engine, masked, without_password
+from bot.store.known import Known, KnownRuns, step_writes
 from bot.store.migrate import ensure_schema
 from bot.store.refusals import Refusals
 from bot.store.schema import (
@@ -95,27 +92,6 @@ from bot.store.schema import (
 __all__ = ["ACTIVE", "STORE", "Database", "alerts_t", "auto_runs_t", "events_t", "groups_t",
            "make_engine", "masked", "metadata", "runs", "steps_t", "workers_t"]
 
-_HEAD = select(runs.c.audit_seq, runs.c.audit_hash).where(runs.c.id == bindparam("rid"))
-_OWNED = and_(runs.c.id == bindparam("rid"), runs.c.lease_owner == bindparam("owner"))
-_SAVE = update(runs).where(_OWNED).values(
-    status=bindparam("status"), header=bindparam("header"), version=runs.c.version + 1,
-    next_check_at=bindparam("next_check_at"), lease_until=bindparam("lease_until"))
-_SAVE_WITH_HEAD = _SAVE.values(audit_seq=bindparam("audit_seq"), audit_hash=bindparam("audit_hash"),
-                               audit_mac=bindparam("audit_mac"))
-_STEP = and_(steps_t.c.run_id == bindparam("rid"), steps_t.c.key == bindparam("k"))
-_UPDATE_STEP = update(steps_t).where(_STEP).values(position=bindparam("position"),
-                                                  state=bindparam("state"))
-_DELETE_STEP = delete(steps_t).where(_STEP)
-_INSERT_EVENT = insert(events_t)
-_EVENTS = (select(events_t.c.seq, events_t.c.ts, events_t.c.actor, events_t.c.type,
-                  events_t.c.payload, events_t.c.prev_hash, events_t.c.hash)
-           .where(events_t.c.run_id == bindparam("rid")).order_by(events_t.c.seq))
-# the event that says how a run's chain is written now: its last key rotation, else its first
-_MODE = (select(events_t.c.payload)
-         .where(events_t.c.run_id == bindparam("rid"),
-                or_(events_t.c.seq == 1, events_t.c.type == ROTATED))
-         .order_by(events_t.c.seq.desc()).limit(1))
-
 ACTIVE = tuple(str(s) for s in RunStatus if s not in RUN_TERMINAL)
 
 
@@ -133,62 +109,6 @@ def _epoch(when: datetime | None) -> float | None:
     return when.timestamp() if when is not None else None
 
 
-def masked(url: str) -> str:
-    """``url`` with its password replaced by ``***``, for messages and logs."""
-    try:
-        parsed = make_url(url)
-    except ArgumentError:
-        return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
-    return parsed.render_as_string(hide_password=True)
-
-
-def _without_password(text: str, url: str) -> str:
-    try:
-        password = make_url(url).password
-    except ArgumentError:
-        password = None
-    return text.replace(str(password), "***") if password else text
-
-
-def make_engine(url: str) -> Engine:
-    """An engine for ``url``; SQLite gets WAL, a busy timeout and its directory created."""
-    if url.startswith("sqlite"):
-        memory = url in ("sqlite://", "sqlite:///:memory:")
-        if not memory:
-            path = Path(url.split("///", 1)[1]) if "///" in url else None
-            if path is not None:
-                try:
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                except OSError as e:
-                    why = ("a file is in the way" if isinstance(e, FileExistsError)
-                           else e.strerror)
-                    raise ConfigError(f"cannot open the state database {url}: cannot create "
-                                      f"directory {path.parent}: {why}") from e
-        kwargs: dict[str, Any] = {"connect_args": {"check_same_thread": False, "timeout": 30}}
-        if memory:
-            kwargs["poolclass"] = StaticPool
-        engine = create_engine(url, **kwargs)
-
-        @event.listens_for(engine, "connect")
-        def _pragmas(dbapi: Any, _record: Any) -> None:
-            cur = dbapi.cursor()
-            if not memory:
-                cur.execute("PRAGMA journal_mode=WAL")
-            cur.execute("PRAGMA synchronous=NORMAL")
-            cur.execute("PRAGMA foreign_keys=ON")
-            cur.close()
-
-        return engine
-    if url.startswith("postgresql://"):
-        url = "postgresql+psycopg://" + url[len("postgresql://"):]
-    try:
-        return create_engine(url, pool_pre_ping=True)
-    except ModuleNotFoundError as e:
-        raise ConfigError(f"the database URL {masked(url)!r} needs a driver that is not installed "
-                          f"({e.name}); "
-                          "for PostgreSQL install runbook-bot[postgres]") from e
-
-
 class Database:
     """Implements ``bot.engine.ports.RunStore`` and reads the audit chain back."""
 
@@ -201,6 +121,10 @@ class Database:
         self.keyring = Keyring(self.key, tuple(k.encode() for k in previous_keys if k))
         # run id -> (a head hash, how the chain is written at it): one query per run, not per save
         self._modes: dict[str, tuple[str, Mapping[str, Any] | None]] = {}
+        # what this store last read or wrote of recent runs: a tick and a load skip the statements
+        # whose answers it holds, checked against the run's version and head (``bot.store.known``)
+        self._known = KnownRuns()
+        self._returning = bool(self.engine.dialect.update_returning)
         self.redact = Redactor(redact_patterns)
         # requests refused before any run existed: a chain of their own (``RefusalLog``)
         self.refusals = Refusals(self.engine, keyring=self.keyring, redact=self.redact)
@@ -214,7 +138,7 @@ class Database:
         except DatabaseError as e:  # unreachable, not a database (corrupt), or not writable
             self.engine.dispose()
             raise ConfigError(f"cannot open the state database {self._shown}: "
-                              f"{_without_password(str(e.orig), url)}") from None
+                              f"{without_password(str(e.orig), url)}") from None
 
     def _ensure_schema(self) -> None:
         """Migrate to the newest schema. SQLite answers "database is locked" at once, without
@@ -247,46 +171,56 @@ class Database:
                 yield conn
         except (OperationalError, InternalError) as e:  # read-only, locked, disk full, gone
             raise ConfigError(f"cannot write the state database {self._shown}: "
-                              f"{_without_password(str(e.orig), self.url)}") from None
+                              f"{without_password(str(e.orig), self.url)}") from None
 
     # -- writing --------------------------------------------------------------------------------
 
     def create(self, state: RunState, events_: Sequence[AuditDraft]) -> None:
+        rid = state.run_id
+        rows = self._chain(rid, None, events_)
+        seq, hash_ = (rows[-1]["seq"], rows[-1]["hash"]) if rows else (0, None)
+        steps = {s.key: (s.position, _dumps(s.to_dict())) for s in state.steps.values()}
         try:
             with self._tx() as conn:
                 conn.execute(insert(runs).values(
-                    id=state.run_id, runbook=state.runbook, status=str(state.status),
+                    id=rid, runbook=state.runbook, status=str(state.status),
                     requester=state.requester, channel=state.origin.get("channel"),
                     parent_id=state.parent, incident=state.incident,
                     dry_run=state.dry_run, created_at=state.created_at,
                     header=_header(state), runbook_text=state.runbook_text, version=1,
-                    next_check_at=None,
-                    audit_seq=0, audit_hash=None))
-                self._append(conn, state.run_id, None, events_)
-                for s in state.steps.values():
-                    conn.execute(insert(steps_t).values(run_id=state.run_id, key=s.key,
-                                                      position=s.position, state=_dumps(s.to_dict())))
+                    next_check_at=None, audit_seq=seq, audit_hash=hash_,
+                    audit_mac=self._mac(rid, seq, hash_) if hash_ is not None else None))
+                if rows:
+                    conn.execute(sql.INSERT_EVENT, rows)
+                if steps:
+                    conn.execute(sql.INSERT_STEP, [{"rid": rid, "k": k, "position": p, "state": j}
+                                                for k, (p, j) in steps.items()])
         except IntegrityError as e:
-            raise RunIdTaken(state.run_id) from e
+            raise RunIdTaken(rid) from e
         state.version = 1
+        if hash_ is not None:
+            self._known.put(rid, Known(1, seq, hash_, state.runbook_text, steps))
 
     def claim(self, run_id: str, *, owner: str, now: datetime, ttl: float,
               replace: str | None = None) -> bool:
         """Take the run's lease if it is free, expired, ours, or held by ``replace``."""
         t = now.timestamp()
-        free = or_(runs.c.lease_owner.is_(None), runs.c.lease_until < t, runs.c.lease_owner == owner)
-        if replace is not None:
-            free = or_(free, runs.c.lease_owner == replace)
+        values = {"rid": run_id, "owner": owner, "t": t, "until": t + ttl, "replace": replace}
         with self._tx() as conn:
-            res = conn.execute(update(runs).where(and_(runs.c.id == run_id, free))
-                               .values(lease_owner=owner, lease_until=t + ttl))
-            return bool(res.rowcount)
+            if not self._returning:
+                res = conn.execute(sql.CLAIM_FREE if replace is None else sql.CLAIM_REPLACE, values)
+                return bool(res.rowcount)
+            row = conn.execute(sql.CLAIM_FREE_ROW if replace is None else sql.CLAIM_REPLACE_ROW,
+                               values).first()
+        if row is not None:  # the load that follows at once need not read the row again
+            self._known.claimed(run_id, tuple(row), within=ttl / 3)
+        return row is not None
 
     def renew(self, run_id: str, *, owner: str, now: datetime, ttl: float) -> bool:
         """Extend the lease to ``now + ttl`` if ``owner`` still holds it (the heartbeat)."""
         with self._tx() as conn:
-            res = conn.execute(update(runs).where(and_(runs.c.id == run_id, runs.c.lease_owner == owner))
-                               .values(lease_until=now.timestamp() + ttl))
+            res = conn.execute(sql.RENEW, {"rid": run_id, "owner": owner,
+                                        "until": now.timestamp() + ttl})
             return bool(res.rowcount)
 
     def lease_of(self, run_id: str) -> tuple[str | None, float | None]:
@@ -298,47 +232,90 @@ class Database:
         return row[0], row[1]
 
     def release(self, run_id: str, *, owner: str) -> None:
+        self._known.fresh(run_id)  # forget the row its claim returned
         with self._tx() as conn:
-            conn.execute(update(runs).where(and_(runs.c.id == run_id, runs.c.lease_owner == owner))
-                         .values(lease_owner=None, lease_until=None))
+            conn.execute(sql.RELEASE, {"rid": run_id, "owner": owner})
 
     def save(self, state: RunState, *, owner: str, steps: Iterable[str],
              events: Sequence[AuditDraft], next_check_at: datetime | None,
              lease_until: datetime) -> None:
         """Write the header, the changed step rows and new events, if ``owner`` holds the lease."""
         rid = state.run_id
+        values: dict[str, Any] = {
+            "rid": rid, "owner": owner, "status": str(state.status), "header": _header(state),
+            "next_check_at": _epoch(next_check_at), "lease_until": lease_until.timestamp()}
+        keys = set(steps)
+        known = self._known.pop(rid)  # put back only once this save is written as it says
+        self._known.fresh(rid)  # and the row a claim returned is no longer the run's
         with self._tx() as conn:
-            values: dict[str, Any] = {
-                "rid": rid, "owner": owner, "status": str(state.status), "header": _header(state),
-                "next_check_at": _epoch(next_check_at), "lease_until": lease_until.timestamp()}
-            rows: list[dict[str, Any]] = []
-            if events:
-                head = conn.execute(_HEAD, {"rid": rid}).one()
-                prev = (Event(seq=head[0], ts="", actor="", type="", payload={}, prev_hash="",
-                              hash=head[1]) if head[0] else None)
-                rows = self._chain(rid, prev, events,
-                                   self._mode(conn, rid, head[1]) if prev is not None else None)
-                values["audit_seq"], values["audit_hash"] = rows[-1]["seq"], rows[-1]["hash"]
-                values["audit_mac"] = self._mac(rid, rows[-1]["seq"], rows[-1]["hash"])
-                res = conn.execute(_SAVE_WITH_HEAD, values)
-            else:
-                res = conn.execute(_SAVE, values)
-            if not res.rowcount:
-                raise LeaseHeld(f"run {rid}: this worker no longer holds its lease")
-            for key in set(steps):
-                self._write_step(conn, rid, state.steps.get(key), key)
-            if rows:
-                conn.execute(_INSERT_EVENT, rows)
+            after = (self._save_known(conn, state, known, keys, events, dict(values))
+                     if known is not None else None)
+            if after is None:
+                self._save_read(conn, state, keys, events, values)
+        if after is not None:
+            self._known.put(rid, after)
         state.version += 1
+
+    def _save_known(self, conn: Connection, state: RunState, known: Known, keys: set[str],
+                    events: Sequence[AuditDraft], values: dict[str, Any]) -> Known | None:
+        """``save`` from what the store kept of the run: None, having written nothing, when the
+        run is no longer as kept (or the lease is lost)."""
+        rid = state.run_id
+        values |= {"v": known.version, "seq0": known.seq, "hash0": known.hash}
+        rows: list[dict[str, Any]] = []
+        seq, hash_ = known.seq, known.hash
+        if events:
+            prev = Event(seq=seq, ts="", actor="", type="", payload={}, prev_hash="", hash=hash_)
+            rows = self._chain(rid, prev, events, self._mode(conn, rid, hash_))
+            seq, hash_ = rows[-1]["seq"], rows[-1]["hash"]
+            values |= {"audit_seq": seq, "audit_hash": hash_, "audit_mac": self._mac(rid, seq, hash_)}
+        if not conn.execute(sql.SAVE_KNOWN_WITH_HEAD if rows else sql.SAVE_KNOWN, values).rowcount:
+            return None
+        wanted: dict[str, tuple[int, str] | None] = {}
+        for key in keys:
+            s = state.steps.get(key)
+            wanted[key] = (s.position, _dumps(s.to_dict())) if s is not None else None
+        stored, gone, changed, new = step_writes(known.steps, wanted)
+        if gone:
+            conn.execute(sql.DELETE_STEP, [{"rid": rid, "k": k} for k in gone])
+        for statement, which in ((sql.UPDATE_STEP, changed), (sql.INSERT_STEP, new)):
+            if which:
+                conn.execute(statement, [{"rid": rid, "k": k, "position": stored[k][0],
+                                          "state": stored[k][1]} for k in which])
+        if rows:
+            conn.execute(sql.INSERT_EVENT, rows)
+        return Known(known.version + 1, seq, hash_, known.text, stored)
+
+    def _save_read(self, conn: Connection, state: RunState, keys: set[str],
+                   events: Sequence[AuditDraft], values: dict[str, Any]) -> None:
+        """``save`` reading the run's head and trying each step row as an update first."""
+        rid = state.run_id
+        rows: list[dict[str, Any]] = []
+        if events:
+            head = conn.execute(sql.HEAD, {"rid": rid}).one()
+            prev = (Event(seq=head[0], ts="", actor="", type="", payload={}, prev_hash="",
+                          hash=head[1]) if head[0] else None)
+            rows = self._chain(rid, prev, events,
+                               self._mode(conn, rid, head[1]) if prev is not None else None)
+            values["audit_seq"], values["audit_hash"] = rows[-1]["seq"], rows[-1]["hash"]
+            values["audit_mac"] = self._mac(rid, rows[-1]["seq"], rows[-1]["hash"])
+            res = conn.execute(sql.SAVE_WITH_HEAD, values)
+        else:
+            res = conn.execute(sql.SAVE, values)
+        if not res.rowcount:
+            raise LeaseHeld(f"run {rid}: this worker no longer holds its lease")
+        for key in keys:
+            self._write_step(conn, rid, state.steps.get(key), key)
+        if rows:
+            conn.execute(sql.INSERT_EVENT, rows)
 
     def _write_step(self, conn: Connection, run_id: str, s: StepState | None, key: str) -> None:
         if s is None:
-            conn.execute(_DELETE_STEP, {"rid": run_id, "k": key})
+            conn.execute(sql.DELETE_STEP, {"rid": run_id, "k": key})
             return
         params = {"rid": run_id, "k": key, "position": s.position, "state": _dumps(s.to_dict())}
-        if not conn.execute(_UPDATE_STEP, params).rowcount:
-            conn.execute(insert(steps_t).values(run_id=run_id, key=key, position=s.position,
-                                                state=params["state"]))
+        if not conn.execute(sql.UPDATE_STEP, params).rowcount:
+            conn.execute(sql.INSERT_STEP, params)
 
     def _chain(self, run_id: str, prev: Event | None, drafts: Sequence[AuditDraft],
                mode: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
@@ -387,36 +364,46 @@ class Database:
         known = self._modes.get(run_id)
         if known is not None and known[0] == head_hash:
             return known[1]
-        row = conn.execute(_MODE, {"rid": run_id}).first()
+        row = conn.execute(sql.MODE, {"rid": run_id}).first()
         said = json.loads(row[0]).get(CHAIN) if row is not None else None
         if isinstance(said, dict) and said.get("mode") in (HMAC_MODE, PLAIN_MODE):
             return said
         return None
 
-    def _append(self, conn: Connection, run_id: str, prev: Event | None,
-                drafts: Sequence[AuditDraft]) -> None:
-        rows = self._chain(run_id, prev, drafts)
-        if rows:
-            conn.execute(_INSERT_EVENT, rows)
-            conn.execute(update(runs).where(runs.c.id == run_id)
-                         .values(audit_seq=rows[-1]["seq"], audit_hash=rows[-1]["hash"],
-                                 audit_mac=self._mac(run_id, rows[-1]["seq"], rows[-1]["hash"])))
-
     # -- reading --------------------------------------------------------------------------------
 
     def load(self, run_id: str) -> RunState:
-        with self.engine.connect() as conn:
-            row = conn.execute(select(runs.c.header, runs.c.version, runs.c.runbook_text)
-                               .where(runs.c.id == run_id)).first()
-            if row is None:
-                raise NotFound(f"no run {run_id}; `runbook-bot runs` lists the runs")
-            rows = conn.execute(select(steps_t.c.state).where(steps_t.c.run_id == run_id)
-                                .order_by(steps_t.c.position)).all()
+        """The run as stored; its step rows, and its runbook text (written once), from what the
+        store kept of it when the run's row says it is still at that version (``bot.store.known``);
+        the row itself as the claim of its lease returned it, when this store just claimed it."""
+        known = self._known.get(run_id)
+        row: Any = self._known.fresh(run_id)
+        if known is not None and row is not None and known.at(row[1], int(row[2]), row[3]):
+            text, steps = known.text, known.steps
+        else:
+            row, text, steps = self._read(run_id, known)
         header = json.loads(row[0])
-        header["runbook_text"] = row[2]
-        state = RunState.from_dict(header, [StepState.from_dict(json.loads(r[0])) for r in rows])
+        header["runbook_text"] = text
+        state = RunState.from_dict(header, [StepState.from_dict(json.loads(j))
+                                            for _position, j in steps.values()])
         state.version = row[1]
         return state
+
+    def _read(self, run_id: str, known: Known | None) -> tuple[Any, str, Mapping[str, Any]]:
+        """The run's row, runbook text and step rows, read unless ``known`` has them."""
+        with self.engine.connect() as conn:
+            row = conn.execute(sql.RUN if known is not None else sql.RUN_WITH_TEXT,
+                               {"rid": run_id}).first()
+            if row is None:
+                raise NotFound(f"no run {run_id}; `runbook-bot runs` lists the runs")
+            version, seq, hash_ = row[1], int(row[2]), row[3]
+            text = known.text if known is not None else row[-1]
+            if known is not None and known.at(version, seq, hash_):
+                return row, text, known.steps
+            steps = {r[0]: (r[1], r[2]) for r in conn.execute(sql.STEPS, {"rid": run_id})}
+        if hash_ is not None:
+            self._known.put(run_id, Known(version, seq, hash_, text, steps))
+        return row, text, steps
 
     def due(self, *, now: datetime, limit: int = 100) -> list[str]:
         """Active runs whose next check is due, or that no worker holds (e.g. after a crash)."""
@@ -520,7 +507,7 @@ class Database:
                limit: int | None = None) -> list[Event]:
         """The run's chain in seq order, from ``after + 1`` (at most ``limit`` of them);
         ``payloads=False`` skips parsing them (for verify)."""
-        q = _EVENTS.where(events_t.c.seq > after) if after else _EVENTS
+        q = sql.EVENTS.where(events_t.c.seq > after) if after else sql.EVENTS
         with self.engine.connect() as conn:
             rows = conn.execute(q if limit is None else q.limit(limit), {"rid": run_id}).all()
         loads = json.loads
@@ -540,7 +527,7 @@ class Database:
         """How the run's chain is written at its head: the mode and key id its last key rotation,
         else its first event, records (None for a legacy chain)."""
         with self.engine.connect() as conn:
-            head = conn.execute(_HEAD, {"rid": run_id}).first()
+            head = conn.execute(sql.HEAD, {"rid": run_id}).first()
             if head is None:
                 raise NotFound(f"no run {run_id}; `runbook-bot runs` lists the runs")
             return self._mode(conn, run_id, head[1]) if head[0] else None

@@ -121,6 +121,15 @@ servers_t = Table(
     Column("started_at", String(40), nullable=False),
 )
 
+# Notices of the node watcher, claimed once across replicas (``node_notices.py``; revision
+# store_0009): the key is cluster/node-or-zone/verdict/when the Lease went stale
+node_notices_t = Table(
+    "node_notices", metadata,
+    Column("key", String(400), primary_key=True),
+    Column("claimed_at", Float, nullable=False),
+    Column("expires_at", Float, nullable=False, index=True),
+)
+
 STORE = Component(name="store", metadata=metadata,
                   versions=Path(__file__).with_name("migrations") / "versions",
                   version_table="alembic_version")

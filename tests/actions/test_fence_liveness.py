@@ -101,6 +101,8 @@ def test_a_silent_node_ec2_still_passes_is_held_and_break_glass_cannot_lift_it_y
         world.plan("aws.ec2.instance.stop", overrides=everything, instance_id=iid, force=True)
     assert e.value.rule == RULE_FENCE_WAIT
     assert "may be alive" in e.value.message and "retry the step in 180 s" in e.value.message
+    # a timed hold: the step plans itself again every policy.hold_recheck_seconds
+    assert e.value.recheck_after == 15.0 and "EC2 confirms the machine is down" in e.value.until
     assert world.writes() == [] and world.instance_state(iid) == "running"
 
 

@@ -36,6 +36,8 @@ METHODS = {
     "delete_volume_attachment": ("storage.k8s.io", "volumeattachments", "delete"),
     "get_node_lease": ("coordination.k8s.io", "leases", "get"),
     "list_node_leases": ("coordination.k8s.io", "leases", "list"),
+    "watch_nodes": ("", "nodes", "watch"),
+    "watch_node_leases": ("coordination.k8s.io", "leases", "watch"),
     "list_deployments": ("apps", "deployments", "list"),
     "list_replica_sets": ("apps", "replicasets", "list"),
     "list_stateful_sets": ("apps", "statefulsets", "list"),

@@ -33,7 +33,8 @@ RECORDED_BY: dict[StepStatus, set[EventType | None]] = {
     S.FAILED: {EventType.STEP_FAILED},
     S.SUCCEEDED: {EventType.STEP_SUCCEEDED},
     S.APPLYING: {EventType.STEP_APPLYING},
-    S.AWAITING_APPROVAL: {EventType.APPROVAL_REQUESTED, EventType.CONFIRMATION_REQUESTED},
+    # None: the same timed hold found again by a recheck, recorded by its first hold
+    S.AWAITING_APPROVAL: {EventType.APPROVAL_REQUESTED, EventType.CONFIRMATION_REQUESTED, None},
     # a retry says so; a poll to come was recorded by step.applied or step.polled
     S.WAITING: {EventType.STEP_RETRYING, None},
 }
@@ -44,7 +45,7 @@ THEN_OF: dict[StepStatus, set[Then]] = {
     S.SUCCEEDED: {Then.ADVANCE},
     S.FAILED: {Then.ON_FAILURE},
     S.APPLYING: {Then.APPLY},
-    S.AWAITING_APPROVAL: {Then.AWAIT_PEOPLE, Then.AWAIT_BREAK_GLASS},
+    S.AWAITING_APPROVAL: {Then.AWAIT_PEOPLE, Then.AWAIT_BREAK_GLASS, Then.AWAIT_RECHECK},
     S.WAITING: {Then.SLEEP},
 }
 
@@ -121,6 +122,22 @@ def test_a_refusal_only_goes_on_by_break_glass_and_a_dry_run_never_asks_anyone()
         assert (move.then is Then.AWAIT_BREAK_GLASS) == blocked, (outcome, move)
         if "dry_run" in outcome.value:
             assert move.status in (S.SKIPPED, S.APPLYING), (outcome, move)
+
+
+def test_a_timed_hold_waits_for_people_and_its_recheck_and_records_only_its_first_hold() -> None:
+    held = {(st, o): m for (st, o), m in TABLE.items()
+            if o in (PlanOutcome.HELD, PlanOutcome.STILL_HELD)}
+    assert set(held) == {(S.PLANNING, PlanOutcome.HELD), (S.AWAITING_APPROVAL, PlanOutcome.HELD),
+                         (S.PLANNING, PlanOutcome.STILL_HELD)}
+    for (_, outcome), move in held.items():
+        # blocked for people (break-glass, retry, abort) as a refusal is, and re-planned by itself
+        assert move.status is S.AWAITING_APPROVAL and move.then is Then.AWAIT_RECHECK
+        assert move.event is (None if outcome is PlanOutcome.STILL_HELD
+                              else EventType.APPROVAL_REQUESTED)
+    # only a held step's own re-plan (from planning) finds the same hold again
+    assert ARRIVES[PlanOutcome.STILL_HELD] == {S.PLANNING}
+    assert {o for (_, o), m in TABLE.items() if m.then is Then.AWAIT_RECHECK} == {
+        PlanOutcome.HELD, PlanOutcome.STILL_HELD}
 
 
 def test_move_for_fails_loudly_on_a_pair_the_table_does_not_name() -> None:

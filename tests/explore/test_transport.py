@@ -53,12 +53,13 @@ def test_the_in_process_transport_answers_the_product_as_http_does() -> None:
         assert set(described) == set(ids)
         assert [c.access_key for c in r.sandbox.ec2.wire] == ["testing"]  # the bot's signature
 
-        # RBAC holds as over HTTP: the bot may not watch nodes; the sandbox's admin may, and a
-        # watch streams its events as they are written, until it times out
+        # RBAC holds as over HTTP: the bot may not watch pods (it may watch nodes, for its node
+        # watcher); the sandbox's admin may, and a watch streams its events as they are written,
+        # until it times out
         from kubernetes.client.exceptions import ForbiddenException
 
         with pytest.raises(ForbiddenException):
-            clients.kube._group("core").list_node(watch=True, timeout_seconds=1)
+            clients.kube._group("core").list_pod_for_all_namespaces(watch=True, timeout_seconds=1)
         admin = KubeClient.from_config(kubeconfig=str(r.sandbox.kubeconfig_path), context="sandbox",
                                        pool=r.sandbox.kube_transport())
         resp = admin._group("core").list_node(watch=True, timeout_seconds=1,

@@ -131,6 +131,10 @@ def make_registry(world: World) -> Registry:
                     data={RAISE_KEY: {"by": precious, "why": f"{p.name} is precious"}}
                     if precious else {})
         try:
+            if world.get(f"{p.name}/held"):  # a timed hold: it may clear by itself
+                raise InterlockBlocked("fake-hold", f"{p.name} is held ({world.get(f'{p.name}/held')})",
+                                       recheck_after=1.0,  # the conductor: never sooner than the policy's
+                                       until=f"{p.name} is released")
             _lock_check(p, env)
         except InterlockBlocked as e:
             e.plan = plan.to_dict()  # shown with the refusal, as a fence shows what it destroys

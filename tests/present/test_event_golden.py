@@ -20,11 +20,14 @@ import io
 import json
 import os
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
+from bot.engine import events as ev
+from bot.engine import stages
 from bot.engine.commands import Retry, StartRun
 from bot.engine.provenance import Provenance
 from bot.frontends.term.printer import TerminalPrinter
@@ -99,6 +102,62 @@ go: {type: boolean, default: false}
 node: {type: string, default: n1}
 settle: {type: duration, default: 90s}
 """)
+
+
+RECOVER = runbook("recover", """
+- id: fence
+  title: Fence the machine
+  action: fake.set
+  with: {name: machine, value: fenced}
+  approval: {required: true, description: "Stop the machine."}
+- id: taint
+  title: Taint the node
+  action: fake.set
+  with: {name: node, value: tainted}
+- id: detach
+  title: Wait for the attachments to go
+  action: fake.slow
+  with: {name: va, polls: 2}
+- id: serve
+  title: Check the claim is served elsewhere
+  action: fake.read
+  with: {name: pod}
+""", approvals="groups: [sre]\n")
+
+
+def _stages_of_fakes(mp: pytest.MonkeyPatch) -> None:
+    """The fake actions' results show the stages a real fence, taint, wait and check show
+    (``bot/engine/stages.py``): a set names the stage it reached, a slow wait its VolumeAttachments
+    gone, a read the claim served on another node."""
+    def named(r, at, source):
+        return [ev.stage_reached(r["value"], at=at, source=source, node="n1")]
+
+    def served(r, at, source):
+        return [ev.stage_reached("volume_attached", at=at, source=source, volume="vol-0a1"),
+                ev.stage_reached("pod_running", at=at, source=source, node="n2", pod="db-0")]
+
+    mp.setitem(stages.SEEN, "fake.set", named)  # type: ignore[index]
+    mp.setitem(stages.SEEN, "fake.slow", lambda r, at, source: [  # type: ignore[index]
+        ev.stage_reached("attachments_gone", at=at, source=source, node="n1")])
+    mp.setitem(stages.SEEN, "fake.read", served)  # type: ignore[index]
+
+
+def _recovered(e: Engine) -> str:
+    """A watcher's run of a recovery: detected, its card shown, fenced, tainted, VolumeAttachments
+    gone, the volume attached and the pod running elsewhere; the transcript's time to recovery."""
+    now = e.clock.now()
+    with pytest.MonkeyPatch.context() as mp:
+        _stages_of_fakes(mp)
+        run = _start(e, "recover", "rb-r3cwd", provenance=Provenance(
+            suggested_by="watcher:n1", detected_at=(now - timedelta(seconds=50)).isoformat(),
+            shown_at=(now - timedelta(seconds=20)).isoformat()))
+        e.clock.advance(40)
+        assert e.approve(run, "bob").ok
+        e.clock.advance(10)
+        assert e.approve(run, "bob").ok
+        e.advance(30)  # the wait's second poll
+        assert e.state(run).status == "succeeded", e.state(run).outcome
+    return run
 
 
 def _rejected(e: Engine) -> str:
@@ -185,12 +244,13 @@ STORIES: dict[str, Callable[[Engine], str]] = {
     "rejected": _rejected, "break-glass": _break_glass,
     "invalidated-aborted": _invalidated_then_aborted, "expired": _expired, "flow": _flow,
     "dry-run": _dry_run, "handed-over": _handed_over, "key-rotated": _key_rotated,
+    "recovered": _recovered,
 }
 
 
 @pytest.fixture
 def engine(make_engine, monkeypatch) -> Iterator[Engine]:
-    e = make_engine({"change": CHANGE, "flow": FLOW})
+    e = make_engine({"change": CHANGE, "flow": FLOW, "recover": RECOVER})
     e.terminal = io.StringIO()  # type: ignore[attr-defined]
     e.runner.notifiers.append(TerminalPrinter(e.terminal))  # type: ignore[attr-defined]
     monkeypatch.setattr(e, "_run_ids", [], raising=False)
@@ -236,7 +296,7 @@ RECORDED = {
     "step.failed", "step.skipped", "step.goto", "command.approve", "command.reject",
     "command.confirm", "command.break_glass", "command.retry", "command.abort",
     "command.refused", "run.aborted", "run.finished", "run.linked", "run.handed_over",
-    "command.handover", "run.context", "audit.key_rotated"}
+    "command.handover", "run.context", "audit.key_rotated", "stage.reached"}
 
 
 def test_the_golden_runs_record_every_event_type_of_the_list():

@@ -123,9 +123,9 @@ def test_every_golden_json_export_verifies_offline_as_it_is(monkeypatch, capsys,
 @pytest.fixture
 def story_engine(make_engine, monkeypatch):
     """The engine the golden stories are told on, its run ids spelt by the story."""
-    from tests.present.test_event_golden import CHANGE, FLOW
+    from tests.present.test_event_golden import CHANGE, FLOW, RECOVER
 
-    e = make_engine({"change": CHANGE, "flow": FLOW})
+    e = make_engine({"change": CHANGE, "flow": FLOW, "recover": RECOVER})
     monkeypatch.setattr(e, "_run_ids", [], raising=False)
     monkeypatch.setattr("bot.engine.ids.secrets", SimpleNamespace(choice=lambda _: e._run_ids.pop(0)))
     return e

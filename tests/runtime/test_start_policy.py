@@ -155,3 +155,14 @@ def test_the_config_names_a_start_rule_that_is_wrong() -> None:
                                           r"groups, channels$"):
         settings_from_mapping({"policy": {**policy, "start": {"x": {"group": ["sre"]}}}}, {})
     assert settings_from_mapping({}, {}).policy.start is None  # no start: anyone, as before
+
+
+def test_a_run_started_from_a_watcher_card_starts_its_time_to_recovery_when_the_node_went(
+        ) -> None:
+    from bot.engine.provenance import detected_in
+
+    ref = "watcher:prod/ip-10-0-1-2.ec2.internal@2026-12-04T21:00:00+00:00"
+    assert detected_in(ref) == "2026-12-04T21:00:00+00:00"
+    assert detected_in("watcher:prod/ip-10-0-1-2.ec2.internal") is None  # no time: none
+    assert detected_in("watcher:prod/x@not-a-time") is None
+    assert detected_in("alert:abc@2026-12-04T21:00:00+00:00") is None  # only the watcher's

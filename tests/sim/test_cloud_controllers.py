@@ -90,3 +90,52 @@ def test_karpenter_replaces_a_spot_node_with_spot_capacity(pool):
     [joined] = {n["metadata"]["name"] for n in sb.list("Node")} - before
     assert sb.ec2.instance(iid_of(sb, joined)).lifecycle == "spot"
     assert sb.ec2.tags(iid_of(sb, joined))["karpenter.sh/nodepool"] == "default"
+
+
+def test_at_death_stages_the_moment_the_node_died(pool):
+    sb = pool.fresh("node-hung", at_death=True)
+    f = sb.facts
+    assert f["died_at"] == sb.now_ts() and f["new_node"] is None
+    assert ready(sb, f["node"]) == "True"  # nothing has noticed yet: the grace period is ahead
+    pod = sb.get("Pod", f["namespace"], f["pod"])
+    assert pod["spec"]["nodeName"] == f["node"] and "deletionTimestamp" not in pod["metadata"]
+    sb.advance(55)
+    assert ready(sb, f["node"]) == "Unknown"
+
+
+def test_eks_node_auto_repair_replaces_a_node_notready_for_30_minutes(pool):
+    sb = pool.fresh("node-dead", at_death=True, auto_repair=True)
+    f = sb.facts
+    sb.advance(1800)  # NotReady since 50 s: not yet 30 minutes
+    assert sb.ec2.instance_state(f["instance_id"]) == "stopped"
+    sb.advance(60)
+    assert sb.ec2.instance_state(f["instance_id"]) in ("shutting-down", "terminated")
+
+
+def test_eks_node_auto_repair_pauses_while_most_of_a_group_is_unhealthy(pool):
+    sb = pool.fresh("az-outage", nodes=6, volumes_per_node=1, auto_repair=True)
+    ids = sb.facts["instance_ids"]
+    sb.advance(2000)
+    assert all(sb.ec2.instance_state(i) == "stopped" for i in ids)
+
+
+def _taint_out_of_service(sb: Any, node: str) -> None:
+    sb.store.mutate("Node", None, node, lambda n: n["spec"].setdefault("taints", []).append(
+        {"key": "node.kubernetes.io/out-of-service", "value": "nodeshutdown", "effect": "NoExecute"}))
+    sb.settle()
+
+
+def test_ebs_attach_and_detach_take_the_seconds_their_options_give(pool):
+    sb = pool.fresh("node-dead", at_death=True, ebs_detach_seconds=15, ebs_attach_seconds=20)
+    f = sb.facts
+    sb.advance(60)
+    _taint_out_of_service(sb, f["node"])
+    sb.advance(20)  # pod GC's pass at 70 s, then the detach under way for 15 s
+    assert sb.find("VolumeAttachment", None, f["volume_attachment"]) is not None
+    sb.advance(10)  # detached; the attach to the new node under way for 20 s
+    pod = sb.get("Pod", f["namespace"], f["pod"])
+    assert sb.find("VolumeAttachment", None, f["volume_attachment"]) is None
+    assert pod["status"].get("phase") != "Running"
+    sb.advance(20)
+    pod = sb.get("Pod", f["namespace"], f["pod"])
+    assert pod["status"]["phase"] == "Running" and pod["spec"]["nodeName"] != f["node"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import parse_qs
@@ -28,6 +28,7 @@ from bot.engine.state import RUN_TERMINAL
 from bot.engine.verbs import BY_NAME, VerbError, finish, terminal_person
 from bot.errors import NotFound, ParamError, PolicyError, RunbookError
 from bot.frontends.api.auth import Unauthenticated
+from bot.frontends.api.clientaddr import client_address, networks
 from bot.frontends.api.models import (
     DECISION_BODIES,
     DecisionAnswer,
@@ -81,8 +82,10 @@ class Api:
                  audit: AuditReader | None = None, diagnoser: Diagnoser | None = None,
                  limiter: RateLimiter | None = None, submit: Submit | None = None,
                  wait: Callable[[float], Any] | None = None,
-                 follow_poll: float = FOLLOW_POLL, follow_limit: float = FOLLOW_LIMIT) -> None:
+                 follow_poll: float = FOLLOW_POLL, follow_limit: float = FOLLOW_LIMIT,
+                 trusted_proxies: Sequence[str] = ()) -> None:
         self.runtime = runtime
+        self.trusted = networks(trusted_proxies)
         self.auth = auth
         self.exporter = exporter
         self.audit = audit
@@ -165,7 +168,9 @@ class Api:
         length = int(environ.get("CONTENT_LENGTH") or 0)  # checked by the body limits
         body = environ["wsgi.input"].read(length) if length and method == "POST" else b""
         req = Request(method=method, path=path, args=args, query=query, body=body,
-                      headers=headers, remote=str(environ.get("REMOTE_ADDR") or "-"))
+                      headers=headers,
+                      remote=client_address(str(environ.get("REMOTE_ADDR") or "-"),
+                                            headers.get("x-forwarded-for"), self.trusted))
         if route.auth:
             req.caller = self._authenticate(req)
             wait = self.limiter.take("id:" + req.caller.identity)
@@ -395,14 +400,16 @@ def api_app(runtime: Runtime, auth: Authenticator, *, exporter: Exporter | None 
             audit: AuditReader | None = None, diagnoser: Diagnoser | None = None,
             clock: Callable[[], float] | None = None, rate: float | None = None,
             burst: int | None = None, submit: Submit | None = None,
-            wait: Callable[[float], Any] | None = None) -> ApiApp:
+            wait: Callable[[float], Any] | None = None,
+            trusted_proxies: Sequence[str] = ()) -> ApiApp:
     """The API as a WSGI callable, behind its body limits. ``clock`` (monotonic seconds) drives
     the rate limit (``rate`` requests a second per identity, in bursts of ``burst``); ``submit``
     carries runs on after a start or a decision (default: a small pool); ``wait`` is how a
-    follow stream waits between reads."""
+    follow stream waits between reads; ``trusted_proxies`` (CIDRs) are the proxies whose
+    ``X-Forwarded-For`` names the caller's address."""
     limiter = RateLimiter(clock=clock, rate=rate or DEFAULT_RATE, burst=burst or DEFAULT_BURST)
     api = Api(runtime, auth, exporter=exporter, audit=audit, diagnoser=diagnoser,
-              limiter=limiter, submit=submit, wait=wait)
+              limiter=limiter, submit=submit, wait=wait, trusted_proxies=trusted_proxies)
     return ApiApp(api)
 
 

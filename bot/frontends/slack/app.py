@@ -45,8 +45,10 @@ from slack_sdk.http_retry.builtin_handlers import (
 )
 
 from bot.config import SLACK_PORT, PolicyConfig, Settings, SlackConfig
+from bot.engine import commands as c
 from bot.engine.approvals import Membership, membership_from
 from bot.engine.ports import Clock, RefusalLog, SystemClock
+from bot.engine.runstate import RunState
 from bot.errors import ConfigError, ExternalError
 from bot.frontends.alerts import AlertIntake, Diagnoser, webhook_app
 from bot.frontends.http import (
@@ -59,10 +61,12 @@ from bot.frontends.http import (
     server_cap,
 )
 from bot.frontends.metrics import Metrics
+from bot.frontends.notices import NoticeAutoRuns, auto_runs_for
 from bot.frontends.slack.alert_cards import SlackCards
 from bot.frontends.slack.dedupe import Deliveries
 from bot.frontends.slack.drawing import RunDrawer, RunFacts
 from bot.frontends.slack.identity import UserGroups
+from bot.frontends.slack.notice_cards import SlackNoticeCards
 from bot.frontends.slack.outbox import Outbox
 from bot.frontends.slack.persistence import SlackStore
 from bot.frontends.slack.service import GROUP_PREFIX, Exporter, SlackService
@@ -223,6 +227,8 @@ class SlackParts:
         self.alert_log = AlertLog(store.engine)
         self.refusals: RefusalLog = store.refusals  # refused starts (``Runtime.record_refusal``)
         self.webhook: WSGIApp | None = None  # POST /alertmanager, once build_app made it
+        # the node watcher's notices as cards (docs/watcher.md), once build_app made them
+        self.notice_cards: SlackNoticeCards | None = None
 
     def start(self) -> None:
         self.outbox.start()
@@ -279,11 +285,36 @@ def build_app(settings: Settings, runner: Runner, *, parts: SlackParts,
     if settings.alerts.enabled and runtime.lists_runbooks:
         parts.webhook = webhook_app(alert_intake(settings, runtime, parts, diagnoser),
                                     metrics=parts.metrics)
+    parts.notice_cards = SlackNoticeCards(
+        client=parts.client, alert_log=parts.alert_log, channel=notice_channel(settings),
+        clock_now=lambda: parts.clock.now().timestamp(),
+        runs=lambda: runtime.runs(active=True, limit=200),
+        auto_runs=notice_auto_runs(settings, runtime, parts))
     app.middleware(_timed(parts.metrics))
     app.middleware(_once(parts))
     register(app, service=service, work=parts.work, deliveries=parts.deliveries,
              config=settings.slack)
     return app, service, parts
+
+
+def notice_channel(settings: Settings) -> str | None:
+    """Where the watcher's cards go: ``watcher.channel`` where configured, else ``alerts.channel``."""
+    own = getattr(settings.watcher, "channel", None)
+    return str(own) if own else settings.alerts.channel
+
+
+def notice_auto_runs(settings: Settings, runtime: Runtime, parts: SlackParts) -> NoticeAutoRuns:
+    """The watcher's read-only auto-runs, drawn in the notices' channel and driven by the pool,
+    within the alerts' per-runbook limit (``alerts.auto_run_limit`` per ``auto_run_window``)."""
+    channel = notice_channel(settings)
+
+    def start(cmd: c.StartRun) -> RunState:  # the bot's system actor: only read-only auto-runs
+        state = runtime.start(cmd, origin=Origin(frontend="alerts"))
+        parts.work.drive(runtime.drive, state.run_id)
+        return state
+
+    return auto_runs_for(settings.alerts, parts.alert_log.engine, runbook=runtime.runbook,
+                         start=start, origin={"frontend": "slack", "channel": channel or ""})
 
 
 def alert_intake(settings: Settings, runtime: Runtime, parts: SlackParts,

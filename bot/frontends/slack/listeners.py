@@ -126,7 +126,7 @@ def _suggested(body: dict[str, Any]) -> dict[str, Any]:
     rb, params, ref = v.get("rb"), v.get("p"), v.get("a")
     if not (isinstance(rb, str) and rb and isinstance(params, dict)
             and all(isinstance(k, str) and isinstance(x, str) for k, x in params.items())
-            and isinstance(ref, str) and ref.startswith((PROVENANCE, "diagnosis:"))):
+            and isinstance(ref, str) and ref.startswith((PROVENANCE, "diagnosis:", "watcher:"))):
         raise Malformed("button click: the suggestion's value is not one this bot wrote")
     return {"rb": rb, "p": params, "a": ref}
 

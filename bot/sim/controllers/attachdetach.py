@@ -295,6 +295,8 @@ def reconcile_attacher(ctx: Context) -> None:
                               message=f'AttachVolume.Attach failed for volume "{pv_name}" : {msg}',
                               source="attachdetach-controller")
                 continue
+        if _in_flight(ctx, "attach", name):
+            continue  # EC2's attachment is still attaching (option ebs_attach_seconds)
         _status(ctx, name, {"attached": True, "attachmentMetadata": {"devicePath": device}})
         _set_volumes_attached(ctx, node_name, pv_name, device, add=True)
         pod = _consumer(ctx, pv_name, node_name)
@@ -303,6 +305,20 @@ def reconcile_attacher(ctx: Context) -> None:
                       message=f'AttachVolume.Attach succeeded for volume "{pv_name}" ',
                       source="attachdetach-controller")
     _release_pvs(ctx)
+
+
+def _in_flight(ctx: Context, kind: str, name: str) -> bool:
+    """Options ``ebs_attach_seconds`` and ``ebs_detach_seconds`` (default 0: at once, as moto
+    does): how long the EBS CSI driver waits, after its call, for EC2 to report the attachment
+    ``attached`` (or gone) before it marks the VolumeAttachment. True while that is under way."""
+    seconds = float(ctx.options.get(f"ebs_{kind}_seconds") or 0)
+    if seconds <= 0:
+        return False
+    started: dict[str, Any] = ctx.state.setdefault(f"ebs_{kind}_started", {})
+    if (ctx.now - started.setdefault(name, ctx.now)).total_seconds() < seconds:
+        return True
+    started.pop(name, None)
+    return False
 
 
 def _release_pvs(ctx: Context) -> None:
@@ -345,6 +361,8 @@ def _detach(ctx: Context, va: dict[str, Any], handle: str, iid: str, node_name: 
             _status(ctx, name, {**va.get("status", {}), "detachError": {"time": ts(ctx.now),
                                                                           "message": msg}})
             return
+    if _in_flight(ctx, "detach", name):
+        return  # EC2's attachment is still detaching (option ebs_detach_seconds)
     _set_volumes_attached(ctx, node_name, pv_name, "", add=False)
     ctx.store.mutate("VolumeAttachment", None, name,
                      _drop_finalizer(attacher_finalizer(va["spec"].get("attacher", DRIVER))))

@@ -6,7 +6,11 @@ node group) marks an instance unhealthy when it is not ``running`` or fails its 
 hung guest), and replaces it ``replace_after`` seconds later (120 by default). Karpenter learns of
 a stopping, stopped or terminated instance from its interruption queue and replaces it
 ``replace_after`` seconds later (60 by default); a node that is only NotReady it repairs after
-``repair_after`` (node repair's 30 minutes). EKS Auto Mode (``node_group=auto-mode``) replaces as
+``repair_after`` (node repair's 30 minutes). Option ``auto_repair`` (with or without
+``replacement``) is EKS node auto repair on a managed node group or Auto Scaling group: a node
+NotReady for ``repair_after`` (1800 s, the EKS docs' 30 minutes for ``Ready``) is replaced,
+except while more than 20% of a group of more than five nodes is unhealthy (EKS pauses repair
+then: a zone outage is not repaired). EKS Auto Mode (``node_group=auto-mode``) replaces as
 Karpenter does, and a replacement Karpenter or Auto Mode launches registers with a NodeClaim.
 
 Replacing is what both do: terminate the old instance (its Node is then deleted by the cloud
@@ -36,7 +40,10 @@ JOIN_AFTER = 90.0
 
 
 def reconcile_replacement(ctx: Context) -> None:
-    if not _truthy(ctx.options.get("replacement")):
+    asg = _truthy(ctx.options.get("replacement"))
+    # EKS node auto repair on a managed node group: a node NotReady for repair_after is replaced
+    repair = _truthy(ctx.options.get("auto_repair"))
+    if not asg and not repair:
         return
     kind = str(ctx.options.get("node_group") or "managed-node-group")
     after = float(ctx.options.get("replace_after") or DEFAULTS.get(kind, 120.0))
@@ -52,8 +59,11 @@ def reconcile_replacement(ctx: Context) -> None:
             wait = after if broken else float(ctx.options.get("repair_after") or REPAIR_AFTER)
             broken = broken or (node is not None and not node_ready(node))
         else:
-            broken = state not in ("pending", "running") or iid in ctx.ec2.hung
+            broken = asg and (state not in ("pending", "running") or iid in ctx.ec2.hung)
             wait = after
+            if not broken and repair and node is not None and not node_ready(node) \
+                    and not _repair_paused(ctx, iid, nodes):
+                broken, wait = True, float(ctx.options.get("repair_after") or REPAIR_AFTER)
         if not broken:
             since.pop(iid, None)
             continue
@@ -61,6 +71,15 @@ def reconcile_replacement(ctx: Context) -> None:
         if (ctx.now - first).total_seconds() >= wait:
             _replace(ctx, iid, node, kind)
     _join(ctx)
+
+
+def _repair_paused(ctx: Context, iid: str, nodes: dict[str | None, dict[str, Any]]) -> bool:
+    """EKS pauses node auto repair in a managed node group of more than five nodes of which
+    more than 20% are unhealthy (a zone outage): nothing new is repaired until that passes."""
+    group = [i for i in ctx.state.get("groups", {}).get(group_of(ctx.state, iid), [])
+             if ctx.ec2.instance_state(i) not in ("shutting-down", "terminated")]
+    unhealthy = [i for i in group if i in nodes and not node_ready(nodes[i])]
+    return len(group) > 5 and len(unhealthy) > 0.2 * len(group)
 
 
 def _truthy(value: Any) -> bool:

@@ -22,6 +22,7 @@ from typing import Any
 from bot.actions.builtin import builtin_actions
 from bot.diagnose import Scope, catalogue_of, diagnose
 from bot.engine.commands import Abort, Approve, Command, Reject
+from bot.engine.moves import held_until
 from bot.engine.runstate import RunState, StepState
 from bot.engine.state import RUN_TERMINAL
 from bot.runbook.source import DirectorySource
@@ -202,6 +203,13 @@ class _Player:
             if ev.kind == "abort":
                 self.submit(Abort(run_id=state.run_id, actor=REQUESTER, reason="explorer"))
                 return
+        held = held_until(s)
+        if held is not None:  # a timed hold plans itself again: people wait for its next check
+            self.note(f"step {s.key} held by rule {(s.blocked or {}).get('rule')}: people wait "
+                      "for its recheck")
+            due = datetime.fromisoformat(held)
+            self.r.sandbox.advance(max(0.0, (due - self.r.clock.now()).total_seconds()))
+            return
         if s.blocked:
             self.note(f"step {s.key} blocked by rule {s.blocked.get('rule')}: people abort "
                       "rather than break glass")

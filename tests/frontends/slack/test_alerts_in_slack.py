@@ -246,6 +246,9 @@ def test_auto_run_starts_a_read_only_runbook_as_the_system_actor_that_cannot_app
     assert is_system(state.requester) and "PodVolumeAttachStuck" in state.requester
     assert state.suggested_by == "alert:default/77aa"
     assert state.status == "succeeded"
+    # its time to recovery counts from when the alert started firing (run.linked's detected_at)
+    [linked] = [e.payload for e in abot.db.events(run.run_id) if e.type == "run.linked"]
+    assert linked["detected_at"] == "2026-12-03T03:01:12.100000+00:00"
     # a repeat delivery starts nothing more
     post(abot, payload(alert("PodVolumeAttachStuck", fingerprint="77aa", namespace="shop", pod="db-0"),
                        group='{}:{alertname="PodVolumeAttachStuck"}'))

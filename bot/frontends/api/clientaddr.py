@@ -1,0 +1,45 @@
+"""Who is on the other end of an API request: the client's address, behind trusted proxies.
+
+Behind an Ingress or a load balancer every request arrives from the proxy, so a limit per
+address would put every unauthenticated caller in one bucket. ``X-Forwarded-For`` names the
+client, but anyone can send that header: it is read only when the request comes from a proxy the
+config trusts (``api.trusted_proxies``, CIDRs), and then from the right, skipping the trusted
+hops, so the address used is the last one a trusted proxy saw, never one the client wrote in
+front of it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Sequence
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def networks(cidrs: Sequence[str]) -> tuple[Network, ...]:
+    """The trusted proxies' networks (ValueError names a CIDR that is not one)."""
+    return tuple(ipaddress.ip_network(c, strict=False) for c in cidrs)
+
+
+def _trusted(address: str, trusted: Sequence[Network]) -> bool:
+    try:
+        ip = ipaddress.ip_address(address.strip())
+    except ValueError:
+        return False
+    return any(ip in n for n in trusted)
+
+
+def client_address(remote: str, forwarded_for: str | None, trusted: Sequence[Network]) -> str:
+    """``remote`` itself, unless it is a trusted proxy: then the rightmost address of
+    ``X-Forwarded-For`` that is not a trusted proxy (the leftmost, when every hop is trusted)."""
+    if not trusted or not forwarded_for or not _trusted(remote, trusted):
+        return remote
+    hops = [h.strip() for h in forwarded_for.split(",") if h.strip()]
+    for hop in reversed(hops):
+        try:
+            ipaddress.ip_address(hop)
+        except ValueError:
+            return remote  # a hop that is not an address: the header cannot be read further
+        if not _trusted(hop, trusted):
+            return hop
+    return hops[0] if hops else remote
