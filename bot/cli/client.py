@@ -72,6 +72,17 @@ def tls_context(server: ServerConfig) -> ssl.SSLContext:
                           f"certificates: {e}") from e
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A redirect is never followed: urllib would send the bearer token (a cluster credential,
+    with ``token: kubeconfig``) to wherever it points, any host, any scheme."""
+
+    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any,
+                         newurl: str) -> None:
+        raise ConfigError(f"the server answered {code} redirecting to {newurl}: not followed, so "
+                          "the token is sent nowhere else; set server.url to the API's own "
+                          "address (https://HOST/, as the bot serves /api/v1/)")
+
+
 class ApiClient:
     """JSON requests to one server, each with the bearer token; ``stream`` reads NDJSON."""
 
@@ -84,7 +95,7 @@ class ApiClient:
         handlers: list[Any] = ([urllib.request.HTTPSHandler(context=tls_context(server))]
                                if server.url.startswith("https:")
                                else [urllib.request.ProxyHandler({})])
-        self._opener = urllib.request.build_opener(*handlers)
+        self._opener = urllib.request.build_opener(*handlers, _NoRedirects())
 
     # -- the verbs of HTTP ----------------------------------------------------------------------
 

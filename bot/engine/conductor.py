@@ -495,7 +495,9 @@ class Conductor(Moves):
         if self.state.dry_run:
             return kind.BLOCKED_DRY_RUN, self._skipping(
                 s, now, f"dry run: interlock {e.rule} would refuse: {e.message}")
-        return kind.BLOCKED, self._asking(s, self.step_of(s), now)
+        # a hold that hardened into a refusal (the node came back, the silence ran past the
+        # ambiguity window) waits for a person until the hold's own expiry, not a fresh one
+        return kind.BLOCKED, self._asking(s, self.step_of(s), now, keep_expiry=was_held)
 
     def _same_hold(self, s: StepState, e: InterlockBlocked) -> bool:
         """Whether ``e`` is the hold ``s`` is already held by: the same rule, re-planned by

@@ -123,7 +123,9 @@ def renewed_at(lease: Obj | None) -> datetime | None:
 def suspects(nodes: Mapping[str, Obj], leases: Mapping[str, Obj], now: datetime,
              th: Thresholds) -> list[Suspect]:
     """Nodes whose Lease is stale past the grace and ``detect_after`` since its renewal, or that
-    are not Ready (a live kubelet posting ``Ready=False``); sorted by name."""
+    are not Ready (a live kubelet posting ``Ready=False``); sorted by name. A node whose Lease
+    the watch has not delivered is no suspect yet: without it, a live kubelet's silence cannot be
+    told from a dead one's, and a verdict could offer a fence for a node that is only sick."""
     out = []
     for name in sorted(nodes):
         node, lease = nodes[name], leases.get(name)
@@ -133,7 +135,7 @@ def suspects(nodes: Mapping[str, Obj], leases: Mapping[str, Obj], now: datetime,
         if renewed is not None and age is not None and age >= th.grace:
             if age >= max(th.grace, th.detect_after):
                 out.append(Suspect(name, renewed + timedelta(seconds=th.grace), node, lease))
-        elif status != "True":  # a live kubelet (or none with a Lease) posting not Ready
+        elif status != "True" and lease is not None:  # a live kubelet posting not Ready
             out.append(Suspect(name, since or EPOCH, node, lease))
     return out
 

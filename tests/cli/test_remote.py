@@ -26,7 +26,7 @@ from bot.cli.remote import state_of, view_of
 from bot.config import ServerConfig
 from bot.engine.runstate import RunState, StepState, Vote
 from bot.engine.state import RunStatus, StepStatus
-from bot.errors import NotFound
+from bot.errors import ConfigError, NotFound
 from bot.present.events import live_lines
 from bot.present.views import run_json, run_view
 
@@ -114,6 +114,12 @@ class Stub:
             start(status, [("Content-Type", content)])
             return [json.dumps(doc).encode()]
 
+        if path.startswith("/elsewhere"):  # where a redirect points: nothing may arrive here
+            return answer("200 OK", {"runs": []})
+        if path == "/api/v1/moved":
+            # another origin (the same stub under another name; it could be another host)
+            start("302 Found", [("Location", f"http://localhost:{environ['SERVER_PORT']}/elsewhere")])
+            return [b""]
         if auth != f"Bearer {TOKEN}":
             return answer("401 Unauthorized", {"error": "unauthenticated",
                                                "message": "the token was not accepted"})
@@ -157,6 +163,14 @@ def stub() -> Iterator[tuple[Stub, str]]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_redirect_is_never_followed_so_the_token_goes_nowhere_else(
+        stub: tuple[Stub, str]) -> None:
+    app, url = stub
+    with pytest.raises(ConfigError, match=r"redirecting to .*/elsewhere: not followed"):
+        _client(url).get("/moved")
+    assert [r[1] for r in app.requests] == ["/api/v1/moved"]  # nothing reached /elsewhere
 
 
 def _client(url: str, token: str = TOKEN, **kw: Any) -> ApiClient:

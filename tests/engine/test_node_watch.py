@@ -56,6 +56,15 @@ def test_a_lease_is_a_suspect_after_detect_after_and_went_stale_a_grace_after_it
     assert suspects(nodes, leases, now - timedelta(seconds=1), TH)[0].node == "c"  # a: not yet
 
 
+def test_a_not_ready_node_whose_lease_was_not_seen_yet_is_no_suspect():
+    """Without its Lease a live kubelet's silence cannot be told from a dead one's: triaged as
+    silent, a node only posting Ready=False (its kubelet alive) would be offered the fence."""
+    nodes = {"c": node("c", "False", since=T0)}
+    now = T0 + timedelta(minutes=3)  # Ready=False for 3 minutes: normal for a sick kubelet
+    assert suspects(nodes, {}, now, TH) == []
+    assert [s.node for s in suspects(nodes, {"c": lease("c", now)}, now, TH)] == ["c"]  # sick
+
+
 def test_a_storm_is_more_than_max_out_of_service_or_most_of_a_zone_never_one_node():
     zone = {f"n{i}": node(f"n{i}") for i in range(10)}
     other = {f"m{i}": node(f"m{i}", zone="ap-southeast-1b") for i in range(3)}

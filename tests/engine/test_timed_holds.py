@@ -53,12 +53,15 @@ def test_a_hold_that_hardens_into_a_refusal_stops_rechecking(make_engine):
     e = make_engine(SET)
     e.world.set("x/held", "a")
     run = e.start("b", by="alice")
+    held_until = e.step(run, "change").expires_at
     e.world.set("x/held", "")
     e.world.lock("x")
     e.advance(15)
     s = e.step(run, "change")
     assert s.blocked["rule"] == "fake-lock" and "recheck" not in s.blocked
     assert e.state(run).next_check_at == s.expires_at
+    # it waits for a person until the hold's own expiry, not a fresh one from the hardening
+    assert held_until is not None and s.expires_at == held_until
 
 
 def test_people_may_retry_or_abort_a_held_step_and_an_unanswered_hold_expires(make_engine):

@@ -15,6 +15,7 @@ refused it (already audited as ``command.refused``); the run is then carried on 
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -91,6 +92,11 @@ class Api:
         self.audit = audit
         self.diagnoser = diagnoser
         self.limiter = limiter or RateLimiter()
+        # failed authentications per address (an IPv6 /64 counts as one): past these a caller
+        # gets 429 before its token is checked, so a flood of bad tokens costs the cluster no
+        # TokenReviews and the refusals chain no rows beyond this rate
+        self.failures = RateLimiter(clock=self.limiter.clock, rate=FAILURE_RATE,
+                                    burst=FAILURE_BURST)
         self._pool: ThreadPoolExecutor | None = None
         if submit is None:
             self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="api-drive")
@@ -172,6 +178,11 @@ class Api:
                       remote=client_address(str(environ.get("REMOTE_ADDR") or "-"),
                                             headers.get("x-forwarded-for"), self.trusted))
         if route.auth:
+            wait = self.failures.waiting(_failure_key(req.remote))
+            if wait:
+                raise ApiError(429, "rate_limited", "too many failed authentications from this "
+                               "address; try again in a moment",
+                               [("Retry-After", self.limiter.retry_after(wait))])
             req.caller = self._authenticate(req)
             wait = self.limiter.take("id:" + req.caller.identity)
             if wait:
@@ -218,8 +229,7 @@ class Api:
             return self.auth.authenticate(req.headers)
         except Unauthenticated as e:
             reason = e.reason
-            key = "addr:" + req.remote
-            if not self.limiter.take(key):  # a flood of bad credentials is not all recorded
+            if not self.failures.take(_failure_key(req.remote)):  # bounded: 429 past it
                 self._refusal(f"anonymous@{req.remote}", f"api {req.method} {req.path}", reason,
                               {"frontend": "api", "remote": req.remote})
             log.info("refused an API request to %s from %s: %s", req.path, req.remote, reason)
@@ -394,6 +404,20 @@ class Api:
 
         decide.__name__ = f"decide_{name.replace('-', '_')}"
         return decide
+
+
+FAILURE_RATE, FAILURE_BURST = 1.0, 10  # failed authentications a second per address, burst
+
+
+def _failure_key(remote: str) -> str:
+    """Whose failures count together: an IPv4 address, or an IPv6 /64 (one host's share)."""
+    try:
+        ip = ipaddress.ip_address(remote)
+    except ValueError:
+        return "fail:" + remote
+    if ip.version == 6:
+        return "fail:" + str(ipaddress.ip_network(f"{ip}/64", strict=False))
+    return "fail:" + str(ip)
 
 
 def api_app(runtime: Runtime, auth: Authenticator, *, exporter: Exporter | None = None,

@@ -38,6 +38,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import logging
 import re
 import string
 import threading
@@ -55,6 +56,7 @@ from bot.engine.approvals import SYSTEM_PREFIX
 from bot.engine.provenance import check_identity
 from bot.errors import ConfigError, ParamError, RunbookBotError
 
+log = logging.getLogger(__name__)
 DOCS = "docs/api.md#authentication"
 MAX_TOKEN = 16 * 1024  # characters: an EKS token is ~1 KB, an ID token a few KB
 # asymmetric only (an HMAC "key" would be the issuer's public key), by the JWK's key type: a token
@@ -246,9 +248,13 @@ class KubernetesTokens:
         try:
             status = self.review(token, list(c.audiences))
         except RunbookBotError as e:
-            said = str(e).replace(token, "[REDACTED]")
-            raise Unauthenticated(f"the cluster {c.cluster!r} could not check the token: "
-                                  f"{said}") from None
+            # the why (the API server's address, the bot's own RBAC) is for the bot's log, not
+            # for whoever sent the token
+            log.warning("could not check a token with a TokenReview against cluster %s: %s",
+                        c.cluster, str(e).replace(token, "[REDACTED]"))
+            raise Unauthenticated(f"the cluster {c.cluster!r} could not check the token just "
+                                  "now; try again, and if it persists ask the bot's operators "
+                                  "(its log says why)") from None
         if not status.get("authenticated"):
             error = str(status.get("error") or "").replace(token, "[REDACTED]")[:300]
             aud = (f" for the audiences {', '.join(c.audiences)} (kubectl create token SA "

@@ -26,12 +26,15 @@ def _trusted(address: str, trusted: Sequence[Network]) -> bool:
         ip = ipaddress.ip_address(address.strip())
     except ValueError:
         return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped  # ::ffff:10.0.3.4, as a dual-stack socket reports an IPv4 peer
     return any(ip in n for n in trusted)
 
 
 def client_address(remote: str, forwarded_for: str | None, trusted: Sequence[Network]) -> str:
     """``remote`` itself, unless it is a trusted proxy: then the rightmost address of
-    ``X-Forwarded-For`` that is not a trusted proxy (the leftmost, when every hop is trusted)."""
+    ``X-Forwarded-For`` that is not a trusted proxy (``remote``, when every hop is trusted: the
+    leftmost could be one the client wrote)."""
     if not trusted or not forwarded_for or not _trusted(remote, trusted):
         return remote
     hops = [h.strip() for h in forwarded_for.split(",") if h.strip()]
@@ -42,4 +45,4 @@ def client_address(remote: str, forwarded_for: str | None, trusted: Sequence[Net
             return remote  # a hop that is not an address: the header cannot be read further
         if not _trusted(hop, trusted):
             return hop
-    return hops[0] if hops else remote
+    return remote

@@ -47,6 +47,18 @@ class RateLimiter:
                 self._buckets.popitem(last=False)
             return wait
 
+    @property
+    def clock(self) -> Callable[[], float]:
+        return self._clock
+
+    def waiting(self, key: str) -> float:
+        """The seconds until ``key`` has a token (0.0: it has one now), taking none."""
+        now = self._clock()
+        with self._lock:
+            tokens, at = self._buckets.get(key, (float(self.burst), now))
+            tokens = min(float(self.burst), tokens + (now - at) * self.rate)
+            return 0.0 if tokens >= 1.0 else (1.0 - tokens) / self.rate
+
     @staticmethod
     def retry_after(wait: float) -> str:
         """``Retry-After`` for a wait: whole seconds, at least 1."""

@@ -312,3 +312,22 @@ def test_hash_token_makes_the_config_line_that_lets_the_token_in(monkeypatch, ca
     assert auth.authenticate(_bearer(STATIC)) == Caller("token:ci-nightly", (), "token")
     monkeypatch.setattr("sys.stdin", io.StringIO("short\n"))
     assert main(["api", "hash-token"]) == 2
+
+
+def test_a_token_review_that_fails_tells_the_caller_nothing_of_the_bots_insides(
+        caplog: pytest.LogCaptureFixture) -> None:
+    from bot.config_api import KubernetesAuthConfig
+    from bot.errors import PermanentError
+    from bot.frontends.api.auth import KubernetesTokens, Unauthenticated
+
+    def review(token: str, audiences: Any) -> Any:
+        raise PermanentError("https://10.0.7.3:443 said Forbidden: User "
+                             "system:serviceaccount:runbook-bot:runbook-bot cannot create tokenreviews")
+
+    tokens = KubernetesTokens(KubernetesAuthConfig(cluster="prod"), review)
+    with pytest.raises(Unauthenticated) as refused:
+        tokens.authenticate("some-token-value-0123456789")
+    said = str(refused.value.reason)
+    assert "could not check the token" in said
+    assert "10.0.7.3" not in said and "serviceaccount" not in said  # for the log only
+    assert "10.0.7.3" in caplog.text and "some-token-value" not in caplog.text
