@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bot.errors import ParamError
@@ -94,16 +94,26 @@ def check_detected_at(text: str | None, *, what: str = "detected_at") -> str | N
     return when.astimezone(UTC).isoformat()
 
 
-def detected_in(suggested_by: str | None) -> str | None:
+DETECTED_WITHIN = timedelta(hours=24)  # a reference's time further back is not believed
+
+
+def detected_in(suggested_by: str | None, now: datetime | None = None) -> str | None:
     """When the thing that suggested a run noticed the trouble, where its reference says it: a
     node watcher's card writes ``watcher:<cluster>/<node>@<detected_at>``, so a run started by a
-    click on it starts its time to recovery there too. None when the reference says no time."""
+    click on it starts its time to recovery there too. None when the reference says no time, or
+    (with ``now``) a time in the future or more than ``DETECTED_WITHIN`` before it: a reference
+    can be typed (``--suggested-by``), so it may only shift the figure within what is plausible."""
     if not suggested_by or not suggested_by.startswith("watcher:") or "@" not in suggested_by:
         return None
     try:
-        return check_detected_at(suggested_by.rsplit("@", 1)[1])
+        when = check_detected_at(suggested_by.rsplit("@", 1)[1])
     except ParamError:
         return None
+    if when is not None and now is not None:
+        at = datetime.fromisoformat(when)
+        if at > now or now - at > DETECTED_WITHIN:
+            return None
+    return when
 
 
 def check_identity(text: str, *, what: str = "the new owner") -> str:

@@ -146,7 +146,8 @@ class Runner:
             incident = self.store.load(parent).incident
         return Provenance(parent=parent, parent_why=why, incident=incident,
                           suggested_by=suggested,
-                          detected_at=check_detected_at(given.detected_at) or detected_in(suggested),
+                          detected_at=(check_detected_at(given.detected_at)
+                                       or detected_in(suggested, self.clock.now())),
                           shown_at=check_detected_at(given.shown_at, what="shown_at"))
 
     # -- people's commands ----------------------------------------------------------------------

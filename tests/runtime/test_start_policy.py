@@ -7,6 +7,7 @@ On fake actions and a real store (tests/fakes/engine_harness.py): no sandbox, no
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -166,3 +167,9 @@ def test_a_run_started_from_a_watcher_card_starts_its_time_to_recovery_when_the_
     assert detected_in("watcher:prod/ip-10-0-1-2.ec2.internal") is None  # no time: none
     assert detected_in("watcher:prod/x@not-a-time") is None
     assert detected_in("alert:abc@2026-12-04T21:00:00+00:00") is None  # only the watcher's
+    # a reference can be typed (--suggested-by): its time is believed only within a day before
+    # the run starts, never after it
+    now = datetime(2026, 12, 4, 21, 5, tzinfo=UTC)
+    assert detected_in(ref, now) == "2026-12-04T21:00:00+00:00"
+    assert detected_in("watcher:prod/n1@2020-01-01T00:00:00+00:00", now) is None
+    assert detected_in("watcher:prod/n1@2026-12-04T22:00:00+00:00", now) is None

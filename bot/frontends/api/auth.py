@@ -195,8 +195,14 @@ class OidcTokens:
         try:
             key = self._client().get_signing_key_from_jwt(token)
             family = FAMILIES.get(str(key.key_type), ())  # a shared secret in the JWKS: none
-            if jwt.get_unverified_header(token).get("alg") not in family:
+            header = jwt.get_unverified_header(token)
+            if header.get("alg") not in family:
                 raise jwt.InvalidAlgorithmError("not the key's algorithm family")
+            if str(header.get("typ") or "JWT").upper() != "JWT":
+                # an access token (at+jwt, RFC 9068) or a logout token is not an ID token, even
+                # with our audience: it was minted to call an API, not to say who someone is
+                raise Unauthenticated(f"the token is a {header.get('typ')!r}, not an ID token: "
+                                      "send the identity provider's ID token")
             claims = jwt.decode(token, key.key, algorithms=list(family), audience=c.audience,
                                 issuer=c.issuer, leeway=LEEWAY,
                                 options={"require": ["exp", "iat", "iss", "aud"]})

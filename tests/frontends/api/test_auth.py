@@ -229,6 +229,10 @@ def test_forged_expired_foreign_unsigned_and_misaddressed_id_tokens_are_refused(
     _refused(auth, _bearer(_sign(ec, _claims(issuer), alg="ES256")), "algorithm is not accepted")
     _refused(auth, _bearer(_sign(issuer.key, {k: v for k, v in _claims(issuer).items()
                                               if k != "exp"})), "'exp'")
+    # an access token of the same issuer and audience (RFC 9068's at+jwt) is not an ID token
+    access = jwt.encode(_claims(issuer), issuer.key, algorithm="RS256",
+                        headers={"kid": "k1", "typ": "at+jwt"})
+    _refused(auth, _bearer(access), "not an ID token")
     # none of them was sent to the cluster: they name the OIDC issuer, which alone decides
     assert len(reviews.asked) == asked
 

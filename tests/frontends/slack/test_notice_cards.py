@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -141,6 +141,7 @@ def test_a_dry_run_from_the_card_records_the_watcher_as_what_suggested_it(
     show(bot, notice("web-1", "sick", reason="disk pressure",
                      suggestion=("change-thing", {"name": "web-1"})))
     [card] = channel_cards(bot)
+    bot.clock.set(NOTICED + timedelta(minutes=2))  # the person clicks two minutes later
     bot.click(card, ACTION_ALERT_DRY_RUN, user=ALICE)
     [run] = bot.db.runs(limit=5)
     state = bot.db.load(run.run_id)
