@@ -21,28 +21,34 @@ def networks(cidrs: Sequence[str]) -> tuple[Network, ...]:
     return tuple(ipaddress.ip_network(c, strict=False) for c in cidrs)
 
 
-def _trusted(address: str, trusted: Sequence[Network]) -> bool:
+def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address ``text`` names (an IPv4-mapped one as IPv4, as a dual-stack socket reports an
+    IPv4 peer: ``::ffff:10.0.3.4``), or None."""
     try:
-        ip = ipaddress.ip_address(address.strip())
+        ip = ipaddress.ip_address(text.strip())
     except ValueError:
-        return False
+        return None
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped  # ::ffff:10.0.3.4, as a dual-stack socket reports an IPv4 peer
-    return any(ip in n for n in trusted)
+        return ip.ipv4_mapped
+    return ip
+
+
+def _trusted(ip: ipaddress.IPv4Address | ipaddress.IPv6Address | None,
+             trusted: Sequence[Network]) -> bool:
+    return ip is not None and any(ip in n for n in trusted)
 
 
 def client_address(remote: str, forwarded_for: str | None, trusted: Sequence[Network]) -> str:
     """``remote`` itself, unless it is a trusted proxy: then the rightmost address of
     ``X-Forwarded-For`` that is not a trusted proxy (``remote``, when every hop is trusted: the
     leftmost could be one the client wrote)."""
-    if not trusted or not forwarded_for or not _trusted(remote, trusted):
+    if not trusted or not forwarded_for or not _trusted(_address(remote), trusted):
         return remote
     hops = [h.strip() for h in forwarded_for.split(",") if h.strip()]
     for hop in reversed(hops):
-        try:
-            ipaddress.ip_address(hop)
-        except ValueError:
+        ip = _address(hop)
+        if ip is None:
             return remote  # a hop that is not an address: the header cannot be read further
-        if not _trusted(hop, trusted):
+        if not _trusted(ip, trusted):
             return hop
     return remote

@@ -17,8 +17,6 @@ from bot.engine import verbs
 from bot.engine.verbs import usage_lines
 
 USAGE = "*`/runbook` commands*\n" + "\n".join(usage_lines("slack", ""))
-EXPORT_FORMATS = verbs.EXPORT_FORMATS
-DIAGNOSE_KEYS = verbs.DIAGNOSE_KEYS
 
 
 class UsageError(ValueError):

@@ -20,9 +20,9 @@ from bot.engine.provenance import check_detected_at, detected_in
 from bot.frontends.notices import instant, notice_handler
 from bot.frontends.slack.alert_cards import ACTION_ALERT_DRY_RUN, ACTION_ALERT_RUN
 from bot.present import blockkit as bk
-from tests.fakes.engine_harness import runbook
 from tests.fakes.slack_api import CHANNEL, FakeSlack
 from tests.frontends.slack.conftest import ALICE, Bot, button_in, texts
+from tests.frontends.slack.test_alert_flood import LOOK_AT_NODE as LOOK
 
 WATCHED = AlertsConfig(channel=CHANNEL)  # cards go to alerts.channel; no webhook needed
 STALE = datetime(2026, 12, 4, 3, 0, 0, tzinfo=UTC)
@@ -226,20 +226,6 @@ def test_a_node_that_comes_back_while_a_run_from_its_card_waits_says_so_on_the_c
     shown = "\n".join(texts([card]))
     assert f"Run `{run.run_id}`" in shown and "checked again" in shown, shown
     assert bot.db.load(run.run_id).status == "awaiting_approval"  # the watcher left the run be
-
-
-LOOK = runbook("look-at-node", """
-- id: tell
-  title: "Look at {{ params.node }}"
-  action: notify
-  with: {message: "look at {{ params.node }}"}
-""", params="""
-node: {type: string, required: true}
-""").replace("  steps:", """  auto_run: true
-  triggers:
-    - alertname: KubeNodeNotReady
-      params: {node: "{{ labels.node }}"}
-  steps:""")
 
 
 def test_read_only_auto_runs_are_coalesced_per_zone_so_a_storm_spends_one_slot(
