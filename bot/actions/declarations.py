@@ -305,6 +305,9 @@ class ZoneBatchParams(ClusterParams):
     without_stop: bool = Field(False, description=(
         "Taint nodes whose instance is still stopping (a host stuck in a failed zone) without a "
         "confirmed stop: interlock 1 refuses it unless two people break glass"))
+    wait_held: bool = Field(False, description=(
+        "While rule 8 holds a machine of the batch (silent, but EC2 does not confirm it is down "
+        "yet), wait, planned again by itself, instead of leaving the node out"))
 
 
 class ZoneWaitParams(ClusterParams):
@@ -327,6 +330,10 @@ class ZoneLeftoverParams(ClusterParams):
 
 class ZonePlacementParams(ClusterParams):
     zone: ZoneName
-    nodes: tuple[NodeName, ...] = Field(max_length=1000, description="The dead nodes")
+    nodes: tuple[NodeName, ...] = Field(max_length=1000, description=(
+        "The dead nodes put out of service (or deleted): their pods must run elsewhere"))
     pvs: tuple[ObjectName, ...] = Field(max_length=100_000,
                                         description="The PersistentVolumes the dead nodes held")
+    left: tuple[NodeName, ...] = Field(default=(), max_length=1000, description=(
+        "The NotReady nodes the run left as they were (dropped, failed, stuck): a claim whose pod "
+        "is still on one waits for that node, not for time"))

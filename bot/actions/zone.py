@@ -317,7 +317,7 @@ def apply_placement(plan: Plan, p: ZonePlacementParams, env: Env) -> Result:
         for c in pod_claims(each):
             users.setdefault(c, []).append(each)
     items = [_placement_item(claim, by_claim.get(claim), users.get(claim, []), dead=dead,
-                             nodes=nodes) for claim in sorted(by_claim)]
+                             left=set(p.left), nodes=nodes) for claim in sorted(by_claim)]
     _check_volumes(env, items)
     waiting = [i["claim"] for i in items if i["outcome"] != "running"]
     blocked = [i["claim"] for i in items if i["outcome"] == "blocked"]
@@ -350,7 +350,7 @@ def _claims_of(pvs: list[Obj], wanted: set[str]) -> dict[str, Obj]:
 
 
 def _placement_item(claim: str, pv: Obj | None, users: list[Obj], *, dead: set[str],
-                    nodes: _NodesOnDemand) -> Obj:
+                    left: set[str], nodes: _NodesOnDemand) -> Obj:
     """One claim: its pod runs on a live node, or why not (a local volume: on its node alone)."""
     zone = pv_zone(pv) if pv else None
     live = [q for q in users if not terminating(q)]
@@ -367,11 +367,25 @@ def _placement_item(claim: str, pv: Obj | None, users: list[Obj], *, dead: set[s
     if on_node is not None:
         item["local"] = kind
         item["outcome"], item["reason"] = on_node
+    elif pod is not None and where in left:
+        item["outcome"], item["reason"] = _on_left_node(str(where), phase, nodes())
     elif pod is not None and phase == "Running" and where not in dead:
         item["outcome"], item["reason"] = "running", f"running on {where}"
     else:
         item["outcome"], item["reason"] = _why_not(claim, zone, pod, nodes(), dead)
     return item
+
+
+def _on_left_node(where: str, phase: str | None, nodes: list[Obj]) -> tuple[str, str]:
+    """A claim whose pod is on a node the run left as it was: running if that node is Ready
+    again, else blocked on the node (never a wait that can only time out)."""
+    node = next((n for n in nodes if node_name(n) == where), None)
+    if phase == "Running" and node is not None and ready_condition(node)[0] == "True":
+        return "running", f"running on {where}, which is Ready again"
+    return "blocked", (
+        f"its pod is on {where}, which this run did not put out of service (its outcome is in "
+        "the summary): the volume stays there until that node comes back or is fenced (re-run "
+        "this runbook, or node-dead-ngns for it)")
 
 
 def _check_volumes(env: Env, items: list[Obj]) -> None:

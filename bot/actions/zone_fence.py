@@ -15,6 +15,10 @@ one untagged instance. So ``k8s.zone.fence_taint`` gives each node its own small
   ("stuck stopping: host failure?"), with what to do; the others go on. Tainting such a node
   without a confirmed stop is a separate step (``without_stop``) that interlock 1 refuses unless
   two people break glass;
+- **held**: a node whose machine rule 8 holds (silent, but EC2 does not confirm it is down yet:
+  a kernel hang reads ``running`` with its status checks still ``ok``) is left out of the batch so
+  the others go on; a later batch with ``wait_held`` waits for it, planned again by itself every
+  ``policy.hold_recheck_seconds``, and fences it once EC2 confirms it is down;
 - **gone**: a node the batch named that no longer exists was deleted (its node group, Karpenter
   or the cloud controller replaced it): an outcome, never a zone-scope violation. Interlock 9
   still refuses a node that exists in another zone.
@@ -71,7 +75,7 @@ ONE_REFUSES_ALL = frozenset({"UnsupportedOperation", "OperationNotPermitted",
                              "IncorrectInstanceState", "UnsupportedInstanceAttribute",
                              "UnauthorizedOperation"})
 MOVING = frozenset({"stopping", "shutting-down"})
-FINAL = ("tainted", "done", "dropped", "failed", "gone", "stuck")
+FINAL = ("tainted", "done", "dropped", "failed", "gone", "stuck", "held")
 
 
 class _Batch:
@@ -109,9 +113,15 @@ class _Batch:
         return self._leases
 
 
+class Held(str):
+    """Why a node is left out of the batch for now: rule 8 holds its machine, which may be alive,
+    until EC2 confirms it is down or the policy's ambiguity window ends (a later step fences it)."""
+
+
 def _assess(env: Env, b: _Batch, node: Obj, facts: list[Fact], *,
             without_stop: bool = False) -> tuple[list[Change], str | None]:
-    """The changes one node needs, or why it is left out of the batch."""
+    """The changes one node needs, or why it is left out of the batch (a ``Held`` reason when
+    only time stands in the way)."""
     name, iid = node_name(node), instance_id_of(node)
     status, _ = ready_condition(node)
     inst = b.instances.get(iid) if iid else None
@@ -143,6 +153,8 @@ def _assess(env: Env, b: _Batch, node: Obj, facts: list[Fact], *,
                                     leases={node_name(n): b.leases().get(node_name(n)) for n in mine},
                                     facts=facts)
         if refusal:
+            if refusal.hold is not None and not refusal.problems and refusal.foreign is None:
+                return [], Held(refusal.hold)
             return [], refusal.text()
         if operator_of(inst):
             return [], (f"instance {iid} is an EKS Auto Mode machine ({operator_of(inst)} manages "
@@ -178,11 +190,15 @@ def plan_fence_taint(p: ZoneBatchParams, env: Env) -> Plan:
                 "machine is gone or after the attach/detach controller's 6-minute timeout, and a "
                 "VolumeAttachment left after that is deleted later in the run") for n in b.gone}
     nodes: dict[str, Obj] = {}
+    held: dict[str, str] = {}
     for node in b.batch:
         mine: list[Fact] = []
         ch, problem = _assess(env, b, node, mine, without_stop=p.without_stop)
         facts += mine
         name = node_name(node)
+        if isinstance(problem, Held):
+            held[name] = str(problem)
+            continue
         if problem is not None:
             dropped[name] = problem
             continue
@@ -193,14 +209,30 @@ def plan_fence_taint(p: ZoneBatchParams, env: Env) -> Plan:
                        "stop": any(c.operation == "force-stop" for c in ch),
                        "terminate": any(c.operation == "terminate" for c in ch),
                        "state": instance_state(b.instances.get(instance_id_of(node) or ""))}
+    if held and p.wait_held:
+        _hold(env, held)
     others = il.check_blast_radius(env, targets=list(items), nodes=b.nodes, facts=facts) \
         if items else []
     common = digest({"zone": p.zone, "others": others})
     return Plan(action="k8s.zone.fence_taint", params={}, changes=tuple(changes),
                 facts=tuple(facts),
                 data={"batch": {"common": common, "items": items, "dropped": dropped,
-                                "gone": gone},
+                                "gone": gone, "held": held},
                       "nodes": nodes})
+
+
+def _hold(env: Env, held: dict[str, str]) -> None:
+    """``wait_held``: the batch waits, planned again by itself, while rule 8 holds one of its
+    machines; once none is held, each is fenced or, past the ambiguity window, dropped."""
+    names = sorted(held)
+    raise InterlockBlocked(il.RULE_FENCE_WAIT, (
+        f"refusing to fence yet: {len(names)} machine(s) may still be alive. "
+        + "; ".join(held[n] for n in names[:3])
+        + (f"; and {len(names) - 3} more" if len(names) > 3 else "")),
+        recheck_after=env.settings.policy.hold_recheck_seconds,
+        until="EC2 confirms each machine is down (then it is fenced), its kubelet is back, or it "
+              "has been silent for policy.fence_ambiguous_after (then it is left for "
+              "node-dead-ngns, where only break-glass fences it)")
 
 
 def _fence(env: Env, ids: list[str], *, terminate: bool) -> tuple[dict[str, str], dict[str, str]]:
@@ -311,6 +343,9 @@ def _settled(env: Env, plan: Plan, *, polling: bool) -> dict[str, Obj]:
                                 for n, why in (batch_info.get("dropped") or {}).items()}
     outcomes |= {n: _outcome(n, None, "gone", why)
                  for n, why in (batch_info.get("gone") or {}).items()}
+    outcomes |= {n: _outcome(n, None, "held", f"{why}; the step that fences held machines "
+                                              "takes it once EC2 confirms it is down")
+                 for n, why in (batch_info.get("held") or {}).items()}
     if polling:
         outcomes |= {str(o["node"]): dict(o) for o in (env.ctx.last_result or {}).get("items") or ()
                      if o.get("outcome") in FINAL}
@@ -532,7 +567,7 @@ def _summary(outcomes: dict[str, Obj], waiting: list[Obj], states: dict[str, str
             "stopped": sorted(o["instance_id"] for o in items
                               if o["outcome"] in ("tainted", "done") and o.get("instance_id")),
             "dropped": named("dropped"), "failed": named("failed"), "gone": named("gone"),
-            "stuck": named("stuck"),
+            "stuck": named("stuck"), "held": named("held"),
             "gone_instances": sorted(str(o["instance_id"]) for o in items
                                      if o["outcome"] == "gone" and o.get("instance_id"))}
 

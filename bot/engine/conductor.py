@@ -349,7 +349,9 @@ class Conductor(Moves):
                 if v.plan_hash == old_hash and v.kind in ("approve", "break_glass"):
                     v.plan_hash = s.plan_hash
             return P.NARROWED, self._applying(s, now)
-        if s.plan_hash == old_hash:
+        # the approved plan holds, and so do its approvals (a stale mark never carries a plan)
+        if s.plan_hash == old_hash and (self._approved_already(s)
+                                        or not self.rule_for(s).required):
             return P.UNCHANGED, self._applying(s, now)
         voided = [v.by for v in s.approvals() if v.plan_hash == old_hash]
         s.approved = False

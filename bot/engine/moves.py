@@ -142,6 +142,9 @@ class Moves:
         elif self._approved_already(s):  # Then.AWAIT_PEOPLE
             s.approved = True
         else:
+            # an approval of an earlier plan (given before a retry re-planned the step) is
+            # no approval of this one: nothing may carry it to the re-plan before apply
+            s.approved = False
             self.set_run(tick, R.AWAITING_APPROVAL)
 
     def _approved_already(self, s: StepState) -> bool:

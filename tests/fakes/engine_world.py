@@ -130,6 +130,11 @@ def make_registry(world: World) -> Registry:
                     + ((Fact(subject=f"thing {p.name}", name="note", value=noted),) if noted else ()),
                     data={RAISE_KEY: {"by": precious, "why": f"{p.name} is precious"}}
                     if precious else {})
+        throttled = int(world.get(f"{p.name}/plan_throttled") or 0)
+        if throttled:  # the API answers this many plans with a transient error
+            world.set(f"{p.name}/plan_throttled", throttled - 1)
+            raise RetryableError(f"{p.name}: throttled", service="fake", operation="read",
+                                 code="Throttling")
         try:
             if world.get(f"{p.name}/held"):  # a timed hold: it may clear by itself
                 raise InterlockBlocked("fake-hold", f"{p.name} is held ({world.get(f'{p.name}/held')})",

@@ -47,7 +47,7 @@ def _context(n: int = 100) -> dict[str, Any]:
     late = [{"claim": f"db/data-{i}", "outcome": "blocked", "reason": "no Ready node in " + "z" * 400}
             for i in range(20)]
     return {"params": {"zone": ZONE},
-            "steps": {"recover": {"items": batches},
+            "steps": {"recover": {"items": batches}, "fence_held": {"items": []},
                       "survey": {"outputs": {"done": [_node(999)]}},
                       "placement": {"result": {"items": late, "running": 60, "total": 80}}}}
 
@@ -75,3 +75,24 @@ def test_a_small_outage_names_every_node_that_is_not_out_of_service(catalog: Reg
     names = [_node(i) for i in (0, 1, 10, 11)]
     assert (f"Not out of service: {names[0]} (stuck), {names[1]} (gone), {names[2]} (stuck), "
             f"{names[3]} (gone). 2 gone: ") in said
+
+
+def test_a_held_node_fenced_later_in_the_run_counts_as_out_of_service(catalog: Registry) -> None:
+    """A machine held by interlock 8 at its batch (maybe alive) and fenced by ``fence_held`` once
+    EC2 confirmed it down is out of service, not "held" or "dropped", in the closing message."""
+    rb = load_runbook(RUNBOOKS / "zone-outage-ngns.yaml", catalog=catalog)
+    names = [_node(k) for k in range(3)]
+    recover = {"item": names, "status": "succeeded", "error": None, "result": {"items": [
+        {"node": names[0], "outcome": "tainted", "reason": "fenced and out of service"},
+        {"node": names[1], "outcome": "held", "reason": "the kubelet is silent"},
+        {"node": names[2], "outcome": "held", "reason": "the kubelet is silent"}]}}
+    later = {"item": names[1:], "status": "succeeded", "error": None, "result": {"items": [
+        {"node": names[1], "outcome": "tainted", "reason": "fenced and out of service"},
+        {"node": names[2], "outcome": "dropped", "reason": "changed since approval: Ready again"}]}}
+    ctx = {"params": {"zone": ZONE}, "steps": {
+        "recover": {"items": [recover]}, "fence_held": {"items": [later]},
+        "survey": {"outputs": {"done": []}}, "placement": {"result": None}}}
+    said = render(rb.step("summary").with_["message"], ctx)
+    assert said.startswith(f"Zone {ZONE}: 2 node(s) out of service in 1 batch(es). ")
+    assert f"Not out of service: {names[2]} (dropped)." in said
+    assert "held" not in said

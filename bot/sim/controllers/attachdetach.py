@@ -150,6 +150,8 @@ def _detach_unwanted(ctx: Context, desired: dict[str, tuple[str, dict[str, Any],
         if not _may_detach(ctx, node, pv_name, wait_since[name]):
             continue
         wait_since.pop(name, None)
+        if va["spec"]["nodeName"] in gone:  # the detach a Node's deletion brings about
+            ctx.state.setdefault("deleted_node_detaches", {})[name] = va["spec"]["nodeName"]
         ctx.store.delete(ctx.store_res("VolumeAttachment"), None, name)
 
 
@@ -344,9 +346,11 @@ def _detach(ctx: Context, va: dict[str, Any], handle: str, iid: str, node_name: 
         mounted = any(u.endswith(f"^{handle}") for u in node.get("status", {}).get("volumesInUse") or [])
         if mounted and ctx.ec2.instance_state(iid) == "running" and iid not in ctx.ec2.hung:
             # the machine runs and, as far as anyone knows, still has the file system mounted
+            why = (" (the attach/detach controller's timeout detach after the Node was deleted)"
+                   if name in ctx.state.get("deleted_node_detaches", {}) else "")
             ctx.state.setdefault("live_detaches", []).append(
                 (ts(ctx.now), f"{handle} detached from running {iid} while node {node_name} "
-                              "last reported it mounted"))
+                              f"last reported it mounted{why}"))
         try:
             resp = ctx.ec2_client.detach_volume(VolumeId=handle, InstanceId=iid)
             state = resp.get("State", "detached")

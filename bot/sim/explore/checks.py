@@ -46,6 +46,7 @@ class Evidence:
     audit_problem: str = ""
     actions: dict[str, str] | None = None  # step id -> action name
     world_caused: Sequence[Any] = ()  # sandbox violations a world event itself brought about
+    world_deleted: frozenset[str] = frozenset()  # Nodes a world event deleted (kubectl delete)
 
 
 def _calls(events: Sequence[Any]) -> list[dict[str, Any]]:
@@ -58,9 +59,19 @@ def is_write(service: str, operation: str) -> bool:
     return service == "ec2" and not operation.startswith(EC2_READ)
 
 
+def _after_world_deletion(v: Any, deleted: frozenset[str]) -> bool:
+    """A timeout detach from a live machine that the attach/detach controller made because
+    someone deleted its Node (the world's ``kubectl delete node``, minutes before): Kubernetes'
+    answer to that deletion, not the run's. The bot deletes no Node, and its own detaches (a
+    VolumeAttachment it deletes, a DetachVolume at EC2) are never attributed so."""
+    return v.kind == "detach-from-live" and "after the Node was deleted" in v.details and any(
+        f"while node {n} " in v.details for n in deleted)
+
+
 def sandbox_invariants(ev: Evidence) -> list[Found]:
     """The sandbox's safety invariants, less what a recorded two-person override explains."""
-    mine = [v for v in ev.sandbox.violations if not any(v is w for w in ev.world_caused)]
+    mine = [v for v in ev.sandbox.violations if not any(v is w for w in ev.world_caused)
+            and not _after_world_deletion(v, ev.world_deleted)]
     verdict = judge(mine, ev.events)
     return [Found(v.kind, v.details + (f" (after {v.cause})" if v.cause else ""))
             for v in verdict.violations]

@@ -114,6 +114,7 @@ class _Player:
         self.queue: list[catalogue.Event] = []  # people events waiting for the next decision
         self.armed = False  # crash right after the next write
         self.world_caused: list[Any] = []
+        self.world_deleted: set[str] = set()  # Nodes a world event deleted
         self.other: Any = None  # a second worker's runner, once one started
         self.audit_problem = ""
         self.run_id = ""
@@ -248,6 +249,8 @@ class _Player:
                 self.note(f"event: {ev.words()}")
                 before = len(self.r.sandbox.invariants.violations)
                 catalogue.apply(self.r.sandbox, ev)
+                if ev.kind == "node-deleted":
+                    self.world_deleted.add(ev.target)
                 # what the world itself broke (someone starts a tainted node's machine) is not
                 # the run's doing; what the bot writes afterwards is judged as usual
                 self.world_caused.extend(self.r.sandbox.invariants.violations[before:])
@@ -375,7 +378,8 @@ def finish(p: _Player, state: RunState, tl: Timeline) -> Played:
     ev = Evidence(sandbox=r.sandbox, status=str(state.status), events=events,
                   requester=REQUESTER, group=frozenset(r.settings.policy.groups[GROUP]),
                   hung=hung, audit_ok=not p.audit_problem, audit_problem=p.audit_problem,
-                  actions=actions, world_caused=p.world_caused)
+                  actions=actions, world_caused=p.world_caused,
+                  world_deleted=frozenset(p.world_deleted))
     found = check_all(ev)
     return Played(tl, str(state.status), found, _coverage(events, str(state.status)),
                   p.trace, rounds)
