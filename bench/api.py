@@ -13,11 +13,14 @@ fake Slack Web API in a second process); this process is the load, one connectio
   (the decision: the engine's verdict is in the answer, saved; the drive follows off the request)
   and ``GET /api/v1/runs/{id}`` (the read, a whole run view), timed to the full answer.
 
-Target: the API's p99 no worse than Slack's acknowledgement's, for each of the two (the exit status
-is 1 when it is missed). The two do not measure the same work: the acknowledgement holds no answer,
-the API's answer holds the verdict saved, or the whole run view; ``slack status answer`` is the
-like-for-like figure for the read, printed beside them. The API's rate limit is raised for the
-bench (its default, 20 a second per identity, would answer most of this load 429).
+Target: the API's p99 no worse than the Slack path's to the same answer, for each of the two
+(the exit status is 1 when it is missed): for the decision, from the click to its approval
+message redrawn with the verdict (``slack decision answer``: the fake Slack notes the wall-clock
+time of every ``chat.update``); for the read, from the command to its answer posted to the
+``response_url`` (``slack status answer``). Slack's bare acknowledgement is printed beside them:
+it holds no answer, so it is not the same work, but it is what Slack itself waits for. The API's
+rate limit is raised for the bench (its default, 20 a second per identity, would answer most of
+this load 429).
 
     .venv/bin/python bench/api.py [--requests 200] [--concurrency 50]
 """
@@ -159,10 +162,12 @@ class Answers:
 
 
 SENT: dict[bytes, float] = {}  # each request's send time, by its bytes (each is unique)
+SENT_WALL: dict[bytes, float] = {}  # the same on the wall clock, to compare with another process
 
 
 async def _send(host: str, port: int, raw: bytes, gate: asyncio.Semaphore) -> tuple[float, int, bytes]:
     async with gate:
+        SENT_WALL[raw] = time.time()
         start = SENT[raw] = time.perf_counter()
         reader, writer = await asyncio.open_connection(host, port)
         writer.write(raw)
@@ -204,6 +209,26 @@ def _measure(url: str, raws: list[bytes], concurrency: int, ok: tuple[int, ...] 
     return [ms for ms, _, _ in done], [b for _, _, b in done]
 
 
+def _message_ts(click: str) -> str:
+    """The ts of the message a click was made on (its interaction payload's container)."""
+    payload = json.loads(urllib.parse.parse_qs(click)["payload"][0])
+    return str((payload.get("container") or {}).get("message_ts")
+               or (payload.get("message") or {}).get("ts"))
+
+
+def _shown(clicks: list[str], raws: list[bytes], edits: Mapping[str, list[float]]) -> list[float]:
+    """Per click, the time from its sending to the first edit of its message after it: the
+    decision shown where the person clicked (the approval message, redrawn with the verdict)."""
+    out = []
+    for click, raw in zip(clicks, raws, strict=True):
+        sent = SENT_WALL[raw]
+        after = [t for t in edits.get(_message_ts(click), ()) if t >= sent]
+        if not after:
+            raise SystemExit(f"no edit of message {_message_ts(click)} after its click")
+        out.append((min(after) - sent) * 1000)
+    return out
+
+
 def _figures(ms: list[float]) -> tuple[float, float]:
     ms = sorted(ms)
     return statistics.median(ms), ms[min(len(ms) - 1, int(len(ms) * 0.99))]
@@ -241,9 +266,10 @@ def _bench(slack_url: str, api: str, app: subprocess.Popen[str], fake: subproces
     runs = _ask(app, "settle")["runs"]
     slack_runs = [r for r, (_, fe) in runs.items() if fe == "slack"]
     clicks = _ask(fake, "clicks")["clicks"]
-    out["slack decision"], _ = _measure(slack_url, [_slack_raw(sh, sp, spath, c)
-                                                    for c in clicks], concurrency)
+    clicked = [_slack_raw(sh, sp, spath, c) for c in clicks]
+    out["slack decision"], _ = _measure(slack_url, clicked, concurrency)
     _ask(app, "settle")
+    out["slack decision answer"] = _shown(clicks, clicked, _ask(fake, "edits")["edits"])
     status = [_slack_raw(sh, sp, spath, slash_command_body(
         text=f"status {r}", user_id=ALICE, response_url=f"{answers.url}/{i}")) for i, r in
         enumerate(slack_runs)]
@@ -282,6 +308,7 @@ def _bench(slack_url: str, api: str, app: subprocess.Popen[str], fake: subproces
 
 WHAT = {  # what each figure times, from the request sent
     "slack decision": "to the ack (the approval is decided after it)",
+    "slack decision answer": "to the approval message redrawn with the verdict",
     "api decision": "to the answer: the engine's verdict, saved",
     "slack status": "to the ack (holds no status)",
     "slack status answer": "to the status, posted to response_url",
@@ -297,13 +324,18 @@ def _report(figures: dict[str, list[float]]) -> bool:
         for key in (f"slack {what}", f"slack {what} answer", f"api {what}"):
             if key in figures:
                 p50, p99 = _figures(figures[key])
-                print(f"{key:19} n={len(figures[key]):4}  p50 {p50:7.1f} ms  p99 {p99:7.1f} ms"
+                print(f"{key:21} n={len(figures[key]):4}  p50 {p50:7.1f} ms  p99 {p99:7.1f} ms"
                       f"  {WHAT[key]}")
-        api99, slack99 = _figures(figures[f"api {what}"])[1], _figures(figures[f"slack {what}"])[1]
-        verdict = api99 <= slack99
+        api99 = _figures(figures[f"api {what}"])[1]
+        ack99 = _figures(figures[f"slack {what}"])[1]
+        answer99 = _figures(figures[f"slack {what} answer"])[1]
+        verdict = api99 <= answer99
         ok &= verdict
-        print(f"  {what}: API p99 {'<=' if verdict else '>'} Slack ack p99")
-    print("PASS" if ok else "FAIL (target: the API's p99 no worse than Slack's acknowledgement's)")
+        print(f"  {what}: API p99 {'<=' if verdict else '>'} the Slack path's p99 to the same "
+              f"answer; beside Slack's bare ack ({ack99:.1f} ms), which carries none: "
+              f"{'within' if api99 <= ack99 else 'slower by'} {abs(api99 - ack99):.1f} ms")
+    print("PASS" if ok else "FAIL (target: the API's p99 no worse than the Slack path's to the "
+                            "same answer)")
     return ok
 
 

@@ -41,15 +41,28 @@ ALICE = "UALICE0001"
 
 
 def serve_fake() -> int:
-    """Child 1, the fake Slack: prints its API URL; answers "clicks" with the clicks to send."""
+    """Child 1, the fake Slack: prints its API URL; answers "clicks" with the clicks to send, and
+    "edits" with the wall-clock times each message was edited (``chat.update``), by its ts: when
+    a decision became visible where the person clicked."""
     from tests.fakes.slack_api import CHANNEL, FakeSlack
     from tests.fakes.slack_requests import block_actions_payload, interaction_body
     from tests.frontends.slack.conftest import BOB, button_in, workspace
 
-    with FakeSlack() as fake:
+    edits: dict[str, list[float]] = {}
+
+    class TimedSlack(FakeSlack):
+        def _m_chat_update(self, tok: Any, token: str, p: dict[str, Any]) -> dict[str, Any]:
+            out = super()._m_chat_update(tok, token, p)
+            edits.setdefault(str(out["ts"]), []).append(time.time())
+            return out
+
+    with TimedSlack() as fake:
         workspace(fake)
         print(json.dumps({"api_url": fake.base_url}), flush=True)
         for line in sys.stdin:
+            if line.strip() == "edits":
+                print(json.dumps({"edits": edits}), flush=True)
+                continue
             if line.strip() != "clicks":
                 break
             clicks = []
