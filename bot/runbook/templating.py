@@ -394,3 +394,25 @@ def whole_expression(value: str) -> str | None:
     """The inner expression if ``value`` is exactly one ``{{ expr }}``, else None."""
     whole = _WHOLE.match(value)
     return whole.group("expr").strip() if whole and "{%" not in value else None
+
+
+def precompile(value: Any) -> None:
+    """Compile every template and expression inside ``value`` (a runbook's fields, nested) ahead
+    of use, into the caches ``render`` and ``evaluate`` read. A process about to fork many
+    children (the explorer) compiles once, instead of every child compiling the same text. A
+    string that is neither a template nor an expression is passed over."""
+    if isinstance(value, Mapping):
+        for item in value.values():
+            precompile(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            precompile(item)
+    elif isinstance(value, str) and value.strip():
+        inner = whole_expression(value) if "{" in value else value
+        try:
+            if "{" in value:
+                _compiled_template(value)
+            if inner is not None:
+                _compiled_expression(inner)
+        except ExpressionError:
+            pass

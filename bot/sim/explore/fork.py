@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from bot.engine.runstate import RunState
+from bot.runbook.templating import precompile
 from bot.sim.explore.driver import ROUNDS, Played, begin, finish, play, play_staged
 from bot.sim.explore.timeline import Timeline, draw
 from bot.sim.rehearsal import Rehearsal
@@ -141,6 +142,9 @@ class Stage:
         self.r = Rehearsal(tl.scenario, options=dict(tl.options), workdir=self.dir / "stage",
                            audit_key="explore", runbooks_dir=runbooks_dir, transport="inprocess")
         self.r.start()
+        # every template and expression of the runbook compiled here, once, not in each child
+        runbook, _text, _file = self.r.runbooks.get(tl.runbook)
+        precompile(runbook.model_dump(mode="json", by_alias=True))
         # The staged runner and store serve every child: the store's database, empty at the
         # newest schema, is closed here and kept as the template each child puts in its place.
         # The controllers' EC2 client, built on first use, is built here once, not per child.
