@@ -4,14 +4,14 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: demo test test-fast lint bench schema clean image image-check explore
+.PHONY: demo test test-fast lint bench schema clean image push image-check explore
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 # One stamp per extra set; a change to pyproject.toml reinstalls.
 $(VENV)/.stamp-dev: pyproject.toml | $(PY)
-	$(PIP) install -e '.[dev,sim]'
+	$(PIP) install -e '.[dev,sim,mcp]'
 	touch $@
 
 $(VENV)/.stamp-demo: pyproject.toml | $(PY)
@@ -27,8 +27,8 @@ $(VENV)/.stamp-browser: | $(PY)
 	  { echo "make test needs Chromium: install Debian's chromium package (apt-get install chromium)"; exit 1; }
 	touch $@
 
-# promtool, for the test that checks deploy/prometheus/runbook-bot-node-lease.yaml and runs its
-# rule unit test: Debian's prometheus package, installed when missing like Chromium above.
+# promtool, for the tests that check every alert rule and run their unit tests
+# (scripts/prometheus_rules.py): Debian's prometheus package, installed when missing like Chromium.
 $(VENV)/.stamp-promtool: | $(PY)
 	@command -v promtool >/dev/null 2>&1 || \
 	  { apt-get install -y -q --no-install-recommends prometheus >/dev/null 2>&1 || \
@@ -72,16 +72,24 @@ bench: $(VENV)/.stamp-dev
 	@failed=""; for f in bench/*.py; do echo "== $$f"; $(PY) $$f || failed="$$failed $$f"; done; \
 	if [ -n "$$failed" ]; then echo "missed their targets:$$failed"; exit 1; fi
 
-# The container image, with docker or podman (docs/deploy.md, "Building the image"); more
-# options in BUILD_FLAGS, e.g. BUILD_FLAGS="--build-arg BASE=... --isolation chroot".
+# The container image, with docker or podman (docs/deploy.md, "Building the image"). IMAGE is
+# its name, where it is pushed to: `make image push IMAGE=REGISTRY/runbook-bot:VERSION`; EXTRAS
+# the package's extras in it (EXTRAS=postgres,mcp for the MCP server's image). More
+# options in BUILD_FLAGS, e.g. BUILD_FLAGS="--build-arg BASE=... --isolation chroot" (podman where
+# no container can be started: RUN steps then run in a chroot).
 CONTAINER ?= $(shell command -v podman >/dev/null 2>&1 && echo podman || echo docker)
 IMAGE     ?= runbook-bot:dev
+EXTRAS    ?= postgres
 BUILD_FLAGS ?=
 image:
-	$(CONTAINER) build $(BUILD_FLAGS) -t $(IMAGE) \
+	$(CONTAINER) build $(BUILD_FLAGS) -t $(IMAGE) --build-arg EXTRAS=$(EXTRAS) \
 	  --build-arg VERSION=$$($(PYTHON) -c 'import re; print(re.search(r"__version__ = \"(.*)\"", open("bot/__init__.py").read())[1])') \
 	  --build-arg REVISION=$$(git rev-parse HEAD 2>/dev/null || echo unknown) \
 	  --build-arg CREATED=$$(date -u +%Y-%m-%dT%H:%M:%SZ) .
+
+# Pushes IMAGE (built by `make image` with the same IMAGE) to its registry; log in first.
+push:
+	$(CONTAINER) push $(IMAGE)
 
 # Builds the image with podman on a base made from Debian's packages (no registry needed) and
 # checks it: non-root user, entrypoint, labels, no compiler, runbook-bot runs. Needs root, podman

@@ -22,7 +22,9 @@ and built-in defaults when there is none. A file named by 1 or 2 must exist. Its
         one's runbook replaces an earlier one of the same name); relative to the config file
     clusters.NAME: kubeconfig, context, region, profile, role_arn, retry_mode
         (legacy|standard|adaptive), max_attempts (1-20), request_timeout (seconds > 0),
-        eks_cluster (the EKS cluster's name as its instances are tagged; default NAME)
+        eks_cluster (the EKS cluster's name as its instances are tagged; default NAME),
+        auth (kubeconfig, the default, or eks: EKS tokens of the cluster's identity, at server
+        with the CA bundle file certificate_authority; docs/deploy.md, "Several clusters")
     policy: groups (group -> identities), aliases (identity -> identity),
         allow_self_approval, allow_impersonation (true|false, unquoted),
         default_expires_after (seconds > 0), max_out_of_service_nodes (>= 1),
@@ -42,10 +44,13 @@ and built-in defaults when there is none. A file named by 1 or 2 must exist. Its
         auto_run_limit (>= 0; default 10) auto-runs of one runbook per auto_run_window (seconds
         > 0; default 600), counted in the store, so shared by every replica
     listen: host (default 0.0.0.0), slack_port (3000: /slack/events), ops_port (9464: /healthz,
-        /readyz, /metrics), alerts_port (9095: /alertmanager), api_port (8080: /api/v1/); each
+        /readyz, /metrics), alerts_port (9095: /alertmanager), api_port (8080: /api/v1/),
+        mcp_port (8090: /mcp, the MCP server for agents); each
         1-65535, no two the same
         (docs/deploy.md, "Ports": who may reach each)
     api: tokens, oidc, kubernetes: how callers of the API authenticate (bot/config_api.py)
+    agents: identities, read_only_runbooks, runbooks, rate_limit, rate_burst, max_active_runs:
+        which callers are AI agents and what they may request (bot/config_agents.py)
     watcher: enabled, detect_after, clusters, watch_timeout, interval: the node watcher
         (bot/config_watcher.py, docs/watcher.md)
     server: url, ca_bundle, token, kubeconfig, context, timeout: the terminal as the API's client
@@ -73,6 +78,9 @@ Environment variables override the file:
     RUNBOOK_BOT_LOG_LEVEL       debug, info, warning or error: what --log-level is when not given
     RUNBOOK_BOT_SERVER          the bot's API URL (replaces server.url; --server replaces both)
 
+Each secret among them (the database URL, the audit keys, the Slack tokens and signing secret, the
+alerts token) may come from a file instead: ``NAME_FILE=/path`` (``bot.config_secrets``).
+
 Default database: ``$XDG_STATE_HOME/runbook-bot/state.db`` (``~/.local/state/runbook-bot/state.db``).
 """
 
@@ -89,11 +97,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from bot.config_agents import AGENTS_SECTIONS, AgentsConfig, AgentsModel, agents_config
 from bot.config_api import API_SECTIONS, ApiConfig, ApiModel, api_config
 from bot.config_api import KubernetesAuthConfig as KubernetesAuthConfig
 from bot.config_api import OidcConfig as OidcConfig
 from bot.config_listeners import ALERTS_PORT as ALERTS_PORT
 from bot.config_listeners import API_PORT as API_PORT
+from bot.config_listeners import MCP_PORT as MCP_PORT
 from bot.config_listeners import OPS_PORT as OPS_PORT
 from bot.config_listeners import SLACK_PORT as SLACK_PORT
 from bot.config_listeners import AlertsConfig as AlertsConfig
@@ -102,6 +112,9 @@ from bot.config_listeners import ListenConfig as ListenConfig
 from bot.config_listeners import ListenModel as _Listen
 from bot.config_listeners import SlackConfig as SlackConfig
 from bot.config_listeners import SlackModel as _Slack
+from bot.config_pagerduty import PagerDutyConfig as PagerDutyConfig
+from bot.config_pagerduty import PagerDutyModel, pagerduty_config, pagerduty_section
+from bot.config_secrets import with_secret_files
 from bot.config_server import ServerConfig as ServerConfig
 from bot.config_server import ServerModel, server_config
 from bot.config_server import server_at as server_at
@@ -127,6 +140,9 @@ class ClusterConfig:
     request_timeout: float = 30.0
     # the EKS cluster's own name, as its instances are tagged; None: the same as ``name``
     eks_cluster: str | None = None
+    auth: str = "kubeconfig"  # or "eks": tokens from STS (bot.clients.cluster), no kubeconfig
+    server: str | None = None  # the API server's URL (auth: eks)
+    certificate_authority: str | None = None  # the file of its CA bundle (auth: eks)
 
     @property
     def eks_name(self) -> str:
@@ -171,7 +187,9 @@ class Settings:
     alerts: AlertsConfig = field(default_factory=AlertsConfig)
     listen: ListenConfig = field(default_factory=ListenConfig)
     api: ApiConfig = field(default_factory=ApiConfig)  # who may call the API (frontends/api/auth.py)
+    agents: AgentsConfig = field(default_factory=AgentsConfig)  # AI agents (config_agents.py)
     watcher: WatcherConfig = field(default_factory=WatcherConfig)  # the node watcher (config_watcher.py)
+    pagerduty: PagerDutyConfig = field(default_factory=PagerDutyConfig)  # config_pagerduty.py
     lease_seconds: float = 6.0
     config_file: str | None = None  # the file these settings were read from, if any
     server: ServerConfig | None = None  # the terminal is the API's client (bot/cli/remote.py)
@@ -202,7 +220,8 @@ Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 Text = Annotated[str, Field(min_length=1)]
 BACKENDS = ("sqlite", "postgresql")
 SECRETS = frozenset({"audit_key", "audit_previous_keys", "bot_token", "signing_secret", "app_token",
-                     "bearer_tokens", "basic_auth", "tokens"})  # never echoed
+                     "bearer_tokens", "basic_auth", "tokens",
+                     "webhook_secrets", "api_token"})  # never echoed
 Frontend = Literal["terminal", "slack", "api"]
 FRONTENDS: tuple[Frontend, ...] = ("terminal", "slack", "api")
 
@@ -221,6 +240,17 @@ class _Cluster(_Strict):
     max_attempts: Annotated[int, Field(ge=1, le=20)] = 5
     request_timeout: Seconds = 30.0
     eks_cluster: Text | None = None
+    auth: Literal["kubeconfig", "eks"] = "kubeconfig"
+    server: Text | None = None
+    certificate_authority: Text | None = None
+
+    @model_validator(mode="after")
+    def _eks(self) -> _Cluster:
+        if (self.auth == "eks") != bool(self.server and self.certificate_authority):
+            raise ValueError("auth: eks needs server and certificate_authority, and they go with it")
+        if self.auth == "eks" and (self.kubeconfig or self.context):
+            raise ValueError("auth: eks reaches the cluster without a kubeconfig or context")
+        return self
 
 
 class _Policy(_Strict):
@@ -258,7 +288,9 @@ class _File(_Strict):
     alerts: _Alerts = _Alerts()
     listen: _Listen = _Listen()
     api: ApiModel = ApiModel()
+    agents: AgentsModel = AgentsModel()
     watcher: WatcherModel = WatcherModel()
+    pagerduty: PagerDutyModel = PagerDutyModel()
     lease_seconds: Seconds = 6.0
     server: ServerModel | None = None
     local_mode_override: bool = False
@@ -297,7 +329,8 @@ _SECTIONS: dict[str, type[BaseModel]] = {"": _File, "policy": _Policy, "slack": 
                                         "clusters": _Cluster, "alerts": _Alerts,
                                         "policy.start": StartModel,
                                         "listen": _Listen, "server": ServerModel, "watcher": WatcherModel,
-                                        **API_SECTIONS}
+                                        "pagerduty": PagerDutyModel,
+                                        **API_SECTIONS, **AGENTS_SECTIONS}
 _EXPECTED = {
     "bool_type": "must be true or false",
     "int_type": "must be a whole number",
@@ -378,6 +411,8 @@ def _parse(data: Mapping[str, Any], env: Mapping[str, str], *, source: str) -> _
         if env.get("RUNBOOK_BOT_ALERTS_CHANNEL"):
             alerts["channel"] = env["RUNBOOK_BOT_ALERTS_CHANNEL"]
         merged["alerts"] = alerts
+    if data.get("pagerduty") is not None or any(k.startswith("RUNBOOK_BOT_PAGERDUTY_") for k in env):
+        merged["pagerduty"] = pagerduty_section(data.get("pagerduty"), env)
     if env.get("RUNBOOK_BOT_SERVER"):
         server = data.get("server")
         merged["server"] = {**(server if isinstance(server, Mapping) else {}),
@@ -435,15 +470,18 @@ def settings_from_mapping(data: Mapping[str, Any], env: Mapping[str, str], *,
 
     Every bad value is reported at once, one line each naming the key (prefixed with ``source``,
     the file, when given) and what would be valid. ``path`` is the file read, if any: relative
-    runbook directories are relative to it.
+    runbook directories are relative to it. A secret may come from a file: ``NAME_FILE``
+    (``bot.config_secrets``).
     """
+    env = with_secret_files(env)
     f = _parse(data, env, source=source)
     clusters = {name: ClusterConfig(
         name=name, kubeconfig=os.path.expanduser(c.kubeconfig) if c.kubeconfig else None,
         context=c.context, region=c.region, profile=c.profile, role_arn=c.role_arn,
         retry_mode=c.retry_mode, max_attempts=c.max_attempts, request_timeout=c.request_timeout,
-        eks_cluster=c.eks_cluster)
-        for name, c in f.clusters.items()}
+        eks_cluster=c.eks_cluster, auth=c.auth, server=c.server,
+        certificate_authority=os.path.expanduser(c.certificate_authority) if c.certificate_authority
+        else None) for name, c in f.clusters.items()}
     p = f.policy
     policy = PolicyConfig(
         groups={g: tuple(m) for g, m in p.groups.items()},
@@ -465,7 +503,7 @@ def settings_from_mapping(data: Mapping[str, Any], env: Mapping[str, str], *,
                           auto_run_limit=a.auto_run_limit, auto_run_window=a.auto_run_window)
     n = f.listen
     listen = ListenConfig(host=n.host, slack_port=n.slack_port, ops_port=n.ops_port,
-                          alerts_port=n.alerts_port, api_port=n.api_port)
+                          alerts_port=n.alerts_port, api_port=n.api_port, mcp_port=n.mcp_port)
     return Settings(
         database_url=f.database_url or default_database_url(env), audit_key=f.audit_key,
         audit_previous_keys=tuple(dict.fromkeys(f.audit_previous_keys)),
@@ -474,7 +512,8 @@ def settings_from_mapping(data: Mapping[str, Any], env: Mapping[str, str], *,
         redact_patterns=tuple(f.redact_patterns), clusters=clusters,
         policy=policy, slack=slack, lease_seconds=f.lease_seconds,
         config_file=str(path) if path else None, server=server_config(f.server, path), api=api_config(f.api),
-        local_mode_override=f.local_mode_override, watcher=watcher_config(f.watcher))
+        local_mode_override=f.local_mode_override, watcher=watcher_config(f.watcher),
+        agents=agents_config(f.agents), pagerduty=pagerduty_config(f.pagerduty))
 
 
 # ``--config FILE`` of the command line, for the command being run (``use_config``)

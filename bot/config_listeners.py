@@ -55,6 +55,7 @@ SLACK_PORT = 3000  # /slack/events: Slack's requests, public through the Ingress
 OPS_PORT = 9464  # /healthz, /readyz, /metrics: probes and scraping, inside the cluster
 ALERTS_PORT = 9095  # /alertmanager: Alertmanager's webhook, inside the cluster
 API_PORT = 8080  # /api/v1/: the authenticated API (terminals, scripts), inside the cluster
+MCP_PORT = 8090  # /mcp: the MCP server for AI agents (mcp serve), inside the cluster
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,7 @@ class ListenConfig:
     ops_port: int = OPS_PORT
     alerts_port: int = ALERTS_PORT
     api_port: int = API_PORT
+    mcp_port: int = MCP_PORT
 
 
 class SlackModel(_Strict):
@@ -96,11 +98,13 @@ class ListenModel(_Strict):
     ops_port: Port = OPS_PORT
     alerts_port: Port = ALERTS_PORT
     api_port: Port = API_PORT
+    mcp_port: Port = MCP_PORT
 
     @model_validator(mode="after")
     def _apart(self) -> ListenModel:
         ports = {"slack_port": self.slack_port, "ops_port": self.ops_port,
-                 "alerts_port": self.alerts_port, "api_port": self.api_port}
+                 "alerts_port": self.alerts_port, "api_port": self.api_port,
+                 "mcp_port": self.mcp_port}
         for name, port in ports.items():
             same = [n for n, p in ports.items() if p == port and n != name]
             if same:

@@ -76,12 +76,14 @@ def problems(data: dict[str, Any], env: dict[str, str] | None = None) -> list[st
     ({"clusters": {"prod": "eu-west-1"}}, "bot.yaml: clusters.prod: must be a mapping"),
     ({"clusters": {"prod": {"regoin": "eu-west-1"}}},
      "bot.yaml: clusters.prod.regoin: unknown key; valid keys here: kubeconfig, context, region, "
-     "profile, role_arn, retry_mode, max_attempts, request_timeout, eks_cluster"),
+     "profile, role_arn, retry_mode, max_attempts, request_timeout, eks_cluster, auth, server, "
+     "certificate_authority"),
     ({"slack": {"allowed_channels": "C0OPS00001"}},
      "bot.yaml: slack.allowed_channels: must be a list (got 'C0OPS00001')"),
     ({"polcy": {}}, "bot.yaml: polcy: unknown key; valid keys here: database_url, audit_key, "
                     "audit_previous_keys, runbooks_dir, redact_patterns, clusters, policy, slack, "
-                    "alerts, listen, api, watcher, lease_seconds, server, local_mode_override"),
+                    "alerts, listen, api, agents, watcher, pagerduty, lease_seconds, server, "
+                    "local_mode_override"),
 ])
 def test_a_bad_value_is_one_line_naming_the_key_and_what_is_allowed(
     data: dict[str, Any], line: str,

@@ -3,9 +3,10 @@
 Counting pods cannot tell a good recovery from a bad one: a RollingUpdate Deployment lists an old
 and a new pod for one claim, a workload scaled to 0 has no pod at all, and a finished Job's pod
 lingers with the claim in its spec. So the recovery is judged claim by claim. A claim is
-``satisfied`` when a pod using it is Running, and not being deleted, on a node other than
-``away_from``; or when no consumer is ``wanted`` any more: no pod using it is live (not finished,
-not being deleted) and no workload would create one (its Deployment or ReplicaSet wants 0 replicas
+``satisfied`` when a pod using it is Running and Ready (its containers passed their readiness
+probes: it serves), and not being deleted, on a node other than ``away_from``; or when no
+consumer is ``wanted`` any more: no pod using it is live (not finished, not being deleted) and no
+workload would create one (its Deployment or ReplicaSet wants 0 replicas
 or is gone, its StatefulSet no longer has that ordinal, its Job has finished or is suspended).
 
 A pod being deleted whose controller is of a kind judged nowhere here (an operator's custom
@@ -100,9 +101,16 @@ def _controller(pod: Obj) -> Obj | None:
     return next((o for o in meta(pod).get("ownerReferences") or () if o.get("controller")), None)
 
 
+def _ready(pod: Obj) -> bool:
+    """The pod's Ready condition is True: every container passed its readiness probe."""
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or ())
+
+
 def _pod_entry(pod: Obj) -> Obj:
     return {"name": meta(pod)["name"], "node": _spec(pod).get("nodeName"),
-            "phase": (pod.get("status") or {}).get("phase"), "terminating": terminating(pod)}
+            "phase": (pod.get("status") or {}).get("phase"), "ready": _ready(pod),
+            "terminating": terminating(pod)}
 
 
 def _live_reason(users: list[Obj]) -> str | None:
@@ -138,8 +146,9 @@ def claims_status(claims: tuple[str, ...], away_from: str, pods: list[Obj], pvs:
     items = []
     for claim in claims:
         mine = users[claim]
-        running = any((u.get("status") or {}).get("phase") == "Running" and not terminating(u)
-                      and _spec(u).get("nodeName") not in (None, away_from) for u in mine)
+        running = any((u.get("status") or {}).get("phase") == "Running" and _ready(u)
+                      and not terminating(u) and _spec(u).get("nodeName") not in (None, away_from)
+                      for u in mine)
         why = _live_reason(mine)
         if why is None:
             ns = claim.split("/", 1)[0]
@@ -170,7 +179,8 @@ def apply_claims_status(plan: Plan, p: ClaimsStatusParams, env: Env) -> Result:
 CLAIMS_STATUS = action(
     "k8s.claims.status", ClaimsStatusParams, destructive=False,
     summary="Judge claims served away from {{ away_from }}",
-    description="Per claim: a pod Running on another node, or no consumer wanted any more.",
+    description="Per claim: a pod Running and Ready on another node, or no consumer wanted any "
+                "more.",
     plan=plan_claims_status, apply=apply_claims_status)
 
 ACTIONS: tuple[ActionSpec[Any], ...] = (CLAIMS_STATUS,)

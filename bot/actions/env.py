@@ -45,10 +45,9 @@ class ClusterClients:
     @classmethod
     def from_config(cls, cfg: ClusterConfig) -> ClusterClients:
         def kube() -> KubeClient:
-            from bot.clients.kube import KubeClient
+            from bot.clients.cluster import kube_client  # a kubeconfig, or EKS tokens
 
-            return KubeClient.from_config(kubeconfig=cfg.kubeconfig, context=cfg.context,
-                                          request_timeout=cfg.request_timeout)
+            return kube_client(cfg)
 
         def ec2() -> Ec2Client:
             from bot.clients.ec2 import Ec2Client

@@ -32,6 +32,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from bot import __version__
 from bot.cli import logs
@@ -54,6 +55,7 @@ COMMAND_MODULES = (
     "bot.cli.alerts",  # alerts serve
     "bot.cli.api",  # api serve
     "bot.cli.api_tokens",  # api hash-token (after bot.cli.api: it joins the api command)
+    "bot.cli.mcp",  # mcp serve (HTTP, or --stdio as a client of the API)
     "bot.cli.db",  # db status, db upgrade
     "bot.cli.config",  # config path, config check
 )
@@ -79,8 +81,26 @@ Two modes:
 """
 
 
+class _Parser(argparse.ArgumentParser):
+    """The top-level parser: an unknown command is answered with the nearest one."""
+
+    def error(self, message: str) -> NoReturn:
+        import difflib
+        import re
+
+        typed = re.search(r"invalid choice: '([^']*)'", message)
+        commands = [c for a in self._actions if isinstance(a, argparse._SubParsersAction)
+                    for c in a.choices]
+        close = difflib.get_close_matches(typed.group(1), commands, n=1) if typed else []
+        if typed:
+            message = (f"unknown command '{typed.group(1)}'"
+                       + (f": did you mean '{close[0]}'?" if close else "")
+                       + " (runbook-bot --help lists every command)")
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="runbook-bot",
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -119,7 +139,8 @@ def _global_options(parser: argparse.ArgumentParser, *, default: object) -> None
                         "then $XDG_CONFIG_HOME/runbook-bot/config.yaml)")
     parser.add_argument("-v", "--verbose", action="store_true",
                         default=False if default is None else default,
-                        help="say which config file is read, and how it was found")
+                        help="say which config file is read, and how it was found; with "
+                        "status, every skipped step and the expressions behind the words")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

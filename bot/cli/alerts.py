@@ -1,5 +1,8 @@
 """``alerts serve``: the Alertmanager webhook without Slack, and the worker loop, in one process.
 
+With ``pagerduty.webhook_secrets`` configured, PagerDuty's V3 webhooks are taken on the same port
+(``/pagerduty``, docs/pagerduty.md), with or without Alertmanager's credentials.
+
 For teams without Slack: ``POST /alertmanager`` on the alerts port (``listen.alerts_port``,
 ``--port``; ``/healthz``, ``/readyz`` and ``/metrics`` on the ops port, ``listen.ops_port``)
 records and deduplicates alerts like ``slack serve`` does, logs one line per alert naming the
@@ -45,10 +48,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from bot.store.alerts import AlertLog
 
     settings = load_settings()
-    if not settings.alerts.enabled:
+    if not settings.alerts.enabled and not settings.pagerduty.enabled:
         raise ConfigError("the Alertmanager webhook has no credentials to check: set "
                           "alerts.bearer_tokens or alerts.basic_auth in the config file, or "
-                          "RUNBOOK_BOT_ALERTS_TOKEN (see docs/alerts.md)")
+                          "RUNBOOK_BOT_ALERTS_TOKEN (see docs/alerts.md); or, for PagerDuty, "
+                          "pagerduty.webhook_secrets (docs/pagerduty.md)")
     store = open_store(settings)
     metrics = Metrics()
     runner = build_runner(settings, store=store, notifiers=[TerminalPrinter()], metrics=metrics)
@@ -71,8 +75,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     ops = ops_endpoints(runner, store, metrics, interval=args.interval)
     listen = settings.listen
     host = chosen(args.host, listen.host)
-    server = listener(webhook_app(intake, metrics=metrics), host=host,
-                      port=chosen(args.port, listen.alerts_port), threads=args.threads)
+    from bot.frontends.pagerduty import pagerduty_routes
+
+    server = listener(webhook_app(intake, metrics=metrics) if settings.alerts.enabled else None,
+                      host=host, port=chosen(args.port, listen.alerts_port), threads=args.threads,
+                      more=pagerduty_routes(settings.pagerduty, intake, metrics=metrics))
     worker = threading.Thread(target=runner.serve, kwargs={"interval": args.interval},
                               name="runbook-bot-worker", daemon=True)
     stop = threading.Event()
@@ -81,8 +88,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
             worker.start()
             side = start_side_server(ops, args, listen)
             server.start()
-            print(f"runbook-bot: serving Alertmanager on http://{host}:{server.effective_port}"
-                  "/alertmanager; SIGTERM or Ctrl-C drains and stops", flush=True)
+            source, path = (("Alertmanager", "/alertmanager") if settings.alerts.enabled
+                            else ("PagerDuty", "/pagerduty"))
+            print(f"runbook-bot: serving {source} on http://{host}:{server.effective_port}"
+                  f"{path}; SIGTERM or Ctrl-C drains and stops", flush=True)
             while not stop.wait(0.5):
                 pass
             server.stop()

@@ -59,7 +59,18 @@ def build_api(settings: Settings, runtime: Runtime, store: Database, *,
     return api_app(runtime, auth, exporter=store_exporter(store), audit=StoreAudit(store, key),
                    diagnoser=scanner(settings),
                    rate=rate or settings.api.rate_limit, burst=burst or settings.api.rate_burst,
-                   trusted_proxies=settings.api.trusted_proxies)
+                   trusted_proxies=settings.api.trusted_proxies, agents=settings.agents)
+
+
+def agent_runtime(settings: Settings, runner: Any, store: Database) -> Runtime:
+    """The runtime facade with the ``agents:`` policy and the triage of the configured clusters
+    (``bot.frontends.api.agents.triage_from``): what every server that lets agents in needs."""
+    from bot.cli.wiring import scanner
+    from bot.frontends.api.agents import triage_from
+    from bot.runtime.facade import Runtime
+
+    return Runtime(runner, history=store, refusals=store.refusals, agents=settings.agents,
+                   triage=triage_from(scanner(settings)))
 
 
 class ApiListener:
@@ -78,9 +89,8 @@ def start_api_listener(settings: Settings, runner: Any, store: Database, host: s
                        threads: int = 4) -> ApiListener:
     """The API on the api port, on a thread, over ``runner``; returns what stops it."""
     from bot.frontends.api import api_listener
-    from bot.runtime.facade import Runtime
 
-    app = build_api(settings, Runtime(runner, history=store), store)
+    app = build_api(settings, agent_runtime(settings, runner, store), store)
     server = api_listener(app, host=host, port=port, threads=threads)
     server.start()
     _record_server(settings, store, f"http://{host}:{server.effective_port}")
@@ -111,13 +121,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from bot.frontends.metrics import Metrics
     from bot.frontends.term.printer import TerminalPrinter
     from bot.runtime.drain import stop_on_signals
-    from bot.runtime.facade import Runtime
 
     settings = load_settings()
     store = open_store(settings)
     metrics = Metrics()
     runner = build_runner(settings, store=store, notifiers=[TerminalPrinter()], metrics=metrics)
-    runtime = Runtime(runner, history=store)  # the front-end's one way to runs and runbooks
+    runtime = agent_runtime(settings, runner, store)  # the front-end's one way to runs
     app = build_api(settings, runtime, store, rate=args.rate, burst=args.burst)
     ops = ops_endpoints(runner, store, metrics, interval=args.interval)
     record = record_worker(runner, store)

@@ -113,16 +113,18 @@ def _check_cluster(cfg: Any) -> bool:
     ok = True
     what = f"cluster {cfg.name}"
     try:
-        from bot.clients.kube import KubeClient
+        from bot.clients.cluster import kube_client
+        from bot.frontends.term.identity import os_user
 
-        kube = KubeClient.from_config(kubeconfig=cfg.kubeconfig, context=cfg.context,
-                                      request_timeout=min(cfg.request_timeout, 10.0))
+        # with auth: eks, the token is signed by the role session assumed for whoever checks
+        kube = kube_client(cfg, request_timeout=min(cfg.request_timeout, 10.0), requester=os_user())
         kube.read_retries = 0
     except RunbookBotError as e:
         _fail(f"{what} kubernetes", str(e))
         ok = False
     else:
-        source = (f"kubeconfig {cfg.kubeconfig or '(default)'}, context {cfg.context or '(current)'}"
+        source = (f"EKS tokens for {cfg.eks_name}" if cfg.auth == "eks" else
+                  f"kubeconfig {cfg.kubeconfig or '(default)'}, context {cfg.context or '(current)'}"
                   if cfg.kubeconfig or cfg.context else "default kubeconfig or in-cluster")
         host = kube.api.configuration.host
         try:

@@ -5,7 +5,9 @@ Every command that opens the database migrates it at start (under a lock, see
 Kubernetes Job or an init container for instance. ``db status`` prints, for every part that keeps
 tables (the store, the Slack front-end), the revision the database is at and the newest this
 version knows; its exit code is 1 while they differ (a migration pending, or a database migrated
-by a newer version).
+by a newer version). The Slack front-end's tables are made by the first ``slack serve``, so a
+database only workers (or terminals) have used has none, and that is no migration pending: a part
+that is made where it is first used counts as behind only once it exists.
 """
 
 from __future__ import annotations
@@ -28,11 +30,14 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=lambda args: p.print_help() or 2)
 
 
-def _components() -> list[Any]:
+def _components() -> list[tuple[Any, bool]]:
+    """Every part that keeps tables, and whether it is made where it is first used (so may be
+    absent from a healthy database): the store is made by every command, the Slack front-end's
+    tables by ``slack serve`` only."""
     from bot.frontends.slack.persistence import SLACK
     from bot.store.db import STORE
 
-    return [STORE, SLACK]
+    return [(STORE, False), (SLACK, True)]
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -46,13 +51,15 @@ def cmd_status(args: argparse.Namespace) -> int:
     try:
         with engine.connect() as conn:
             print(f"database: {masked(settings.database_url)}")
-            for component in _components():
+            for component, on_first_use in _components():
                 at, want = current(conn, component), heads(component)
                 state = ("up to date" if at == want else "not created" if not at
                          else "newer than this version" if at - known(component) else "behind")
-                behind = behind or at != want
+                behind = behind or (at != want and bool(at or not on_first_use))
                 print(f"  {component.name}: at {', '.join(sorted(at)) or '-'}; newest "
                       f"{', '.join(sorted(want))} ({state})")
+                if not at and on_first_use:
+                    print("    (made when the front-end that keeps it first starts: nothing pending)")
     finally:
         engine.dispose()
     return 1 if behind else 0

@@ -73,7 +73,8 @@ def view_of(raw: Mapping[str, Any]) -> RunView:
         **s, "approvers": tuple(s.get("approvers") or ()), "changes": tuple(s.get("changes") or ()),
         "facts": tuple(build(FactView, f) for f in s.get("facts") or ()),
         "guards": tuple(s.get("guards") or ()), "groups": tuple(s.get("groups") or ()),
-        "votes": tuple(s.get("votes") or ())}) for s in raw.get("steps") or ())
+        "votes": tuple(s.get("votes") or ()), "guard_words": tuple(s.get("guard_words") or ()),
+        "details": tuple(s.get("details") or ())}) for s in raw.get("steps") or ())
     return build(RunView, {
         **raw, "compensations": tuple(raw.get("compensations") or ()), "steps": steps,
         "not_reached": tuple(tuple(x) for x in raw.get("not_reached") or ()),
@@ -165,8 +166,10 @@ def follow(api: ApiClient, run_id: str, *, after: int = 0, stop_at_wait: bool = 
     a run it drives, until it finishes (exit 0, 3, 1) or, with ``stop_at_wait``, waits for people
     (exit 0). A stream the server ends early is opened again after the last event seen."""
     from bot.cli.client import run_path
-    from bot.present.events import live_lines, text_of
+    from bot.present.events import text_of
+    from bot.present.live import LiveText
 
+    live = LiveText()
     seen = after
     pause = threading.Event().wait  # between streams that brought nothing (Ctrl-C interrupts)
     while True:
@@ -177,7 +180,10 @@ def follow(api: ApiClient, run_id: str, *, after: int = 0, stop_at_wait: bool = 
             row = text_of(ev.type)
             if row is not None and row.live is not None:
                 state = state_of(fetch(api, run_id))  # the run as it is now, as the printer reads it
-                for line in live_lines(state, ev):
+                for line in live.lines(state, ev):
+                    print(line, flush=True)
+            if stop_at_wait and ev.type in WAITS:
+                for line in live.flush():
                     print(line, flush=True)
             if ev.type == "run.finished":
                 return finished_exit(fetch(api, run_id))
@@ -263,7 +269,8 @@ def cmd_status(args: argparse.Namespace, server: ServerConfig, run_id: str) -> i
 
     api = client(server)
     view = fetch(api, run_id)
-    print(status(view))
+    verbose = bool(getattr(args, "verbose", False))
+    print(status(view, verbose=verbose))
     if not args.watch:
         return 0
     wait = threading.Event().wait  # a wait Ctrl-C interrupts
@@ -272,7 +279,7 @@ def cmd_status(args: argparse.Namespace, server: ServerConfig, run_id: str) -> i
             wait(args.interval)
             again = fetch(api, run_id)
             if again != view:
-                print("\n" + status(again))
+                print("\n" + status(again, verbose=verbose))
             view = again
     except KeyboardInterrupt:
         print(f"\nstopped watching run {run_id}; it carries on as it is", file=sys.stderr)

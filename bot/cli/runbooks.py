@@ -84,7 +84,8 @@ def _files(paths: list[str]) -> list[Path]:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from bot.errors import RunbookError
-    from bot.runbook.loader import load_runbook
+    from bot.runbook.loader import load_with_sources, read_runbook_text
+    from bot.runbook.wording import unworded
 
     catalog = _catalog()
     paths = _files(args.paths) if args.paths else _source(None, catalog).files()
@@ -94,13 +95,19 @@ def cmd_validate(args: argparse.Namespace) -> int:
     failed = 0
     for path in paths:
         try:
-            runbook = load_runbook(path, catalog=catalog)
+            runbook, sources = load_with_sources(read_runbook_text(path), file=str(path),
+                                                 catalog=catalog)
         except RunbookError as e:
             failed += 1
             for problem in e.problems:
                 print(problem)
             continue
-        print(f"{path}: ok ({runbook.name}, {len(runbook.spec.steps)} steps)")
+        warnings = unworded(runbook, catalog=catalog, locate=sources.problem)
+        for w in warnings:
+            print(f"{w.file}:{w.line}:{w.col}: warning: {w.message}", file=sys.stderr)
+        print(f"{path}: ok ({runbook.name}, {len(runbook.spec.steps)} steps"
+              + (f", {len(warnings)} warning{'s' if len(warnings) > 1 else ''})" if warnings
+                 else ")"))
     if failed:
         print(f"{failed} of {len(paths)} runbooks invalid", file=sys.stderr)
         return 1
@@ -197,8 +204,10 @@ def _step_lines(runbook: Runbook, number: int, step: Step, catalog: Catalog) -> 
     kind = step.action if step.action else "manual"
     flag = "  [DESTRUCTIVE]" if destructive else ""
     lines = [f"  {number}. {step.id}: {step.title}  ({kind}){flag}"]
-    if step.when:
-        lines.append(f"       only when: {step.when}")
+    if step.when_expr:
+        lines.append(f"       only when: {step.when_expr}")
+        if step.when_because:
+            lines.append(f"         else not needed: {step.when_because}")
     if step.foreach:
         lines.append(f"       for each item in: {step.foreach}")
     reason = approval_reason(runbook, step, destructive=destructive)
@@ -206,11 +215,15 @@ def _step_lines(runbook: Runbook, number: int, step: Step, catalog: Catalog) -> 
         lines += _approval_lines(runbook, step, reason)
     for guard in step.guards:
         lines.append(f"       guard: {guard.expr}")
+        if guard.checks:
+            lines.append(f"         checks: {guard.checks}")
         lines.append(f"         else: {' '.join(guard.message.split())}")
     if step.wait_until:
         lines.append(f"       waits until: {step.wait_until.expr} (every "
                      f"{format_duration(step.wait_until.interval)}, up to "
                      f"{format_duration(step.wait_until.timeout)})")
+        if step.wait_until.waiting_for:
+            lines.append(f"         waiting for: {step.wait_until.waiting_for}")
     if not isinstance(step.on_failure, str):
         lines.append(f"       on failure: go to {step.on_failure.goto}")
     elif step.on_failure == "continue":

@@ -321,16 +321,18 @@ def cmd_status(args: argparse.Namespace) -> int:
         return remote.cmd_status(args, server, run_id_arg(args.run_id))
     store = open_store(settings)
     state = store.load(run_id_arg(args.run_id))
+    verbose = bool(getattr(args, "verbose", False))  # also: every skipped step, the expressions
     if not args.watch:
-        print(status(run_view(state, stored_runbook(state),
-                              children=store.children(state.run_id))))
+        print(status(run_view(state, stored_runbook(state), children=store.children(state.run_id)),
+                     verbose=verbose))
         return 0
     from bot.frontends.term.follow import Follower
 
     runbook = stored_runbook(state)
     try:
         Follower(store, out=sys.stdout, sleep=_poll_sleep(), interval=args.interval).redraw(
-            state.run_id, lambda st: status(run_view(st, runbook, children=store.children(st.run_id))))
+            state.run_id, lambda st: status(run_view(st, runbook, children=store.children(st.run_id)),
+                                       verbose=verbose))
     except KeyboardInterrupt:
         print(f"\nstopped watching run {state.run_id}; it carries on as it is", file=sys.stderr)
         return 130
@@ -357,7 +359,10 @@ def cmd_worker(args: argparse.Namespace) -> int:
     metrics = Metrics()
     runner = build_runner(settings, store=store, notifiers=[TerminalPrinter()], metrics=metrics)
     if args.once:
-        print(f"drove {runner.run_due()} run(s)")
+        try:
+            print(f"drove {runner.run_due()} run(s)")
+        finally:
+            store.close()  # its connections, now: the process may go on (tests, scripts)
         return 0
     side = start_side_server(ops_endpoints(runner, store, metrics, interval=args.interval), args,
                              settings.listen)

@@ -2,7 +2,9 @@
 
 HTTP mode serves ``/slack/events`` from waitress (a production WSGI server) on the Slack port
 (``listen.slack_port``, ``--port``), which answers nothing else but the load balancer's
-``GET /healthz``; ``--socket-mode`` connects out to Slack with the app-level token instead. In
+``GET /healthz``; ``--socket-mode`` connects out to Slack with the app-level token instead, and
+keeps reconnecting with backoff, ``/readyz`` answering 503 while it is not connected
+(``bot.frontends.slack.socket_mode``; a refused app token stops it at start). In
 both modes ``/healthz``, ``/readyz`` and ``/metrics`` are on the ops port (``listen.ops_port``,
 ``--metrics-port``) and, with webhook credentials, ``/alertmanager`` on the alerts port
 (``listen.alerts_port``, ``--alerts-port``), and with API authentication configured (``api:``)
@@ -13,7 +15,9 @@ expire without anyone typing, and the Slack outbox draws runs on a thread of its
 runs changed from the terminal or left half-drawn by a restart). SIGTERM (or Ctrl-C) drains: no
 new requests, the work and ticks in hand finish, leases are released, exit 0
 (``bot.runtime.drain``).
-Configuration is checked first, and what is missing is named in one message.
+Configuration is checked first, and what is missing is named in one message. Once the settings
+hold the secrets, they leave the process environment (``bot.config_secrets.scrub_environment``):
+Bolt would read ``SLACK_BOT_TOKEN`` from it behind the config, and child processes inherit it.
 """
 
 from __future__ import annotations
@@ -64,14 +68,17 @@ def _verify_token(parts: Any, api_url: str | None) -> None:
         raise ConfigError(f"cannot reach the Slack Web API at {api_url or DEFAULT_API_URL}: {e}") from e
 
 
-def start_alerts_listener(webhook: Any, host: str, port: int, threads: int) -> Any:
-    """The Alertmanager webhook on the alerts port, on a thread; returns the server."""
+def start_alerts_listener(webhook: Any, host: str, port: int, threads: int,
+                          more: Any = None) -> Any:
+    """The Alertmanager webhook (and ``more``: ``/pagerduty``) on the alerts port, on a thread;
+    returns the server."""
     from bot.frontends.alerts import listener
 
-    server = listener(webhook, host=host, port=port, threads=threads)
+    server = listener(webhook, host=host, port=port, threads=threads, more=more)
     server.start()
-    print(f"runbook-bot: Alertmanager on http://{host}:{server.effective_port}/alertmanager",
-          flush=True)
+    for path in (["/alertmanager"] if webhook is not None else []) + sorted(more or {}):
+        source = "Alertmanager" if path == "/alertmanager" else "PagerDuty"
+        print(f"runbook-bot: {source} on http://{host}:{server.effective_port}{path}", flush=True)
     return server
 
 
@@ -85,6 +92,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         scanner,
     )
     from bot.config import load_settings
+    from bot.config_secrets import scrub_environment
     from bot.frontends.metrics import Metrics
     from bot.frontends.slack.app import (
         SlackParts,
@@ -93,8 +101,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         check_config,
         collect_garbage_for_latency,
         http_server,
-        socket_mode_handler,
     )
+    from bot.frontends.slack.socket_mode import SocketModeLink
     from bot.runtime.drain import stop_on_signals
 
     settings = load_settings()
@@ -103,10 +111,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
     metrics = Metrics()
     parts = SlackParts(settings, store=store, metrics=metrics)
     _verify_token(parts, settings.slack.api_url)
+    scrub_environment()  # the settings hold the secrets now; nothing else may read them there
     runner = build_runner(settings, store=store, notifiers=[parts.outbox],
                           membership=parts.membership(settings.policy), metrics=metrics)
     app, _, _ = build_app(settings, runner, parts=parts, diagnoser=scanner(settings))
     ops = ops_endpoints(runner, store, metrics, interval=args.interval)
+    socket: SocketModeLink | None = None
+    connected = False
+    if args.socket_mode:  # ready only while connected; a refused app token is a ConfigError now
+        socket = SocketModeLink(app, settings.slack)
+        ops.checks["slack"] = socket.check
+        connected = socket.connect_first()
     record = record_worker(runner, store)
     # the node watcher of each cluster, where enabled: its notices become cards (docs/watcher.md)
     assert parts.notice_cards is not None  # build_app made them
@@ -127,7 +142,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     side: Any = None
     alerts: Any = None
     api: Any = None
-    socket: Any = None
     try:
         with stop_on_signals(stop.set):
             worker.start()
@@ -135,19 +149,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
             watchers.start()
             collect_garbage_for_latency()
             side = start_side_server(ops, args, listen)
-            if parts.webhook is not None:
+            if parts.webhook is not None or parts.alert_routes:
                 alerts = start_alerts_listener(parts.webhook, host,
-                                               chosen(args.alerts_port, listen.alerts_port), 2)
+                                               chosen(args.alerts_port, listen.alerts_port), 2,
+                                               more=parts.alert_routes)
             if settings.api.enabled:
                 from bot.cli.api import start_api_listener
 
                 api = start_api_listener(settings, runner, store, host,
                                          chosen(args.api_port, listen.api_port))
-            if args.socket_mode:
-                socket = socket_mode_handler(app, settings.slack)
-                socket.connect()
-                print("runbook-bot: connected to Slack over Socket Mode; SIGTERM or Ctrl-C drains "
-                      "and stops", flush=True)
+            if socket is not None:
+                socket.start()
+                state = ("connected to Slack over Socket Mode" if connected else
+                         "not yet connected to Slack over Socket Mode (retrying; /readyz answers "
+                         "503 until connected)")
+                print(f"runbook-bot: {state}; SIGTERM or Ctrl-C drains and stops", flush=True)
             else:
                 server = http_server(app, host=host, port=chosen(args.port, listen.slack_port),
                                      threads=args.threads)
@@ -166,7 +182,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             if api is not None:
                 api.stop()
             if socket is not None:
-                socket.close()
+                socket.stop()
             watchers.stop()  # no new cards once draining
             runner.stop()
             parts.close()  # the Slack work in hand (drives included), then the outbox

@@ -51,12 +51,23 @@ def build_runner(settings: Settings, *, store: RunStore | None = None,
     catalog = build_catalog(settings, clients_factory=clients_factory)
     observed: ActionCatalog = catalog
     every: list[Notifier] = [RunLog(), *notifiers]
+    from bot.store.db import Database
+
+    store = store or open_store(settings)
+    if settings.pagerduty.posts_notes and isinstance(store, Database):
+        # a linked run's outcome, noted on its PagerDuty incident (kept in the state database)
+        from bot.frontends.pagerduty_notes import notes_for
+
+        notes = notes_for(settings.pagerduty, notifiers=every, engine=store.engine,
+                          clock=clock or SystemClock())
+        if notes is not None:
+            notes.start()
     if metrics is not None:
         from bot.frontends.observed import ObservedCatalog
 
         observed = ObservedCatalog(catalog, metrics)
         every.insert(0, metrics)  # counted before the run log says it happened
-    runner = Runner(store=store or open_store(settings), catalog=observed,
+    runner = Runner(store=store, catalog=observed,
                     runbooks=DirectorySource(settings.runbooks_dir, catalog=catalog.actions),
                     policy=settings.policy, clock=clock or SystemClock(), membership=membership,
                     notifiers=every, lease_seconds=settings.lease_seconds,

@@ -5,7 +5,9 @@ and botocore's backoff on a simulated clock.
 the sandbox's in-process transport). ``Reach`` is where and as whom a cluster's calls start: its
 base session, and the sessions of the cluster's ``role_arn`` assumed through STS with credentials
 that refresh before they expire. ``bind_backoff`` puts botocore's sleeps between retried attempts
-on a rehearsal's clock. Every session reads the service models through one loader.
+on a rehearsal's clock. ``EksTokens`` makes the bearer tokens EKS accepts (a presigned STS
+``GetCallerIdentity``) with a cluster's session, so no ``aws eks get-token`` binary is needed.
+Every session reads the service models through one loader.
 
 ``bot.clients.ec2`` (the EC2 client of the actions: batching, errors, records, shared reads) is
 built on this module; the two are the only importers of boto3/botocore in the product. They are
@@ -15,6 +17,7 @@ apart so that each stays one subject, within the module-size budget (docs/archit
 
 from __future__ import annotations
 
+import base64
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -26,11 +29,12 @@ import boto3
 from botocore.awsrequest import AWSResponse
 from botocore.config import Config
 from botocore.credentials import CredentialProvider, CredentialResolver, RefreshableCredentials
-from botocore.exceptions import ConnectionClosedError
+from botocore.exceptions import BotoCoreError, ClientError, ConnectionClosedError
 from botocore.loaders import create_loader
 from botocore.session import get_session
 
 from bot.config import ClusterConfig
+from bot.errors import PermanentError, RetryableError
 
 
 def boto3_client(
@@ -167,6 +171,8 @@ class Reach:
                     "token": creds["SessionToken"], "expiry_time": creds["Expiration"].isoformat()}
 
         botocore_session = get_session()
+        if self.cfg.profile:  # the profile's settings (its endpoints) hold for the role's sessions
+            botocore_session.set_config_variable("profile", self.cfg.profile)
         botocore_session.register_component(
             "credential_provider", CredentialResolver(providers=[_AssumedRole(refresh)]))
         # a run's session costs its AssumeRole, not another parse of the EC2 model
@@ -218,3 +224,66 @@ def bind_backoff(sleep: Callable[[float], None] | None) -> None:
     if not isinstance(botocore.endpoint.time, _BackoffTime):
         botocore.endpoint.time = _BackoffTime()
     _backoff.sleep = sleep
+
+
+# -- EKS bearer tokens ------------------------------------------------------------------------
+
+EKS_TOKEN_PREFIX = "k8s-aws-v1."
+CLUSTER_ID_HEADER = "x-k8s-aws-id"  # signed: a token names the one cluster it is good for
+EKS_PRESIGN_SECONDS = 60  # what aws-iam-authenticator and `aws eks get-token` presign for
+EKS_TOKEN_REFRESH = 600.0  # EKS accepts a token for 15 minutes from its signing; renew well before
+
+
+class EksTokens:
+    """The bearer tokens EKS's authenticator accepts for one cluster, renewed before they expire.
+
+    A token is ``k8s-aws-v1.`` and the unpadded base64url of a presigned STS ``GetCallerIdentity``
+    URL (GET, 60 s presign) whose signature covers the ``x-k8s-aws-id`` header naming the cluster:
+    the API server replays the URL with that header and maps the ARN STS answers to a Kubernetes
+    user (an access entry). ``sts`` is a botocore STS client of the identity to present (the
+    cluster's role session, or the base credentials); ``now`` (seconds) says when to renew.
+    Calling the object gives the current token: the Kubernetes client asks before each request.
+    """
+
+    def __init__(self, sts: Any, cluster: str, *, now: Callable[[], float] = time.time,
+                 refresh_after: float = EKS_TOKEN_REFRESH) -> None:
+        self.sts, self.cluster, self.now, self.refresh_after = sts, cluster, now, refresh_after
+        self._token, self._made = "", float("-inf")
+        self._lock = threading.Lock()
+        self.minted = 0
+        events = sts.meta.events
+        events.register("provide-client-params.sts.GetCallerIdentity", _keep_cluster_id,
+                        unique_id="runbook-bot-eks-cluster-id")
+        events.register("before-sign.sts.GetCallerIdentity", _sign_cluster_id,
+                        unique_id="runbook-bot-eks-cluster-header")
+
+    def __call__(self) -> str:
+        with self._lock:
+            if self.now() - self._made >= self.refresh_after:
+                made = self.now()
+                try:  # with a role, presigning first assumes it (or renews its credentials)
+                    url = self.sts.generate_presigned_url(
+                        "get_caller_identity", Params={CLUSTER_ID_HEADER: self.cluster},
+                        ExpiresIn=EKS_PRESIGN_SECONDS, HttpMethod="GET")
+                except ClientError as e:
+                    raise PermanentError(f"EKS token for {self.cluster}: {e}", service="sts",
+                                         operation="AssumeRole", code=str(
+                                             e.response.get("Error", {}).get("Code", ""))) from e
+                except BotoCoreError as e:
+                    raise RetryableError(f"EKS token for {self.cluster}: {e}", service="sts",
+                                         operation="AssumeRole", code=type(e).__name__) from e
+                encoded = base64.urlsafe_b64encode(url.encode()).decode().rstrip("=")
+                self._token, self._made = EKS_TOKEN_PREFIX + encoded, made
+                self.minted += 1
+            return self._token
+
+
+def _keep_cluster_id(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+    """GetCallerIdentity takes no parameters: the cluster's name rides in the request context."""
+    if CLUSTER_ID_HEADER in params:
+        context[CLUSTER_ID_HEADER] = params.pop(CLUSTER_ID_HEADER)
+
+
+def _sign_cluster_id(request: Any, **_: Any) -> None:
+    if CLUSTER_ID_HEADER in request.context:
+        request.headers[CLUSTER_ID_HEADER] = request.context[CLUSTER_ID_HEADER]

@@ -132,16 +132,18 @@ class KubeClient:
     @classmethod
     def from_config(
         cls, *, kubeconfig: str | None = None, context: str | None = None,
-        request_timeout: float = 30.0, pool: Any = None, **options: Any,
-    ) -> KubeClient:
-        """From a kubeconfig file and context, else the default kubeconfig, else in-cluster.
-
-        ``pool`` replaces the connection pool (an object with urllib3's ``request``: the sandbox's
-        in-process transport); requests, headers and answers are otherwise those of HTTP."""
+        request_timeout: float = 30.0, pool: Any = None,
+        configure: Callable[[Any], str] | None = None, **options: Any) -> KubeClient:
+        """From a kubeconfig file and context, else the default kubeconfig, else in-cluster; or set
+        up by ``configure`` (given the SDK's Configuration, it returns a name: EKS tokens,
+        ``bot.clients.cluster``). ``pool`` replaces the connection pool (an object with urllib3's
+        ``request``: the sandbox's in-process transport); requests are otherwise those of HTTP."""
         cfg = k8s.Configuration()
         name = context or ""
         try:
-            if kubeconfig is None and context is None:
+            if configure is not None:
+                name = configure(cfg)
+            elif kubeconfig is None and context is None:
                 try:
                     k8s_config.load_kube_config(client_configuration=cfg, persist_config=False)
                 except ConfigException:
@@ -153,16 +155,14 @@ class KubeClient:
             if not name:  # the kubeconfig's current context
                 name = str(k8s_config.list_kube_config_contexts(config_file=kubeconfig)[1]["name"])
         except (ConfigException, OSError) as e:
-            raise ConfigError(
-                f"cannot load Kubernetes config (kubeconfig={kubeconfig!r}, context={context!r}): {e}"
-            ) from e
+            raise ConfigError(f"cannot load Kubernetes config (kubeconfig={kubeconfig!r}, "
+                              f"context={context!r}): {e}") from e
         # urllib3 would otherwise retry 429/503 silently; only connection failures are retried
         # there, every HTTP answer comes back here so it is recorded and translated
         cfg.retries = urllib3.Retry(total=2, connect=2, read=0, status=0, other=0, redirect=0,
                                     respect_retry_after_header=False)
         api = k8s.ApiClient(configuration=cfg)
-        if pool is not None:
-            api.rest_client.pool_manager = pool
+        api.rest_client.pool_manager = pool or api.rest_client.pool_manager
         return cls(api=api, request_timeout=request_timeout, context_name=name, **options)
 
     @property

@@ -18,6 +18,7 @@ from typing import Protocol
 
 from bot.config import PolicyConfig
 from bot.engine import events as ev
+from bot.engine.agents import is_agent
 from bot.engine.approvals import (
     BREAK_GLASS_QUORUM,
     ApprovalRule,
@@ -139,7 +140,7 @@ def _approve(c: Commandable, s: StepState, cmd: Approve, now: datetime, tick: Ti
     valid = [v for v in s.approvals() if v.plan_hash == s.plan_hash]
     check_approver(rule=rule, approver=cmd.actor, requester=c.state.requester,
                    prior=[v.by for v in valid], policy=c.policy, membership=c.membership,
-                   owner=c.state.current_owner)
+                   owner=c.state.current_owner, on_behalf_of=_behalf(c))
     s.votes.append(Vote(by=cmd.actor, at=iso(now), kind="approve", plan_hash=s.plan_hash))
     count = len({canonical(v.by, c.policy) for v in valid}) + 1
     c.event(tick, ev.approval_granted(s.key, plan_hash=s.plan_hash, count=count,
@@ -156,6 +157,8 @@ def _approve(c: Commandable, s: StepState, cmd: Approve, now: datetime, tick: Ti
 def _confirm(c: Commandable, s: StepState, cmd: Confirm, now: datetime, tick: Tick) -> Outcome:
     if not s.needs_confirmation:
         raise PolicyError(f"step {s.key} needs an approval, not a confirmation")
+    if is_agent(cmd.actor) or is_agent(canonical(cmd.actor, c.policy)):
+        raise PolicyError(f"{cmd.actor} is an AI agent: a person confirms what was done by hand")
     s.votes.append(Vote(by=cmd.actor, at=iso(now), kind="confirm", plan_hash=s.plan_hash,
                         reason=cmd.note))
     s.approved = True
@@ -163,6 +166,12 @@ def _confirm(c: Commandable, s: StepState, cmd: Confirm, now: datetime, tick: Ti
     c.event(tick, ev.step_confirmed(s.key, note=cmd.note), now, actor=cmd.actor)
     c.set_run(tick, R.RUNNING)
     return Outcome(True, f"{cmd.actor} confirmed step {s.key}", c.state.run_id, s.key)
+
+
+def _behalf(c: Commandable) -> str | None:
+    """The person an agent said it requested the run for (``engine/agents.py``), if any."""
+    behalf = c.state.origin.get("on_behalf_of") if is_agent(c.state.requester) else None
+    return str(behalf) if behalf else None
 
 
 def _answers_for(c: Commandable, actor: str) -> bool:
@@ -219,7 +228,7 @@ def _break_glass(c: Commandable, s: StepState, cmd: BreakGlass, now: datetime, t
     prior = [v.by for v in s.votes if v.kind == "break_glass"]
     check_approver(rule=rule, approver=cmd.actor, requester=c.state.requester, prior=prior,
                    policy=c.policy, membership=c.membership, kind="break_glass",
-                   owner=c.state.current_owner)
+                   owner=c.state.current_owner, on_behalf_of=_behalf(c))
     interlock = s.blocked["rule"]
     # bound to the plan the person was shown (the refused one, raise and all; None: no plan):
     # it approves the plan made after the override only if that asks the same (conductor)
@@ -277,16 +286,21 @@ def _abort(c: Commandable, cmd: Abort, now: datetime, tick: Tick) -> Outcome:
 
 def _handover(c: Commandable, cmd: Handover, now: datetime, tick: Tick) -> Outcome:
     """Make ``cmd.to`` the owner. Only the current owner or the requester may hand a run over
-    (there is no administrator override); the new owner's approvals of steps not yet applied
-    are void, since an owner never approves its run's steps."""
+    (there is no administrator override), but a run an AI agent owns may be taken over by any
+    person; the new owner's approvals of steps not yet applied are void, since an owner never
+    approves its run's steps."""
     st, policy = c.state, c.policy
     to = check_identity(cmd.to)
     reason = check_reason(cmd.reason, what="a handover") if cmd.reason else ""
-    if not _answers_for(c, cmd.actor):
+    # an agent's run is owned by the agent, which decides nothing: any person may take it over
+    taken = is_agent(st.current_owner) and not (is_agent(cmd.actor) or is_system(cmd.actor))
+    if not (_answers_for(c, cmd.actor) or taken):
         raise PolicyError(f"only the run's owner ({st.current_owner}) or its requester "
                           f"({st.requester}) may hand it over")
     if is_system(to):
         raise PolicyError(f"{to} is the bot's own identity: a person owns a run")
+    if is_agent(to):
+        raise PolicyError(f"{to} is an AI agent, not a person: a person owns a run")
     if canonical(to, policy) == canonical(st.current_owner, policy):
         raise PolicyError(f"{to} already owns run {st.run_id}")
     person = canonical(to, policy)
@@ -325,7 +339,7 @@ def eligibility(c: Commandable, s: StepState, actor: str) -> str | None:
     try:
         check_approver(rule=c.rule_for(s), approver=actor, requester=c.state.requester,
                        prior=valid, policy=c.policy, membership=c.membership,
-                       owner=c.state.current_owner)
+                       owner=c.state.current_owner, on_behalf_of=_behalf(c))
     except PolicyError as e:
         return str(e)
     return None

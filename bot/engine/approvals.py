@@ -27,6 +27,8 @@ rules:
   a runbook that names none at all leaves approval to any configured group;
 - the bot itself (``SYSTEM_ACTOR``, and any ``system:`` identity: a worker, an alert) never
   approves or breaks glass, whatever the groups or aliases say;
+- an AI agent (``agent:NAME``, ``engine/agents.py``) never approves, confirms or breaks glass,
+  whatever the groups or aliases say; the person it said it acted for counts as a requester;
 - ``policy.approvals_from`` says which front-ends' identities may approve and break glass
   (``slack``: only ``slack:U…`` identities, vouched for by Slack's signed requests); rejecting,
   aborting and retrying stay open to every front-end, because stopping is always safe.
@@ -38,6 +40,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from bot.config import PolicyConfig
+from bot.engine.agents import is_agent
 from bot.engine.runstate import RunState, StepState
 from bot.engine.state import StepStatus
 from bot.errors import PolicyError
@@ -213,18 +216,34 @@ def approver_groups(state: RunState, step: str | None, policy: PolicyConfig) -> 
     return eligible_groups(waiting[0].groups, policy)
 
 
+def _never_approves(approver: str, person: str, *, on_behalf_of: str | None,
+                    policy: PolicyConfig) -> None:
+    """Who never approves or breaks glass, whatever the groups say: the bot itself, an AI agent,
+    and the person an agent said it requested the run for."""
+    if is_system(approver) or is_system(person):
+        raise PolicyError(f"{approver} is the bot's own identity: what the bot does on its own "
+                          "never approves a step or breaks glass; a person must")
+    if is_agent(approver) or is_agent(person):
+        raise PolicyError(f"{approver} is an AI agent: agents request runs and people approve "
+                          "them, whatever policy.groups says; a person in an approver group must")
+    if on_behalf_of and person == canonical(on_behalf_of, policy):
+        raise PolicyError(f"{approver} cannot approve this run: an agent requested it on their "
+                          "behalf, which makes them its requester; someone else must")
+
+
 def check_approver(*, rule: ApprovalRule, approver: str, requester: str,
                    prior: Iterable[str], policy: PolicyConfig, membership: Membership,
-                   kind: str = "approve", owner: str | None = None) -> None:
+                   kind: str = "approve", owner: str | None = None,
+                   on_behalf_of: str | None = None) -> None:
     """Raise PolicyError saying why ``approver`` may not approve; return if they may.
 
     ``kind`` is ``approve``, ``break_glass``, or ``decide`` (reject, abort, retry: who may stop or
-    re-plan a step, which any front-end may do).
+    re-plan a step, which any front-end may do). ``on_behalf_of``: the person an agent said it
+    requested the run for, who may not approve it either (``engine/agents.py``).
     """
     person = canonical(approver, policy)
-    if kind != "decide" and (is_system(approver) or is_system(person)):
-        raise PolicyError(f"{approver} is the bot's own identity: what the bot does on its own "
-                          "never approves a step or breaks glass; a person must")
+    if kind != "decide":
+        _never_approves(approver, person, on_behalf_of=on_behalf_of, policy=policy)
     if kind != "decide" and frontend_of(approver) not in policy.approvals_from:
         raise PolicyError(
             f"{approver} cannot {'break glass' if kind == 'break_glass' else 'approve'} from "

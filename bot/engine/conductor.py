@@ -116,9 +116,9 @@ class Conductor(Moves):
         self.scope.touch(step.id)
         try:
             ctx = self.scope.context()
-            if step.when is not None and not evaluate(step.when, ctx):
+            if step.when_expr is not None and not evaluate(step.when_expr, ctx):
                 base.title = self._title(step, ctx)
-                self._skip(base, now, tick, f"when is false: {step.when}")
+                self._skip(base, now, tick, f"when is false: {step.when_expr}")
                 return
             items: list[Any] | None = None
             if step.foreach is not None:

@@ -11,8 +11,8 @@ so every runbook that calls these actions records them the same way:
   a zone's fence stopped machines;
 - ``tainted``: the node carries the ``node.kubernetes.io/out-of-service`` taint;
 - ``attachments_gone``: a wait for a node's (or a zone's) VolumeAttachments ended with none left;
-- ``volume_attached`` and ``pod_running``: a claim is served by a pod Running on another node
-  (its volume is attached there), from ``k8s.claims.status``.
+- ``volume_attached`` and ``pod_running``: a claim is served by a pod Running and Ready on
+  another node (its volume is attached there), from ``k8s.claims.status``.
 
 A stage may be seen more than once (the node-dead runbook reads the instance before and after
 its fence); readers keep the first time of each stage and subject. Not in a dry run: it changes
@@ -74,7 +74,8 @@ def _claims(r: Mapping[str, Any], at: str, source: str) -> list[EventData]:
                              volume=_str(i.get("volume_id"))) for i in served]
     for i in served:
         pod = next((p for p in i.get("pods") or () if isinstance(p, Mapping)
-                    and p.get("phase") == "Running" and not p.get("terminating")), None)
+                    and p.get("phase") == "Running" and p.get("ready", True)
+                    and not p.get("terminating")), None)
         seen.append(ev.stage_reached("pod_running", at=at, source=source,
                                      node=_str(pod.get("node")) if pod else None,
                                      pod=_str(pod.get("name")) if pod else None))

@@ -17,6 +17,7 @@ and converts them with one set of rules and messages.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -346,8 +347,17 @@ def parse_words(words: Sequence[str], person: Person, *, front_end: str,
         raise VerbError("no command given")
     verb = BY_NAME.get(words[0].lower())
     if verb is None or front_end not in verb.front_ends:
-        raise VerbError(f"unknown command `{words[0]}`")
+        raise VerbError(f"unknown command `{words[0]}`{nearest(words[0], front_end, prefix)}")
     return verb, finish(verb, gather(verb, words[1:], prefix), person, prefix)
+
+
+def nearest(word: str, front_end: str, prefix: str = "") -> str:
+    """``: did you mean `approve`?`` for the verb closest to ``word``; ``""`` when none is close."""
+    names = [v.name for v in verbs_for(front_end)]
+    close = difflib.get_close_matches(word.lower(), names, n=1, cutoff=0.6)
+    if close:
+        return f": did you mean `{prefix}{close[0]}`?"
+    return f"; `{prefix}help` lists every command" if "help" in names else ""
 
 
 def usage_lines(front_end: str, prefix: str) -> list[str]:

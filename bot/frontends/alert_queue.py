@@ -42,6 +42,7 @@ class FollowUp:
     held: dict[str, dict[str, str]] = field(default_factory=dict)  # alert -> runbook -> the limit
     dropped: Mapping[str, int] = field(default_factory=dict)  # reason -> alerts not looked at
     seq: int = 0  # arrival order, among groups of one size
+    incident: str | None = None  # the incident the group's runs are linked to (a PagerDuty one)
 
     def merge(self, later: FollowUp) -> None:
         self.label = later.label
@@ -50,6 +51,7 @@ class FollowUp:
         for key, runbooks in later.held.items():
             self.held.setdefault(key, {}).update(runbooks)
         self.dropped = later.dropped
+        self.incident = later.incident or self.incident
 
 
 class AlertQueue:

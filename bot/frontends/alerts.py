@@ -274,9 +274,11 @@ class AlertIntake:
         if self.metrics is not None:
             self.metrics.alert(outcome)
 
-    def receive(self, payload: WebhookPayload) -> Receipt:
+    def receive(self, payload: WebhookPayload, *, incident: Mapping[str, str] | None = None) -> Receipt:
         """Record a delivery's alerts, at most ``MAX_TAKEN`` of them (the oldest first), and
-        queue what changed; nothing at all when the queue has no room for them (``busy``)."""
+        queue what changed; nothing at all when the queue has no room for them (``busy``).
+        ``incident`` (id, url, ref: a PagerDuty incident, ``bot.frontends.pagerduty``) is recorded
+        with each alert, and runs started from them are linked to it."""
         receipt = Receipt()
         now = self.clock.now().timestamp()
         group_key = hashlib.sha256(payload.group_key.encode()).hexdigest()
@@ -303,7 +305,8 @@ class AlertIntake:
         for outcome in ignored:
             self._count(receipt, outcome)
         follow = FollowUp(group_key, payload.group_key, dropped={
-            "truncated": max(0, payload.truncated_alerts), "over_limit": len(answered) - len(taken)})
+            "truncated": max(0, payload.truncated_alerts), "over_limit": len(answered) - len(taken)},
+            incident=(incident or {}).get("ref"))
         if self.metrics is not None:
             for reason, n in follow.dropped.items():
                 self.metrics.alerts_not_looked_at(reason, n)
@@ -319,6 +322,8 @@ class AlertIntake:
                     "suggestions": [{"runbook": s.runbook, "params": dict(s.params),
                                      "auto_run": s.auto_run, "problem": s.problem}
                                     for s in found]}
+            if incident:
+                data["incident"] = dict(incident)
             change = self.log.note(key=key, group_key=group_key, status=alert.status,
                                    starts_at=alert.starts_at, data=data, now=now)
             if change == "conflict":
@@ -357,7 +362,8 @@ class AlertIntake:
                 runbook=s.runbook, params=dict(s.params),
                 requester=system_requester(alert.labels, alert.fingerprint),
                 origin=dict(self.origin), provenance=Provenance(
-                    suggested_by=provenance(key), detected_at=_detected(alert.starts_at))))
+                    suggested_by=provenance(key), detected_at=_detected(alert.starts_at),
+                    incident=follow.incident)))
             self._count(receipt, "auto_run")
 
     def _with_cluster(self, s: Suggestion, cluster: str, runbooks: Sequence[Runbook]) -> Suggestion:
@@ -432,6 +438,9 @@ class LogCards:
             for s in a.data.get("suggestions", []):
                 params = " ".join(f"-p {k}={v}" for k, v in s["params"].items())
                 held = a.data.get("auto_run_held", {}).get(s["runbook"])
+                linked = (a.data.get("incident") or {}).get("ref")
+                if linked:
+                    params += f" --incident '{linked}'"
                 log.info("alert %s %s on %s: runbook-bot run %s %s (suggested by %s)%s%s",
                          a.data["labels"].get("alertname"), a.status, a.data["cluster"],
                          s["runbook"], params, provenance(a.key),
@@ -489,22 +498,29 @@ def webhook_app(intake: AlertIntake, *, metrics: Metrics | None = None) -> WSGIA
     return app
 
 
-def listener_app(webhook: WSGIApp) -> WSGIApp:
+def listener_app(webhook: WSGIApp | None,
+                 more: Mapping[str, tuple[WSGIApp, int]] | None = None) -> WSGIApp:
     """The alerts port: ``/alertmanager``, ``GET /healthz`` for a load balancer in front of it, 404
-    for anything else (the ops endpoints have a port of their own), behind body limits."""
+    for anything else (the ops endpoints have a port of their own), behind body limits. ``more``:
+    other alert sources on the same port, path -> (app, body limit): ``/pagerduty``."""
+    routes = dict(more or {})
 
     def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         path = str(environ.get("PATH_INFO") or "/")
-        if path == ALERTS_PATH:
+        if path == ALERTS_PATH and webhook is not None:
             return webhook(environ, start_response)
+        if path in routes:
+            return routes[path][0](environ, start_response)
         if path == HEALTH_PATH and environ.get("REQUEST_METHOD", "GET") in ("GET", "HEAD"):
             return healthy(start_response)
         return not_found(start_response)
 
-    return limit_bodies(app, limits={**BODY_LIMITS, HEALTH_PATH: 0})
+    limits = {**BODY_LIMITS, **{p: limit for p, (_, limit) in routes.items()}, HEALTH_PATH: 0}
+    return limit_bodies(app, limits=limits)
 
 
-def listener(webhook: WSGIApp, *, host: str, port: int, threads: int) -> HttpServer:
+def listener(webhook: WSGIApp | None, *, host: str, port: int, threads: int,
+             more: Mapping[str, tuple[WSGIApp, int]] | None = None) -> HttpServer:
     """``listener_app``'s listener on the alerts port (``bot.frontends.http``; not yet serving)."""
-    return HttpServer(listener_app(webhook), name="alerts", host=host, port=port,
+    return HttpServer(listener_app(webhook, more), name="alerts", host=host, port=port,
                       threads=threads, max_body=server_cap(BODY_LIMITS))

@@ -5,15 +5,15 @@ request body limits enforced before a body is read.
 (a production WSGI server; this is the one module that imports it, an import-linter contract).
 Each front-end builds its listener here (Slack events: ``slack.app.http_server``; the ops
 endpoints: ``ops.side_server``; the Alertmanager webhook: ``alerts.listener``; the API:
-``api.app.api_listener``), as will the MCP server: ``HttpServer(app, name=..., host=...,
-port=..., threads=..., max_body=...)``,
+``api.app.api_listener``): ``HttpServer(app, name=..., host=..., port=..., threads=...,
+max_body=...)``,
 then ``start()`` (a daemon thread) or ``run()`` (this thread), and ``stop()`` from any thread.
 Waitress has no documented thread-safe stop, so the one reach into its internals is
 ``_stop_waitress``, checked against the pinned version by tests/frontends/test_http_edge.py.
-An ASGI app (an MCP server's streaming transport) would be added here as a second kind of server
-with the same interface (``name``, ``effective_port``, ``start``/``run``/``stop``) run by an ASGI
-server such as uvicorn (its ``Server.should_exit`` is a documented stop), behind an ASGI version
-of ``limit_bodies``; that server's import then joins waitress in the contract.
+The MCP server's streamable HTTP transport is an ASGI app (the MCP SDK's): ``AsgiServer`` is the
+second kind of server, with the same interface (``name``, ``effective_port``,
+``start``/``run``/``stop``), run by uvicorn (which the SDK brings; its ``Server.should_exit`` is a
+documented stop) behind ``limit_asgi_bodies``; uvicorn joins waitress in the contract.
 
 **Body limits.** Anyone who can reach the port can send a body, signed or not, and a signature can
 only be checked once the body is in hand. So each endpoint declares the largest body it takes, and
@@ -172,3 +172,116 @@ def _stop_waitress(server: Any, *, loop_running: bool) -> None:
     # the trigger's included: the server is stopped and there is nothing left to close
     with contextlib.suppress(OSError):
         server.trigger.pull_trigger(close_all)
+
+
+# -- ASGI: the MCP server's streamable HTTP transport ------------------------------------------
+
+ASGIApp = Callable[[dict[str, Any], Any, Any], Any]
+
+
+def limit_asgi_bodies(app: ASGIApp, *, limit: int) -> ASGIApp:
+    """``app`` behind a body limit (bytes): 413 from ``Content-Length`` before a byte is read, and
+    a body without one (chunked) cut off past ``limit``."""
+
+    async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope.get("type") != "http":
+            await app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1")
+                   for k, v in scope.get("headers") or ()}
+        raw = headers.get("content-length", "").strip()
+        if (raw and not raw.isdigit()) or (raw.isdigit() and int(raw) > limit):
+            log.info("refused a %s-byte body to %s (limit %d bytes)", raw[:40],
+                     scope.get("path"), limit)
+            await _asgi_answer(send, 413 if raw.isdigit() else 400,
+                               f"request body too large: at most {limit} bytes\n")
+            return
+        seen = 0
+
+        async def counted() -> Any:
+            nonlocal seen
+            message = await receive()
+            if message.get("type") == "http.request":
+                seen += len(message.get("body") or b"")
+                if seen > limit:
+                    raise ValueError(f"request body over {limit} bytes")
+            return message
+
+        await app(scope, counted, send)
+
+    return guarded
+
+
+async def _asgi_answer(send: Any, status: int, text: str) -> None:
+    body = text.encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"text/plain; charset=utf-8"),
+                            (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+class AsgiServer:
+    """One named ASGI listener, the twin of ``HttpServer``: ``app`` on ``host``:``port`` (0: any
+    free port), bound now, not yet serving: ``start()`` or ``run()``, then ``stop()``."""
+
+    def __init__(self, app: ASGIApp, *, name: str, host: str, port: int, max_body: int) -> None:
+        import socket
+
+        import uvicorn
+
+        self.name = name
+        self.host = host
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self._socket = socket.socket(family, socket.SOCK_STREAM)
+        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            self._socket.bind((host, port))
+        except OSError as e:
+            self._socket.close()
+            raise ConfigError(f"the {name} listener cannot bind {host}:{port}: {e}") from None
+        config = uvicorn.Config(limit_asgi_bodies(app, limit=max_body), log_level="warning",
+                                lifespan="on", server_header=False, access_log=False)
+        self._server = uvicorn.Server(config)
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._done = threading.Event()
+
+    @property
+    def effective_port(self) -> int:
+        return int(self._socket.getsockname()[1])
+
+    @property
+    def started(self) -> bool:
+        """Whether it serves yet (uvicorn's startup, the app's lifespan included, is done)."""
+        return bool(self._server.started)
+
+    def run(self) -> None:
+        """Serve in this thread until ``stop()``."""
+        with self._lock:
+            if self._stopped:
+                return
+        try:
+            self._server.run(sockets=[self._socket])
+        finally:
+            self._done.set()
+
+    def start(self, *, ready: float = 10.0) -> threading.Thread:
+        """Serve on a daemon thread, ``runbook-bot-<name>``, once ready (up to ``ready`` s)."""
+        thread = threading.Thread(target=self.run, name=f"runbook-bot-{self.name}", daemon=True)
+        thread.start()
+        waited = threading.Event()
+        for _ in range(int(ready * 100)):
+            if self.started or self._done.is_set():
+                break
+            waited.wait(0.01)
+        return thread
+
+    def stop(self, *, timeout: float = 10.0) -> None:
+        """Take no more requests, finish those in hand, close the socket; from any thread."""
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
+        self._server.should_exit = True
+        self._done.wait(timeout)
+        self._socket.close()

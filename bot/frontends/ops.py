@@ -3,7 +3,8 @@
 ``/healthz`` answers 200 without touching anything: the process is up (a liveness probe that
 reached further would restart the bot whenever the database blinked). ``/readyz`` answers 200 only
 when every readiness check passes (the database answers a query, the worker loop went round
-recently) and 503 naming the ones that failed. ``/metrics`` serves the ``Metrics`` registry in
+recently; in Socket Mode, the bot is connected to Slack: ``bot.frontends.slack.socket_mode``) and
+503 naming the ones that failed. ``/metrics`` serves the ``Metrics`` registry in
 Prometheus's text format. None of them takes a body: each is served behind
 ``bot.frontends.http.limit_bodies`` with a limit of 0 bytes.
 

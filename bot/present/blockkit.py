@@ -32,6 +32,8 @@ from typing import Any, Final
 
 from bot.engine.provenance import suggested_words
 from bot.engine.state import RUN_TERMINAL
+from bot.present import times
+from bot.present.agents import agent_evidence, agent_line
 from bot.present.blockkit_base import (
     BUTTON_STYLES,
     ELLIPSIS,
@@ -52,7 +54,8 @@ from bot.present.blockkit_base import (
     truncate,
 )
 from bot.present.dryrun import dry_run_verdict
-from bot.present.views import RunView, StepView, held_text
+from bot.present.views import ICONS, RunView, StepView, held_text
+from bot.present.words import Skipped, collapse, wait_text
 from bot.runbook.model import Param, Runbook
 
 # the primitives of blockkit_base are importable from here, where they were defined before
@@ -118,13 +121,9 @@ def _instant(iso: str | datetime) -> datetime | None:
 def slack_date(iso: str | datetime | None, *, tokens: str = DATE_TOKENS) -> str:
     """A time as Slack's date formatting, ``<!date^UNIX^{date_short_pretty} {time}|fallback>``:
     each reader sees it in their own time zone; the fallback (UTC) is for clients that cannot."""
-    if not iso:
-        return ""
-    when = _instant(iso)
-    if when is None:
+    if iso and _instant(iso) is None:
         return esc(iso)
-    fallback = when.astimezone(UTC).strftime("%b %d %Y %H:%M UTC")
-    return f"<!date^{int(when.timestamp())}^{tokens}|{fallback}>"
+    return times.slack(iso, tokens=tokens)
 
 
 def with_dates(text: str) -> str:
@@ -163,7 +162,11 @@ def expiry(iso: str, now: datetime | None) -> str:
 
 
 def waiting_text(step: StepView, now: datetime | None) -> str:
-    """What a step waits for, for Slack: an approval's expiry relative to ``now``, times as dates."""
+    """What a step waits for, for Slack: an approval's expiry relative to ``now``, a wait's words
+    and progress, times as dates."""
+    if step.status == "waiting":
+        return wait_text(step, now=now, at=lambda t: times.slack(t, tokens="{time}")) if (
+            now is not None) else prose(step.pending)
     if (step.status == "awaiting_approval" and step.needs_approval and not step.blocked
             and step.expires_at and not step.pending.startswith("approved")):
         groups = ", ".join(step.groups) or "any approver group"
@@ -206,6 +209,8 @@ def step_line(step: StepView, who: Who = _plain_who) -> str:
         line += " · approved by " + ", ".join(who(a) for a in step.approvers)
     if step.status == "waiting" and step.progress:
         line += f" · {prose(step.progress)}"
+    if step.not_needed and step.message:
+        line += f": {prose(step.message)}"
     return line
 
 
@@ -246,6 +251,7 @@ def run_card(view: RunView, *, who: Who = _plain_who, now: datetime | None = Non
     with its approvers."""
     status = STATUS_WORDS.get(view.status, view.status)
     blocks: list[Block] = [header(view.title + (" (dry run)" if view.dry_run else ""))]
+    blocks += [section(t) for t in (agent_line(view.agent_request),) if t]
     people = [mrkdwn(f"*Owner*\n{who(view.owner or view.requester)}")]
     if view.handed_over:
         people.append(mrkdwn(f"*Requested by*\n{who(view.requester)}"))
@@ -259,7 +265,8 @@ def run_card(view: RunView, *, who: Who = _plain_who, now: datetime | None = Non
     links = links_line(view)
     if links:
         blocks.append(context(truncate(links, LIMITS["context_text"], pointer="")))
-    lines = [step_line(s, who) for s in view.steps]
+    lines = [f"{ICONS['skipped']} _{esc(s.line())}_" if isinstance(s, Skipped) else step_line(s, who)
+             for s in collapse(view.steps)]
     lines += [f"· {esc(t)} · _not reached_" for t in view.pending_steps]
     if lines:
         blocks.append(divider())
@@ -330,7 +337,11 @@ def approval_message(view: RunView, step: StepView, *, destructive: bool, now: d
     else:
         title = (f"*Approval needed for step `{esc(step.key)}`*: {esc(step.title)}"
                  + (" · :warning: *destructive*" if destructive else ""))
+    if view.params.get("cluster"):  # one bot, several clusters: say which one the plan acts on
+        title += f" · cluster `{esc(view.params['cluster'])}`"
     blocks: list[Block] = [section(title)]
+    blocks += [section(t) for t in (agent_line(view.agent_request),
+                                    agent_evidence(view.agent_request)) if t]
     if step.approval_text:
         blocks.append(section(f"_{esc(step.approval_text)}_"))
     plan = _plan_text(step, now)
@@ -397,11 +408,15 @@ def step_reply(step: StepView, *, now: datetime | None = None) -> list[Block]:
     if step.status == "failed":
         text = f"{icon} *{esc(step.key)}* failed: {prose(step.error or step.message)}"
     elif step.status == "skipped":
-        text = f"{icon} *{esc(step.key)}* skipped" + (f": {prose(step.message)}" if step.message else "")
+        text = f"{icon} *{esc(step.key)}* {esc(step.title)}: not needed" + (
+            f", {prose(step.message)}" if step.message else "")
     else:
         text = f"{icon} *{esc(step.key)}* {esc(step.title)}" + (
             f": {prose(step.message)}" if step.message else "")
     blocks = [section(text)]
+    if step.status == "skipped" and step.details:  # the thread is where the expression may show
+        blocks.append(context(truncate("; ".join(f"`{esc(d)}`" for d in step.details[:1]),
+                                       LIMITS["context_text"], pointer="")))
     plan = _plan_text(step, now)
     if plan and step.status in ("succeeded", "failed") and step.changes:
         blocks.append(section(plan))

@@ -16,6 +16,7 @@ from datetime import datetime
 
 from markupsafe import Markup, escape
 
+from bot.present import times
 from bot.present.decision_summary import DecisionSummary
 
 WIDTH = 960
@@ -51,9 +52,7 @@ def _t(text: str | None) -> datetime | None:
 
 
 def _span(seconds: float) -> str:
-    m, s = divmod(round(seconds), 60)
-    h, m = divmod(m, 60)
-    return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s" if m else f"{s}s"
+    return times.duration(seconds)
 
 
 def _clip(text: str, size: int = 30) -> str:
@@ -103,15 +102,15 @@ def timeline_svg(rows: Sequence[Row], summary: DecisionSummary, *, start: str | 
         color = COLORS.get(r.status, "#57606a")
         out.append(f'<rect x="{x0}" y="{top + 4}" width="{max(x1 - x0, 2.0)}" height="{ROW - 8}" '
                    f'fill="{color}" fill-opacity="0.35" class="step s-{escape(r.status)}">'
-                   f"<title>{escape(r.title)}: {escape(r.status)}, {escape(r.started or '-')} to "
-                   f"{escape(r.finished or '-')}</title></rect>")
+                   f"<title>{escape(r.title)}: {escape(r.status)}, {escape(label(r.started))} to "
+                   f"{escape(label(r.finished))}</title></rect>")
     for w in summary.waits:
         if w.step not in index:
             continue
         top = y(w.step)
         x0, x1 = x(w.started), x(w.ended or end)
         color = WAIT_COLORS.get(w.kind, "#57606a")
-        length = f"{w.seconds:g}s" if w.seconds is not None else "open"
+        length = times.duration(w.seconds) if w.seconds is not None else "open"
         out.append(f'<rect x="{x0}" y="{top + 9}" width="{max(x1 - x0, 2.0)}" height="{ROW - 18}" '
                    f'fill="{color}" class="wait w-{escape(w.kind)}"><title>waited for '
                    f"{escape(w.kind)} {length}: {escape(w.outcome)}</title></rect>")
@@ -121,7 +120,7 @@ def timeline_svg(rows: Sequence[Row], summary: DecisionSummary, *, start: str | 
         cx, cy = x(d.at), y(d.step) + ROW // 2
         color = MARKS.get(d.kind, "#8250df")
         out.append(f'<circle cx="{cx}" cy="{cy}" r="5" fill="{color}" class="mark m-{escape(d.kind)}">'
-                   f"<title>{escape(d.at)} {escape(d.by)}: {escape(d.text)}</title></circle>")
+                   f"<title>{escape(label(d.at))} {escape(d.by)}: {escape(d.text)}</title></circle>")
     legend = TOP + ROW * len(rows) + 22
     items = [("#1a7f37", "step succeeded"), ("#cf222e", "failed or refused"),
              ("#d4a72c", "waiting for people"), ("#0969da", "waiting for the world"),

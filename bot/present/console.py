@@ -10,7 +10,9 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 
 from bot.engine.provenance import suggested_words
+from bot.present import times
 from bot.present.views import RunView, StepView, relative
+from bot.present.words import Skipped, collapse, wait_text
 
 
 def _value(v: object) -> str:
@@ -72,9 +74,13 @@ def waiting_line(view: RunView, step: StepView, now: datetime) -> str:
         return (f"{view.owner or view.requester} waits for {need} approval{'s' if need > 1 else ''} "
                 f"from {groups}{expiry}")
     if step.status == "waiting":
-        next_check = f"next check {relative(step.next_check_at, now)}" if step.next_check_at else ""
-        return ", ".join(x for x in (step.progress, next_check) if x) or "waiting"
+        return wait_text(step, now=now, at=short_clock)
     return step.pending
+
+
+def short_clock(ts: str | None) -> str:
+    """A time later today, as a person says it: ``16:45 UTC``."""
+    return times.clock(ts, date=False)
 
 
 def _command_hint(view: RunView, step: StepView) -> str:
@@ -87,8 +93,10 @@ def _command_hint(view: RunView, step: StepView) -> str:
     return f"runbook-bot {verb} {view.run_id} --step {step.key}"
 
 
-def status(view: RunView, now: datetime | None = None) -> str:
-    """``runbook-bot status``: each step by id, who approved what, who waits for whom."""
+def status(view: RunView, now: datetime | None = None, *, verbose: bool = False) -> str:
+    """``runbook-bot status``: each step by id, who approved what, who waits for whom; consecutive
+    skipped steps as one line, unless ``verbose``, which also shows the expressions behind the
+    words."""
     now = now or datetime.now(UTC)
     started = view.started_at or view.created_at
     head = [f"{view.run_id}  {view.title}",
@@ -102,7 +110,10 @@ def status(view: RunView, now: datetime | None = None) -> str:
             *provenance_lines(view), ""]
     width = max([len(s.key) for s in view.steps] + [len(k) for k, _ in view.not_reached] + [4])
     body: list[str] = []
-    for s in view.steps:
+    for s in (view.steps if verbose else collapse(view.steps)):
+        if isinstance(s, Skipped):
+            body.append(f"  ⤼ {s.line()}")
+            continue
         body.append(step_line(s, width=width))
         waiting = waiting_line(view, s, now)
         if waiting:
@@ -111,6 +122,10 @@ def status(view: RunView, now: datetime | None = None) -> str:
             body.append(f"      error: {s.error}")
         elif s.message and s.status in ("skipped", "succeeded"):
             body.append(f"      {s.message}")
+        body += [f"      {'✓' if g.get('ok') else '✗'} {w}"
+                 for g, w in zip(s.guards, s.guard_words, strict=False) if w]
+        if verbose:
+            body += [f"      ({d})" for d in s.details]
         if s.status in ("awaiting_approval",):
             if s.approval_text:
                 body.append(f"      why: {s.approval_text}")
@@ -130,12 +145,7 @@ def status(view: RunView, now: datetime | None = None) -> str:
 
 def clock_text(ts: str | None) -> str:
     """An ISO timestamp to the second, in UTC, as people read it: ``2026-01-01 00:06:00 UTC``."""
-    if not ts:
-        return "-"
-    try:
-        return datetime.fromisoformat(ts).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-    except ValueError:
-        return ts
+    return times.clock(ts)
 
 
 def runs_table(views: Iterable[RunView], now: datetime | None = None, *,

@@ -31,6 +31,7 @@ from bot.present.blockkit import esc
 from bot.present.console import clock_text, plan_lines
 from bot.present.dryrun import verdict_lines
 from bot.present.views import relative, run_view, step_view
+from bot.present.words import plain_message
 from bot.store.audit import Event
 
 T = EventType
@@ -158,7 +159,7 @@ def _chain_key(mode: Any) -> str:
 STAGE_WORDS = {"fenced": "fenced: the machine is off", "tainted": "tainted out-of-service",
                "attachments_gone": "VolumeAttachments gone",
                "volume_attached": "volume attached elsewhere",
-               "pod_running": "pod Running on another node"}
+               "pod_running": "pod Running and Ready on another node"}
 
 
 def _stage(p: Payload) -> str:
@@ -244,7 +245,8 @@ def _live_planned(m: Moment) -> list[str]:
     view = step_view(m.step)
     if not view.changes:  # a change to make: show exactly what, and the evidence for it
         return []
-    return [f"  ▶ {m.step.title}", *plan_lines(view)]
+    cluster = m.state.params.get("cluster")  # one bot, several clusters: the one it acts on
+    return [f"  ▶ {m.step.title}" + (f" (cluster {cluster})" if cluster else ""), *plan_lines(view)]
 
 
 def _expiry(expires_at: Any, now: str) -> str:
@@ -379,7 +381,7 @@ TEXTS: dict[EventType, EventText] = {
         _say(lambda m: f"  ✗ {m.title()}: failed: {m.payload.get('error')}")),
     T.STEP_SKIPPED: EventText(
         lambda p: f"skipped: {p.get('reason', '')}",
-        _say(lambda m: f"  ⤼ {m.title()}: skipped ({m.payload.get('reason')})")),
+        _say(lambda m: f"  ⤼ {m.title()}: skipped ({plain_message(m.step) if m.step else ''})")),
     T.STEP_GOTO: EventText(lambda p: f"going back to step {p.get('target', '')}"),
     T.COMMAND_REFUSED: EventText(
         lambda p: f"refused {p.get('command', '')}: {p.get('reason', '')}",

@@ -33,6 +33,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import jinja2
 
 from bot.errors import ConfigError
+from bot.present import times
 from bot.present.events import short_hash, value_text
 
 
@@ -90,6 +91,19 @@ def md_code(value: Any) -> str:
     return f"`{text}`"
 
 
+def md_expr(value: Any, cell: bool = True) -> str:
+    """A runbook expression as a code span, pipes and all: in a table ``cell`` a pipe is written
+    ``\\|``, which GitHub's tables read as a pipe inside the span; a backtick widens the fence."""
+    text = (value_text(value) if value is not None else "").translate(_CODE).strip()
+    if not text:
+        return ""
+    if cell:
+        text = text.replace("|", "\\|")
+    if "`" in text:
+        return f"`` {text} ``"
+    return f"`{text}`"
+
+
 @jinja2.pass_context
 def when(ctx: Any, value: str | None) -> str:
     """An ISO-8601 time for reading, in the template's zone: ``2026-01-01 01:00:05 CET``.
@@ -112,9 +126,9 @@ def _when(value: str, tz: str) -> str:
         t = datetime.fromisoformat(value)
     except ValueError:  # not one of ours: shown, but never as markup in either format
         return "invalid time " + re.sub(r"[^0-9A-Za-z:+. -]", "?", value)
-    if t.tzinfo is not None:
-        t = t.astimezone(_zone_cached(tz))  # an ISO offset has no zone name; this restores it
-    return t.strftime("%Y-%m-%d %H:%M:%S ") + (t.tzname() or "")
+    if t.tzinfo is None:
+        return t.strftime("%Y-%m-%d %H:%M:%S")
+    return times.clock(t, _zone_cached(tz))  # an ISO offset has no zone name; this restores it
 
 
 @lru_cache(maxsize=64)
@@ -123,16 +137,7 @@ def _zone_cached(name: str) -> tzinfo:
 
 
 def duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    total = round(seconds)
-    h, rest = divmod(total, 3600)
-    m, s = divmod(rest, 60)
-    if h:
-        return f"{h}h {m:02d}m {s:02d}s"
-    if m:
-        return f"{m}m {s:02d}s"
-    return f"{seconds:g}s"
+    return times.duration(seconds)
 
 
 def template_dirs(probe: str = "transcript.md.j2") -> list[Path]:
@@ -156,5 +161,7 @@ def environment() -> jinja2.Environment:
         trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
     )
     env.filters.update(md=md, code=md_code, when=when, duration=duration, value=value_text,
-                       short=short_hash)
+                       short=short_hash, expr=md_expr)
+    # a step's guards show their expressions in their own table: its other conditions go apart
+    env.tests["guard_detail"] = lambda d: str(d).startswith("guard: ")
     return env

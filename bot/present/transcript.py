@@ -42,7 +42,8 @@ from bot.present.dryrun import dry_run_verdict
 from bot.present.events import describe
 from bot.present.recovery import Stage, recovery_of, recovery_svg
 from bot.present.templates import environment, when_text, zone
-from bot.present.views import params_as_written, run_view
+from bot.present.views import params_as_written, run_view, stored_runbook
+from bot.present.words import Worded
 from bot.store.audit import HMAC_MODE, Event, Verdict
 from bot.store.db import Database
 from bot.store.integrity import INTACT, document_seal, sealing_key, verdict_status, verify_run
@@ -135,6 +136,7 @@ class Guard:
     expr: str
     ok: bool
     message: str
+    words: str = ""  # what the guard makes sure of, as its runbook says it
 
 
 @dataclass(frozen=True)
@@ -186,6 +188,7 @@ class StepRecord:
     error: str
     problems: list[Problem]
     skipped_because: str = ""  # a skipped step: why (it never started)
+    details: list[str] = field(default_factory=list)  # the expressions behind its words
 
 
 @dataclass(frozen=True)
@@ -200,6 +203,7 @@ class Entry:
     text: str
     seq: int | None = None
     user: str | None = None  # the Slack user id of a message
+    code: str = ""  # the expression an event's words stand for
 
 
 @dataclass(frozen=True)
@@ -375,7 +379,7 @@ class _Record:
     duration: float | None = None
 
 
-def _read(events: Sequence[Event], owner: str, clock: Clock) -> _Record:
+def _read(events: Sequence[Event], owner: str, clock: Clock, said: Worded) -> _Record:
     rec = _Record(links={"owner": owner})
     logs, audit, links = rec.logs, rec.audit, rec.links
     for ev in events:
@@ -396,9 +400,10 @@ def _read(events: Sequence[Event], owner: str, clock: Clock) -> _Record:
         if ev.type == EventType.RUN_FINISHED:
             d = ev.payload.get("duration_seconds")
             rec.duration = float(d) if isinstance(d, int | float) else None
+        text, code = said.timeline(ev.type, ev.payload) or (describe(ev), "")
         audit.append((_instant(ev.ts), 0, Entry(at=at, source="audit", actor=ev.actor,
-                                                 kind=ev.type, step=key, text=describe(ev),
-                                                 seq=ev.seq)))
+                                                 kind=ev.type, step=key, text=text,
+                                                 seq=ev.seq, code=code)))
     return rec
 
 
@@ -421,7 +426,8 @@ def build(*, state: RunState, events: Sequence[Event], head: tuple[int, str | No
           head_mac: str | None = None, seal_key: bytes | None = None) -> Transcript:
     """The transcript of a run from what the store holds and what verify said about it."""
     clock = Clock(zone(tz))
-    rec = _read(events, state.requester, clock)
+    said = Worded(state, stored_runbook(state))  # conditions in the runbook's words
+    rec = _read(events, state.requester, clock, said)
     logs, duration, links, context = rec.logs, rec.duration, rec.links, rec.context
     # a merge, not a sort: events keep their chain order even if clocks disagreed, and a message
     # lands after the events of its instant
@@ -432,6 +438,7 @@ def build(*, state: RunState, events: Sequence[Event], head: tuple[int, str | No
              for s in state.steps.values()]
     # steps a goto removed from the state are still in the record
     steps += [_step(k, log, state, clock) for k, log in logs.items()]
+    steps = [said.record(s) for s in steps]
     params = dict(state.params)
     # the cluster the run named, else the one it was resolved to (the only one configured)
     cluster = params.get("cluster") or (context[0].cluster if context else None)

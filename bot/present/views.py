@@ -11,10 +11,20 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import datetime
 from typing import Any
 
+from bot.engine.agents import AgentRequest, agent_request
 from bot.engine.runstate import RunState, StepState
 from bot.engine.scope import Scope
 from bot.engine.state import StepStatus
 from bot.errors import RunbookBotError
+from bot.present import times
+from bot.present.words import (
+    RAW_PREFIXES,
+    StepWords,
+    plain_message,
+    plain_progress,
+    wait_text,
+    words_by_key,
+)
 from bot.runbook.loader import load_text
 from bot.runbook.model import Runbook
 from bot.runbook.params import written_params
@@ -64,6 +74,10 @@ class StepView:
     action: str | None = None
     destructive: bool = False
     next_check_at: str | None = None
+    gives_up_at: str | None = None  # when a wait gives up
+    guard_words: tuple[str, ...] = ()  # what each guard makes sure of, in words ("" for none)
+    details: tuple[str, ...] = ()  # the expressions behind the words, for whoever asks
+    not_needed: bool = False  # skipped because its ``when`` did not hold (not a dry run's skip)
 
 
 @dataclass(frozen=True)
@@ -99,6 +113,7 @@ class RunView:
     incident: str | None = None
     suggested_by: str | None = None  # alert:<ref> or diagnosis:<ref>
     children: tuple[ChildView, ...] = ()  # runs that follow on from this one
+    agent_request: AgentRequest | None = None  # an AI agent asked for it (engine/agents.py)
 
     @property
     def handed_over(self) -> bool:
@@ -138,13 +153,22 @@ def _pending(s: StepState) -> str:
         got = len({v.by for v in s.approvals() if v.plan_hash == s.plan_hash})
         groups = ", ".join(s.groups) or "any approver group"
         return f"approval {got} of {s.min_approvers} from {groups}, until {s.expires_at}"
-    if s.status == S.WAITING:
-        return f"next check at {s.next_check_at}" + (f" ({s.progress})" if s.progress else "")
     return ""
 
 
-def step_view(s: StepState) -> StepView:
+def step_view(s: StepState, words: StepWords | None = None) -> StepView:
+    """The view of one step instance; with its ``words`` (``bot.present.words``), its conditions
+    read as the runbook's sentences, without them as generic ones, never as expressions."""
     plan = s.plan or {}
+    words = words or StepWords()
+    message = words.skipped or plain_message(s) if s.status == S.SKIPPED else s.message
+    progress = plain_progress(s)
+    if words.waiting_for and (progress or s.status == S.WAITING):
+        progress = words.waiting_for
+    pending = _pending(s)
+    if s.status == S.WAITING:
+        pending = wait_text(_Wait(progress, s.next_check_at, words.gives_up_at), now=None,
+                            at=times.clock)
     return StepView(
         key=s.key, title=s.title, status=str(s.status), icon=ICONS.get(str(s.status), "?"),
         approvers=tuple(dict.fromkeys(v.by for v in s.approvals() if v.plan_hash == s.plan_hash)),
@@ -152,13 +176,22 @@ def step_view(s: StepState) -> StepView:
         changes=tuple(_change_line(c) for c in plan.get("changes") or ()),
         facts=tuple(FactView(f.get("subject", ""), f.get("name", ""), f.get("value"),
                              f.get("read_at", "")) for f in plan.get("facts") or ()),
-        guards=tuple(s.guards), progress=s.progress, message=s.message, error=s.error,
-        pending=_pending(s), plan_hash=s.plan_hash, blocked=s.blocked,
+        guards=tuple(s.guards), progress=progress, message=message, error=s.error,
+        pending=pending, plan_hash=s.plan_hash, blocked=s.blocked,
         approval_text=s.approval_text, needs_approval=s.needs_approval,
         needs_confirmation=s.needs_confirmation, min_approvers=s.min_approvers,
         groups=tuple(s.groups), expires_at=s.expires_at, result=s.result,
         votes=tuple(v.__dict__ for v in s.votes), action=s.action, destructive=s.destructive,
-        next_check_at=s.next_check_at)
+        next_check_at=s.next_check_at, gives_up_at=words.gives_up_at, guard_words=words.guards,
+        details=words.details,
+        not_needed=s.status == S.SKIPPED and s.message.startswith(RAW_PREFIXES[0]))
+
+
+@dataclass(frozen=True)
+class _Wait:
+    progress: str
+    next_check_at: str | None
+    gives_up_at: str | None
 
 
 def _change_line(c: dict[str, Any]) -> str:
@@ -194,7 +227,8 @@ def run_view(state: RunState, runbook: Runbook | None = None, *,
              children: Sequence[RunState] = ()) -> RunView:
     """The view of a run; with its ``runbook``, params read as written and the steps not reached
     are listed; ``children`` are the runs that name it as their parent."""
-    steps = tuple(step_view(s) for s in state.steps.values())
+    said = words_by_key(state, runbook)
+    steps = tuple(step_view(s, said.get(s.key)) for s in state.steps.values())
     return RunView(
         run_id=state.run_id, runbook=state.runbook, title=state.title, status=str(state.status),
         requester=state.requester,
@@ -204,7 +238,7 @@ def run_view(state: RunState, runbook: Runbook | None = None, *,
         outcome=state.outcome, compensations=tuple(state.compensations), steps=steps,
         not_reached=tuple(not_reached(state, runbook)) if runbook else (),
         owner=state.current_owner, parent=state.parent, incident=state.incident,
-        suggested_by=state.suggested_by,
+        suggested_by=state.suggested_by, agent_request=agent_request(state.origin),
         children=tuple(ChildView(c.run_id, c.runbook, str(c.status), c.dry_run) for c in children))
 
 

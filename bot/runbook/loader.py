@@ -5,7 +5,9 @@ is, not a Python traceback or the first error only. So the YAML is read with rua
 loader, which keeps the line and column of every key and value; pydantic's error paths (``loc``)
 and the static checks of ``validate.py`` are mapped back to those marks. Anything wrong with the
 text (syntax, tabs, duplicate keys, a top level that is not a mapping) is a located problem too:
-the only exception that leaves this module is ``RunbookError``.
+the only exception that leaves this module is ``RunbookError``. When the model refuses the
+document, the static checks still run on what its problems leave standing (``salvage.py``), so one
+run reports both kinds.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError, YAMLWarning
 from bot.errors import Problem, RunbookError
 from bot.runbook.limits import MAX_EXPANDED_BYTES, MAX_FILE_BYTES, MAX_NODES
 from bot.runbook.model import DNS1123_LABEL, IDENTIFIER, RUN_OUTCOMES, Runbook
+from bot.runbook.salvage import problems_despite
 from bot.runbook.validate import Catalog, validate
 
 __all__ = ["MAX_NODES", "SourceMap", "load_runbook", "load_runbooks", "load_text",
@@ -381,7 +384,10 @@ def load_with_sources(
     try:
         runbook = Runbook.model_validate(data)
     except ValidationError as e:
-        raise RunbookError(_pydantic_problems(e, sources)) from None
+        # the document checks too, on what the structure's problems leave standing (salvage.py)
+        found = _pydantic_problems(e, sources) + problems_despite(
+            data, e.errors(), catalog=catalog, locate=sources.problem)
+        raise RunbookError(sorted(found, key=lambda p: (p.line, p.col))) from None
     problems = validate(runbook, catalog=catalog, locate=sources.problem)
     if problems:
         raise RunbookError(problems)

@@ -11,6 +11,8 @@ Conventions (documented in docs/runbook-language.md):
 - Bare expressions also in ``spec.outcome[].when``; templated strings also in its ``reason``.
 - Templated strings, with ``{{ }}``: ``with`` values, ``manual``, ``title``, guard ``message``.
   A ``with`` value that is exactly one ``{{ expr }}`` keeps the expression's native type.
+- Words, templated like titles: ``when.because``, ``guards[].checks``, ``wait_until.waiting_for``.
+  A person reads these in place of the expressions (docs/runbook-language.md#words).
 """
 
 from __future__ import annotations
@@ -137,9 +139,37 @@ class Approval(_Strict):
         return groups
 
 
+Words = Annotated[str, Field(
+    min_length=1, max_length=300,
+    description="A short sentence a person reads in place of the expression, templated with {{ }} "
+                "like a title.")]
+
+
+class When(_Strict):
+    """``when`` with words: the expression, and why the step is not needed when it is false."""
+
+    expr: Expression
+    because: Annotated[Words, Field(
+        description="Why the step is not needed when 'expr' is false, e.g. 'the instance is "
+                    "already stopped'; shown in place of the expression when the step is skipped.")]
+
+
+def _when_kind(value: Any) -> str:
+    return "words" if isinstance(value, When | dict) else "expr"
+
+
+WhenField = Annotated[
+    Annotated[Expression, Tag("expr")] | Annotated[When, Tag("words")],
+    Discriminator(_when_kind),
+]
+
+
 class Guard(_Strict):
     expr: Expression
     message: Annotated[str, Field(min_length=1)]
+    checks: Words | None = Field(
+        default=None, description="What the guard makes sure of, in words (e.g. 'the instance "
+                                  "is stopped'); shown in place of the expression when it holds.")
 
 
 class Retries(_Strict):
@@ -168,6 +198,10 @@ OnFailure = Annotated[
 
 class WaitUntil(_Strict):
     expr: Expression
+    waiting_for: Words | None = Field(
+        default=None, description="What the step waits for, in words; may read 'result' for "
+                                  "progress ('{{ result.attached }} of {{ result.count }} volumes "
+                                  "attached'); shown in place of the expression.")
     interval: Duration = 10.0
     timeout: Duration = 600.0
 
@@ -178,7 +212,9 @@ class Step(_Strict):
     action: Annotated[str, Field(pattern=ACTION_NAME)] | None = None
     with_: dict[str, Any] = Field(default_factory=dict, alias="with")
     manual: str | None = None
-    when: Expression | None = None
+    when: WhenField | None = Field(
+        default=None, description="Skip the step unless this bare expression is true; as "
+                                  "{expr, because}, with why it is not needed, in words.")
     guards: tuple[Guard, ...] = ()
     approval: Approval | None = None
     timeout: Duration | None = None
@@ -191,6 +227,17 @@ class Step(_Strict):
                                   "batches of at most N elements, one step instance (and one "
                                   "approval) per batch, whose item is the batch.")
     outputs: dict[Identifier, Expression] = Field(default_factory=dict)
+
+    @property
+    def when_expr(self) -> str | None:
+        """The expression of ``when``, whichever form it is written in."""
+        return self.when.expr if isinstance(self.when, When) else self.when
+
+    @property
+    def when_because(self) -> str | None:
+        """Why the step is not needed when ``when`` is false, in words (a template); None if
+        the runbook gives none."""
+        return self.when.because if isinstance(self.when, When) else None
 
     @model_validator(mode="after")
     def _action_xor_manual(self) -> Step:

@@ -219,8 +219,12 @@ class _Checker:
         self.expression((*at, "title"), step.title, base, template=True)
         if step.manual is not None:
             self.expression((*at, "manual"), step.manual, base, template=True)
-        if step.when is not None:
+        if isinstance(step.when, str):
             self.expression((*at, "when"), step.when, Scope(index), template=False)
+        elif step.when is not None:
+            self.expression((*at, "when", "expr"), step.when.expr, Scope(index), template=False)
+            self.expression((*at, "when", "because"), step.when.because, Scope(index),
+                            template=True)
         if step.foreach is not None:
             self.expression((*at, "foreach"), step.foreach, Scope(index), template=False)
         if isinstance(step.batch, str):
@@ -230,6 +234,8 @@ class _Checker:
             scope = Scope(index, item=each, plan=True)
             self.expression((*at, "guards", g, "expr"), guard.expr, scope, template=False)
             self.expression((*at, "guards", g, "message"), guard.message, scope, template=True)
+            if guard.checks is not None:
+                self.expression((*at, "guards", g, "checks"), guard.checks, scope, template=True)
         if step.approval is not None and step.approval.description:
             self.expression((*at, "approval", "description"), step.approval.description, base,
                             template=True)
@@ -237,6 +243,9 @@ class _Checker:
             scope = Scope(index, item=each, result=True)
             self.expression((*at, "wait_until", "expr"), step.wait_until.expr, scope,
                             template=False)
+            if step.wait_until.waiting_for is not None:
+                self.expression((*at, "wait_until", "waiting_for"), step.wait_until.waiting_for,
+                                scope, template=True)
         for name, source in step.outputs.items():
             self.expression((*at, "outputs", name), source, Scope(index, item=each, result=True),
                             template=False)

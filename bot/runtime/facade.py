@@ -10,8 +10,10 @@ approver groups (``fresh``), the engine's verdict, the save, the answer to the p
 up to the run's next wait all work on that one load.
 
 Who may start which runbook, and from where, is decided here too, once (``start``, over
-``bot.engine.starting``); a refused start, like an API request refused for its credentials
-(``record_refusal``), is kept in the refusals chain (``RefusalLog``), since no run holds it.
+``bot.engine.starting``), and what an AI agent may request (``bot.engine.agents``: the ``agents:``
+policy, the triage port, and a cap on the runs an agent has not seen finish); a refused start,
+like an API request refused for its credentials (``record_refusal``), is kept in the refusals
+chain (``RefusalLog``), since no run holds it.
 
 The channel rule lives here, once: a run started in a channel (its origin names one) is read and
 decided only from that channel, when the request comes from the same front-end (``Origin``); a
@@ -31,8 +33,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from bot.config_agents import AgentsConfig
 from bot.engine import commands as c
-from bot.engine.approvals import approver_groups
+from bot.engine.agents import Triage, is_agent, request_refusal
+from bot.engine.approvals import approver_groups, effective_rule
 from bot.engine.decisions import iso
 from bot.engine.facts import RunbookFacts
 from bot.engine.ports import Clock, Notifier, RefusalLog, RunbookSource, RunHistory, StoredEvent
@@ -117,8 +121,11 @@ class Runtime:
     """
 
     def __init__(self, runner: Runner, *, names: Callable[[], list[str]] | None = None,
-                 history: RunHistory | None = None, refusals: RefusalLog | None = None) -> None:
+                 history: RunHistory | None = None, refusals: RefusalLog | None = None,
+                 agents: AgentsConfig | None = None, triage: Triage | None = None) -> None:
         self._runner = runner
+        self._agents = agents or AgentsConfig()
+        self._triage = triage
         if names is None and isinstance(runner.runbooks, RunbookNames):
             names = runner.runbooks.names
         self._names = names
@@ -167,6 +174,27 @@ class Runtime:
         runbook, _, _ = self._runner.runbooks.get(name)
         return runbook
 
+    def runbook_text(self, name: str) -> str:
+        """The runbook's YAML text, as the runner would start it."""
+        _, text, _ = self._runner.runbooks.get(name)
+        return text
+
+    def step_needs(self, name: str) -> list[dict[str, Any]]:
+        """Each step of runbook ``name``: whether it changes things, and whether it waits for
+        people before it does, how many and why (the engine's rule, before any plan raises it)."""
+        rb = self.runbook(name)
+        out = []
+        for step in rb.spec.steps:
+            destructive = self.facts.action_destructive(str(step.action) if step.action else None)
+            rule = effective_rule(runbook=rb.spec.approvals, step=step.approval,
+                                  destructive=destructive, policy=self._runner.policy)
+            out.append({"id": step.id, "title": step.title, "action": step.action,
+                        "manual": step.manual is not None, "destructive": destructive,
+                        "approval": {"required": rule.required, "why": rule.reason,
+                                     "approvers": rule.min_approvers if rule.required else 0,
+                                     "groups": list(rule.groups)}})
+        return out
+
     def params_problems(self, name: str, raw: Mapping[str, Any]) -> dict[str, str]:
         """Each param of ``raw`` that would not start ``name``, with why ("" : the whole set)."""
         return dict(check_params(self.runbook(name), raw, clusters=self._runner.clusters).fields)
@@ -183,6 +211,8 @@ class Runtime:
         NotFound: no such runbook.
         """
         why = self.may_start(cmd.runbook, cmd.requester, origin=origin)
+        if why is None and is_agent(cmd.requester):
+            why = self.agent_refusal(cmd)
         if why is not None:
             via = {**cmd.origin, **({"frontend": origin.frontend, "channel": origin.channel}
                                     if origin is not None else {})}
@@ -199,6 +229,27 @@ class Runtime:
         return start_refusal(runbook=self.runbook(name), requester=requester,
                              channel=origin.channel if origin is not None else None,
                              policy=self._runner.policy, membership=self._runner.membership)
+
+    def agent_refusal(self, cmd: c.StartRun) -> str | None:
+        """Why an agent may not make this request (None: it may): the ``agents:`` policy, then
+        the cap on the runs it requested that have not finished."""
+        why = request_refusal(runbook=cmd.runbook, params=cmd.params, dry_run=cmd.dry_run,
+                              config=self._agents, destructive=self._destructive,
+                              triage=self._triage)
+        if why is not None or cmd.dry_run:
+            return why
+        cap = self._agents.max_active_runs
+        mine = [r for r in self._runner.store.runs(active=True, limit=500)
+                if r.requester == cmd.requester and not r.dry_run]
+        if len(mine) >= cap:
+            return (f"{cmd.requester} already has {len(mine)} requested run(s) not finished "
+                    f"({', '.join(r.run_id for r in mine[:5])}); agents.max_active_runs is {cap}: "
+                    "wait for one to finish")
+        return None
+
+    def _destructive(self, name: str) -> bool:
+        return any(self.facts.action_destructive(str(s.action) if s.action else None)
+                   for s in self.runbook(name).spec.steps)
 
     def record_refusal(self, actor: str, what: str, reason: str, via: Mapping[str, Any]) -> None:
         """Record a request refused before any run existed (a start; the API's 401 and 403):

@@ -7,7 +7,9 @@ kubeconfig's default context) are cluster admins, as an on-call engineer on EKS 
 
 Authentication is by bearer token: the admin token, the bot's ServiceAccount token, or none
 (``system:anonymous``, which may read only ``/version`` and the health endpoints, as with the
-``system:public-info-viewer`` role). Any other token is 401. Every authenticated identity may read
+``system:public-info-viewer`` role). With ``eks`` set (``Sandbox.accept_eks_tokens``), an EKS token
+(``k8s-aws-v1.``) is the identity its access entry names once the sandbox's STS vouched for it
+(``bot.sim.eks_auth``), as on EKS. Any other token is 401. Every authenticated identity may read
 discovery and OpenAPI (``system:discovery``).
 
 A ``TokenReview`` (``review``) answers for the same tokens, as an API server does: users added
@@ -25,6 +27,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
+from bot.sim.eks_auth import EksTokenReview, TokenRefused
 from bot.sim.errors import ApiError
 
 ADMIN_TOKEN = "sandbox-token"
@@ -150,6 +153,19 @@ class Authorizer:
                              "system:authenticated"))
         self.tokens = {ADMIN_TOKEN: ADMIN, BOT_TOKEN: self.bot}
         self.audiences: dict[str, tuple[str, ...]] = {}  # token -> its audiences, when bound
+        self.eks: EksTokenReview | None = None  # EKS tokens (``k8s-aws-v1.``), as on EKS
+        self.refused: list[str] = []  # why each token was refused, as an API server logs it
+
+    def _eks(self, token: str) -> Identity | None:
+        """The identity of an EKS token (None: not one, or EKS tokens are not accepted here)."""
+        if self.eks is None or not self.eks.owns(token):
+            return None
+        try:
+            user, groups = self.eks.identify(token)
+        except TokenRefused as e:
+            self.refused.append(str(e))
+            return None
+        return Identity(user, (*groups, "system:authenticated"))
 
     def add_user(self, token: str, user: str, groups: tuple[str, ...] = ()) -> Identity:
         """A person (or any user an authenticator of the cluster vouches for) with ``token``."""
@@ -167,7 +183,7 @@ class Authorizer:
 
     def review(self, token: str, audiences: list[str]) -> dict[str, Any]:
         """A TokenReview's status for ``token`` and the audiences asked for (none: the server's)."""
-        who = self.tokens.get(token)
+        who = self.tokens.get(token) or self._eks(token)
         if who is None:
             return {"authenticated": False, "error": "invalid bearer token"}
         wanted = audiences or list(SERVER_AUDIENCES)
@@ -183,7 +199,8 @@ class Authorizer:
         if not authorization:
             return ANONYMOUS
         scheme, _, token = authorization.partition(" ")
-        who = self.tokens.get(token.strip()) if scheme.lower() == "bearer" else None
+        who = (self.tokens.get(token.strip()) or self._eks(token.strip())) \
+            if scheme.lower() == "bearer" else None
         if who is None or not set(self.audiences.get(token.strip(), SERVER_AUDIENCES)) & set(
                 SERVER_AUDIENCES):
             raise ApiError(401, "Unauthorized", "Unauthorized")

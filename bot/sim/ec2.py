@@ -110,8 +110,8 @@ class Ec2Sim(InstanceLifecycle, ZoneFailures):
                  on_change: Callable[[], None] | None = None,
                  now: Callable[[], datetime] | None = None, timing: Timing | None = None,
                  policy: Policy | None = None, trust: TrustPolicy | None = None,
-                 in_process: bool = False) -> None:
-        self.region = region
+                 in_process: bool = False, account: str = DEFAULT_ACCOUNT_ID) -> None:
+        self.region, self.account = region, account  # moto keeps a backend per account and region
         # no server, no socket (``bot.sim.inprocess``): clients call ``send``, and the proxy calls
         # moto's WSGI application instead of its server
         self.in_process = in_process
@@ -160,7 +160,7 @@ class Ec2Sim(InstanceLifecycle, ZoneFailures):
 
     @property
     def backend(self) -> Any:
-        return ec2_backends[DEFAULT_ACCOUNT_ID][self.region]
+        return ec2_backends[self.account][self.region]
 
     @property
     def endpoint(self) -> str:
@@ -494,6 +494,7 @@ class Ec2Sim(InstanceLifecycle, ZoneFailures):
 
     def forward(self, method: str, path: str, headers: dict[str, str], body: bytes) -> tuple[
             int, dict[str, str], bytes]:
+        headers = {**headers, "x-moto-account-id": self.account}  # moto's backends of this account
         if self.in_process:
             return wsgi(self._app, method, path, headers, body)
         conn = http.client.HTTPConnection(*self._moto_addr, timeout=30)
@@ -535,7 +536,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         params = {k: v[-1] for k, v in parse_qs(raw.decode() or query).items()}
         action = params.get("Action", "")
         auth = self.headers.get("Authorization") or ""
-        key = access_key(auth)
+        key = access_key(auth) or params.get("X-Amz-Credential", "").split("/", 1)[0]  # presigned
         scope = auth.split("Credential=", 1)[-1].split(",", 1)[0].split("/")
         if is_sts(params, scope[3] if len(scope) > 3 else ""):
             denied = self.ec2.authorize_sts(params, key)
@@ -568,6 +569,9 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         records is there once the caller has its answer."""
         headers = {k: v for k, v in self.headers.items() if k.lower() not in ("content-length", "host")}
         headers["Host"] = f"{self.ec2._moto_addr[0]}:{self.ec2._moto_addr[1]}"
+        if "Authorization" not in headers and "X-Amz-Credential=" in self.path:  # presigned: moto
+            query = parse_qs(self.path.split("?", 1)[-1])  # reads the key from the header only
+            headers["Authorization"] = f"AWS4-HMAC-SHA256 Credential={query['X-Amz-Credential'][0]}"
         status, resp_headers, data = self.ec2.forward(method, self.path, headers, raw)
         data = self.ec2.rewrite(action, data)
         # the controllers react before the caller hears back, as with the fake API server: once a

@@ -65,10 +65,10 @@ class Policy:
     source: str
 
     @classmethod
-    def load(cls, path: Path | str, *, cluster_name: str) -> Policy:
-        # the role a cluster's role_arn names lives in the sandbox's one account
+    def load(cls, path: Path | str, *, cluster_name: str, account: str = ACCOUNT) -> Policy:
+        # the role a cluster's role_arn names lives in the sandbox's account
         text = (Path(path).read_text().replace("CLUSTER_NAME", cluster_name)
-                .replace("TARGET_ACCOUNT_ID", ACCOUNT))
+                .replace("TARGET_ACCOUNT_ID", account))
         try:
             doc = json.loads(text)
         except ValueError as e:
@@ -230,10 +230,10 @@ def policy_file(options: dict[str, Any], option: str, default: Path) -> Path | N
     return path
 
 
-def sandbox_policy(options: dict[str, Any]) -> Policy | None:
+def sandbox_policy(options: dict[str, Any], *, account: str = ACCOUNT) -> Policy | None:
     """The policy the endpoint enforces: option ``iam_policy`` (a path), deploy/iam-policy.json by
     default; None (nothing enforced) with ``enforce_iam=false`` or when the file is not there."""
     path = policy_file(options, "iam_policy", DEFAULT_POLICY)
     if path is None:
         return None
-    return Policy.load(path, cluster_name=cluster_name(options))
+    return Policy.load(path, cluster_name=cluster_name(options), account=account)

@@ -10,7 +10,10 @@ product reaches it only through ``kubeconfig_path`` and ``env`` (``AWS_ENDPOINT_
 (``ec2_client``, ``kube_transport``) run the servers' request handlers in their own thread
 (``bot.sim.inprocess``), and no thread is started. The explorer uses it; the default is HTTP.
 
-moto keeps state in process-wide backends, so one Sandbox per process runs at a time.
+moto keeps state in process-wide backends, keyed by account and region, so one Sandbox per
+process runs at a time, unless another is given an ``account`` of its own: each then has its own
+API server, EC2 and STS endpoint, and moto's backends of its account (two clusters from one bot).
+``accept_eks_tokens`` makes the API server take EKS tokens, checked against this sandbox's STS.
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ from bot.sim.ec2 import Ec2Sim
 from bot.sim.ec2_clients import ProxyClient, SeedClient
 from bot.sim.ec2_instances import Timing
 from bot.sim.ec2_moto import MotoQuery
-from bot.sim.iam import ADMIN_KEY, sandbox_policy
+from bot.sim.eks_auth import EksTokenReview
+from bot.sim.iam import ACCOUNT, ADMIN_KEY, sandbox_policy
 from bot.sim.inprocess import KubePool
 from bot.sim.invariants import InvariantLog, Violation
 from bot.sim.resources import BY_KIND, Resource
@@ -72,12 +76,13 @@ class _Lazy:
 
 
 class Sandbox:
-    _running: Sandbox | None = None  # moto's backends are process-wide: one sandbox at a time
+    # moto's backends are process-wide: one sandbox at a time per account (see the docstring)
+    _running: dict[str, Sandbox] = {}  # noqa: RUF012  # shared by every sandbox of the process
 
     def __init__(self, scenario: str = "node-dead", *, seed: int | None = None,
                  workdir: Path | str | None = None, clock: Clock | None = None,
                  time_scale: float = 1.0, options: dict[str, Any] | None = None,
-                 transport: str = "http") -> None:
+                 transport: str = "http", account: str = ACCOUNT) -> None:
         if scenario not in SCENARIOS:
             raise ValueError(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
         if transport not in TRANSPORTS:
@@ -89,7 +94,7 @@ class Sandbox:
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="runbook-bot-sim-"))
         self.clock: Clock = clock or ManualClock()
         self.time_scale = time_scale
-        self.region = REGION
+        self.region, self.account = REGION, account
         self.facts: dict[str, Any] = {}
         self.store = Store(now=self.clock.now, seed=self.seed)
         self.ec2 = Ec2Sim(region=self.region, seed=self.seed,
@@ -97,8 +102,9 @@ class Sandbox:
                           enforce_volume_in_use=not self.options.get("allow_multi_attach"),
                           on_change=self._on_ec2_change, now=self.clock.now,
                           timing=Timing.from_options(self.options),
-                          policy=sandbox_policy(self.options), trust=sandbox_trust(self.options),
-                          in_process=transport == "inprocess")
+                          policy=sandbox_policy(self.options, account=account),
+                          trust=sandbox_trust(self.options),
+                          in_process=transport == "inprocess", account=account)
         self.api = ApiServer(self.store, on_write=self._on_api_write, authorizer=Authorizer(
             load_grants(Path(self.options.get("rbac") or RBAC_FILE))),
             throttle_rate=float(self.options.get("api_throttle_rate", 0.0)), seed=self.seed)
@@ -129,11 +135,11 @@ class Sandbox:
         self.stop()
 
     def start(self) -> None:
-        other = Sandbox._running
+        other = Sandbox._running.get(self.account)
         if other is not None and other is not self:
             raise RuntimeError("another sandbox is running in this process (moto keeps EC2 state "
-                               "process-wide): stop it first")
-        Sandbox._running = self
+                               "process-wide): stop it first, or give this one another account")
+        Sandbox._running[self.account] = self
         try:
             self._start()
         except BaseException:
@@ -200,8 +206,8 @@ class Sandbox:
             self._thread.join(timeout=5)
         self.api.stop()
         self.ec2.stop()
-        if Sandbox._running is self:
-            Sandbox._running = None
+        if Sandbox._running.get(self.account) is self:
+            del Sandbox._running[self.account]
 
     def _write_files(self) -> None:
         kubeconfig = {
@@ -216,6 +222,17 @@ class Sandbox:
         }
         self.kubeconfig_path.write_text(json.dumps(kubeconfig, indent=2) + "\n")
         self.env_path.write_text("".join(f"{k}={v}\n" for k, v in self.env.items()))
+
+    def accept_eks_tokens(self, cluster: str,
+                          access: dict[str, tuple[str, tuple[str, ...]]]) -> EksTokenReview:
+        """Let the API server take EKS tokens made for ``cluster`` (its EKS name), checked against
+        this sandbox's STS; ``access``: IAM ARN -> (username, groups), the cluster's access entries.
+        A token's age is on the machine's clock: botocore signs on it, whatever the sandbox's says."""
+        review = EksTokenReview(cluster=cluster, sts_url=self.ec2.endpoint, send=self.ec2.send,
+                                now=lambda: datetime.now(UTC), access=access)
+        assert self.api.authorizer is not None
+        self.api.authorizer.eks = review
+        return review
 
     # -- what clients need --------------------------------------------------------------------
 

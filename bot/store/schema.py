@@ -130,6 +130,22 @@ node_notices_t = Table(
     Column("expires_at", Float, nullable=False, index=True),
 )
 
+
+# Notes the bot owes PagerDuty incidents (``pagerduty_notes.py``; revision store_0010): one row
+# per finished run linked to an incident, kept until PagerDuty took it (or it was given up on)
+pagerduty_notes_t = Table(
+    "pagerduty_notes", metadata,
+    Column("run_id", String(16), primary_key=True),
+    Column("incident_id", String(64), nullable=False),
+    Column("content", Text, nullable=False),
+    Column("state", String(10), nullable=False, index=True),  # pending | posted | failed
+    Column("attempts", Integer, nullable=False, default=0),
+    Column("due_at", Float, nullable=False, index=True),  # epoch seconds of the next try
+    Column("claim_until", Float, nullable=True),  # a replica posting it now holds it till then
+    Column("error", Text, nullable=True),  # the last failure, without secrets
+    Column("note_id", String(64), nullable=True),
+)
+
 STORE = Component(name="store", metadata=metadata,
                   versions=Path(__file__).with_name("migrations") / "versions",
                   version_table="alembic_version")

@@ -285,7 +285,8 @@ class World:
                                 "uid": f"uid-{namespace}-{name}"}
         if terminating:
             meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-        status: dict[str, Any] = {"phase": "Pending" if waiting else "Running"}
+        status: dict[str, Any] = {"phase": "Pending" if waiting else "Running", "conditions": [
+            {"type": "Ready", "status": "False" if waiting else "True"}]}  # as its kubelet posts
         if waiting:
             status["containerStatuses"] = [{"name": "c", "state": {"waiting": {"reason": waiting}}}]
         vols = [{"name": "data", "persistentVolumeClaim": {"claimName": pvc}}] if pvc else []

@@ -11,14 +11,18 @@ DEAD, OTHER = "n-dead", "n-2"
 
 
 def _pod(name: str, claim: str, *, node: str | None = OTHER, phase: str = "Running",
-         terminating: bool = False, owner: str | None = "ReplicaSet") -> dict[str, Any]:
+         terminating: bool = False, owner: str | None = "ReplicaSet",
+         ready: bool | None = None) -> dict[str, Any]:
+    """A pod; a Running one is Ready unless ``ready`` says otherwise."""
     meta: dict[str, Any] = {"name": name, "namespace": "shop"}
     if terminating:
         meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     if owner:
         meta["ownerReferences"] = [{"kind": owner, "name": "x", "controller": True}]
+    ready = phase == "Running" if ready is None else ready
     return {"metadata": meta, "spec": {"nodeName": node, "volumes": [
-        {"name": "d", "persistentVolumeClaim": {"claimName": claim}}]}, "status": {"phase": phase}}
+        {"name": "d", "persistentVolumeClaim": {"claimName": claim}}]}, "status": {
+        "phase": phase, "conditions": [{"type": "Ready", "status": str(ready)}]}}
 
 
 def _workload(name: str, claim: str | None, *, replicas: int | None = 1, **extra: Any) -> dict[str, Any]:
@@ -42,6 +46,15 @@ def test_an_old_pod_terminating_on_the_dead_node_and_a_new_one_running_elsewhere
     item = _judge([_pod("old", "data", node=DEAD, terminating=True), _pod("new", "data")])
     assert (item["running_elsewhere"], item["wanted"], item["satisfied"]) == (True, True, True)
     assert [p["name"] for p in item["pods"]] == ["new", "old"]
+
+
+def test_a_replacement_running_but_not_ready_does_not_serve_the_claim_yet():
+    """Running is not serving: until its readiness probes pass, the claim waits (a recovery is
+    done when the pod is Running and Ready, which is when its users are served again)."""
+    item = _judge([_pod("old", "data", node=DEAD, terminating=True),
+                   _pod("new", "data", ready=False)])
+    assert (item["running_elsewhere"], item["satisfied"]) == (False, False)
+    assert {p["name"]: p["ready"] for p in item["pods"]}["new"] is False
 
 
 def test_a_replacement_still_pending_is_wanted_and_not_satisfied():

@@ -105,11 +105,14 @@ def test_the_port_table_is_what_the_config_listens_on_and_the_manifests_open() -
     in_guide = {ticked(name)[0]: (int(port), ticked(key)[0]) for port, name, key, *_ in rows}
     assert {name: getattr(listen, key) for name, (_, key) in in_guide.items()} == {
         name: port for name, (port, _) in in_guide.items()}
-    deployment = YAML(typ="safe").load(
-        (ROOT / "deploy" / "kubernetes" / "base" / "deployment.yaml").read_text())
-    [container] = deployment["spec"]["template"]["spec"]["containers"]
-    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {
-        name: port for name, (port, _) in in_guide.items()}
+    # the bot's Deployment, and the MCP server's of its optional component: every port is one of
+    # theirs (the ops port is in both: each process has its own probes and metrics)
+    opened: dict[str, int] = {}
+    for path in ("base/deployment.yaml", "components/mcp/deployment.yaml"):
+        deployment = YAML(typ="safe").load((ROOT / "deploy" / "kubernetes" / path).read_text())
+        [container] = deployment["spec"]["template"]["spec"]["containers"]
+        opened |= {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert opened == {name: port for name, (port, _) in in_guide.items()}
 
 
 def test_the_trust_policy_in_the_guide_is_the_shipped_file() -> None:

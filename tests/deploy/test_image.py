@@ -44,7 +44,8 @@ def base_image(tmp: Path) -> None:
     tar = tmp / "base.tar"
     sh("mmdebstrap", "--variant=minbase", "--include=python3,python3-venv,ca-certificates",
        "--aptopt=APT::Install-Recommends \"false\"", "--dpkgopt=path-exclude=/usr/share/doc/*",
-       "--dpkgopt=path-exclude=/usr/share/man/*", "bookworm", tar, MIRROR)
+       "--dpkgopt=path-exclude=/usr/share/man/*", "--dpkgopt=path-exclude=/usr/share/locale/*",
+       "bookworm", tar, MIRROR)
     sh("podman", "import", tar, BASE)
 
 
@@ -110,3 +111,15 @@ def test_runbook_bot_starts_from_the_image_filesystem_as_its_user(image: tuple[d
                             cwd="/")
     shipped = sorted(p.stem for p in (ROOT / "runbooks").glob("*.yaml"))
     assert [line.split()[0] for line in listed.stdout.splitlines()[1:]] == shipped, listed.stderr
+
+
+def test_what_the_bot_never_runs_is_not_in_the_image(image: tuple[dict, Path]) -> None:
+    """The Dockerfile's trims: no asyncio Kubernetes client or aiohttp, no pip or setuptools, and
+    botocore's models only of the AWS services it keeps (its ``AWS_SERVICES``)."""
+    _, root = image
+    (site,) = (root / "opt" / "runbook-bot" / "lib").glob("python3.*/site-packages")
+    assert (site / "kubernetes" / "client").is_dir() and not (site / "kubernetes" / "aio").exists()
+    for gone in ("aiohttp", "yarl", "multidict", "pip", "setuptools"):
+        assert not (site / gone).exists(), gone
+    models = {p.name for p in (site / "botocore" / "data").iterdir() if p.is_dir()}
+    assert models == {"ec2", "sts", "eks"}

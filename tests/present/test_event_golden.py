@@ -240,11 +240,27 @@ def _dry_run(e: Engine) -> str:
     return run
 
 
+def _agent_requested(e: Engine) -> str:
+    """An AI agent's request (docs/agents.md): its reason and evidence in the run's origin; the
+    agent and the person it acted for are refused, a person in the group approves."""
+    run = _start(e, "change", "rb-4gent", requester="agent:holmes", origin={
+        "frontend": "api", "method": "token", "agent": "holmes", "runs_as": "token:holmes",
+        "through": "mcp", "on_behalf_of": "alice",
+        "reason": "x reads broken since 10:02; turning it on fixes the checkout errors",
+        "evidence": "diagnose: x-off (warning); 41 errors a minute in checkout"})
+    assert not e.approve(run, "agent:holmes").ok  # an agent never approves
+    assert not e.approve(run, "alice").ok  # she asked for it, through her agent
+    e.clock.advance(30)
+    assert e.approve(run, "bob").ok
+    assert e.state(run).status == "succeeded", e.state(run).outcome
+    return run
+
+
 STORIES: dict[str, Callable[[Engine], str]] = {
     "rejected": _rejected, "break-glass": _break_glass,
     "invalidated-aborted": _invalidated_then_aborted, "expired": _expired, "flow": _flow,
     "dry-run": _dry_run, "handed-over": _handed_over, "key-rotated": _key_rotated,
-    "recovered": _recovered,
+    "recovered": _recovered, "agent-requested": _agent_requested,
 }
 
 
@@ -260,10 +276,11 @@ def engine(make_engine, monkeypatch) -> Iterator[Engine]:
 
 
 def _start(e: Engine, name: str, run_id: str, *, dry_run: bool = False,
-           provenance: Provenance | None = None) -> str:
+           provenance: Provenance | None = None, requester: str = "alice",
+           origin: dict[str, str] | None = None) -> str:
     e._run_ids.extend(run_id.removeprefix("rb-"))  # type: ignore[attr-defined]
-    state = e.runner.start(StartRun(runbook=name, params={}, requester="alice", dry_run=dry_run,
-                                    origin={"frontend": "terminal"},
+    state = e.runner.start(StartRun(runbook=name, params={}, requester=requester,
+                                    dry_run=dry_run, origin=origin or {"frontend": "terminal"},
                                     provenance=provenance or Provenance()))
     assert state.run_id == run_id
     e.runner.drive(run_id)

@@ -254,7 +254,7 @@ def test_params_are_shown_as_written_and_skipped_steps_say_why(make_engine):
 - id: maybe
   title: Only when asked
   action: fake.noop
-  when: params.go
+  when: {expr: params.go, because: "nobody asked for it (go={{ params.go }})"}
 - id: pause
   title: Pause
   action: fake.noop
@@ -269,7 +269,8 @@ pace: {type: duration, default: 6m}
     assert t.run.params_written["pace"] == "1h30m"  # not 5400.0
     assert t.run.params["pace"] == 5400.0  # the normal form, as run.created records it
     maybe = next(s for s in t.steps if s.key == "maybe")
-    assert maybe.skipped_because == "when is false: params.go"
+    assert maybe.skipped_because == "nobody asked for it (go=False)"  # the runbook's words
+    assert maybe.details == ["when: params.go"]  # and the expression, for whoever asks
     md_text = render(t, "md")
     params_row = next(line for line in md_text.splitlines() if line.startswith("| Parameters"))
     assert "`pace` = 1h30m" in params_row and "5400" not in params_row

@@ -135,11 +135,11 @@ def test_ngns_destructive_steps_are_fence_taint_and_force_detach(ngns: Runbook, 
                                                ("stopped", False),
                                                ("terminated", False)])
 def test_ngns_fences_only_an_instance_that_may_still_run(ngns: Runbook, state: str, fences: bool) -> None:
-    assert evaluate(ngns.step("fence").when or "", context(state=state)) is fences
-    assert evaluate(ngns.step("fence_terminate").when or "", context(state=state)) is False
+    assert evaluate(ngns.step("fence").when_expr or "", context(state=state)) is fences
+    assert evaluate(ngns.step("fence_terminate").when_expr or "", context(state=state)) is False
     spot = context(state=state, fence_by="terminate")
-    assert evaluate(ngns.step("fence").when or "", spot) is False
-    assert evaluate(ngns.step("fence_terminate").when or "", spot) is fences  # stopped is fenced
+    assert evaluate(ngns.step("fence").when_expr or "", spot) is False
+    assert evaluate(ngns.step("fence_terminate").when_expr or "", spot) is fences  # stopped is fenced
 
 
 @pytest.mark.parametrize(("fence_by", "state", "passes"), [

@@ -10,7 +10,9 @@ the one HTTP edge (``bot.frontends.http``: waitress, body limits), on a port of 
 - ``openapi``: the OpenAPI 3.1 document, generated from the routes and the models;
 - ``ratelimit``: a token bucket per identity (429);
 - ``records``: transcripts and audit verification read from the store, handed to the app;
-- ``auth``: who a request comes from (Kubernetes service account tokens, OIDC, API tokens).
+- ``auth``: who a request comes from (Kubernetes service account tokens, OIDC, API tokens);
+- ``agents``: which callers are AI agents (``agent:NAME``), their own rate, what their run
+  requests record (docs/agents.md).
 
 docs/api.md lists the endpoints, and says why WSGI and no web framework.
 """

@@ -11,6 +11,11 @@ logged and answered 500 with a sentence, never a stack trace.
 Decisions are answered with the engine's ``Outcome``: 200 when it took, 409 when the engine
 refused it (already audited as ``command.refused``); the run is then carried on off the request
 (``submit``: the server's pool), as Slack does after its answer.
+
+An AI agent (``agents.py``: an identity ``agents.identities`` names, or a request marked as an
+agent's) is the caller ``agent:NAME``: its POST requests are limited per agent too, its run
+requests carry its reason and evidence (``request_origin``), and every decision route answers it
+403, recorded (docs/agents.md).
 """
 
 from __future__ import annotations
@@ -23,11 +28,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import parse_qs
 
+from bot.config_agents import AgentsConfig
 from bot.diagnose import Report, Scope
 from bot.engine import commands as c
 from bot.engine.state import RUN_TERMINAL
 from bot.engine.verbs import BY_NAME, VerbError, finish, terminal_person
 from bot.errors import NotFound, ParamError, PolicyError, RunbookError
+from bot.frontends.api.agents import AgentCaller, AgentGate, request_origin
 from bot.frontends.api.auth import Unauthenticated
 from bot.frontends.api.clientaddr import client_address, networks
 from bot.frontends.api.models import (
@@ -56,6 +63,7 @@ from bot.frontends.api.routing import (
 )
 from bot.frontends.http import HEALTH_PATH, HttpServer, WSGIApp, limit_bodies, server_cap
 from bot.present.views import run_json, run_view
+from bot.runbook.params_schema import params_json_schema
 from bot.runtime.facade import Conflict, Origin, Refused, Runtime
 
 log = logging.getLogger(__name__)
@@ -84,7 +92,7 @@ class Api:
                  limiter: RateLimiter | None = None, submit: Submit | None = None,
                  wait: Callable[[float], Any] | None = None,
                  follow_poll: float = FOLLOW_POLL, follow_limit: float = FOLLOW_LIMIT,
-                 trusted_proxies: Sequence[str] = ()) -> None:
+                 trusted_proxies: Sequence[str] = (), agents: AgentsConfig | None = None) -> None:
         self.runtime = runtime
         self.trusted = networks(trusted_proxies)
         self.auth = auth
@@ -97,6 +105,7 @@ class Api:
         # TokenReviews and the refusals chain no rows beyond this rate
         self.failures = RateLimiter(clock=self.limiter.clock, rate=FAILURE_RATE,
                                     burst=FAILURE_BURST)
+        self.agents = AgentGate(agents or AgentsConfig(), clock=self.limiter.clock)
         self._pool: ThreadPoolExecutor | None = None
         if submit is None:
             self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="api-drive")
@@ -183,12 +192,14 @@ class Api:
                 raise ApiError(429, "rate_limited", "too many failed authentications from this "
                                "address; try again in a moment",
                                [("Retry-After", self.limiter.retry_after(wait))])
-            req.caller = self._authenticate(req)
+            req.caller = self.agents.caller(self._authenticate(req), req.headers)
             wait = self.limiter.take("id:" + req.caller.identity)
             if wait:
                 raise ApiError(429, "rate_limited", f"too many requests from "
                                f"{req.caller.identity}; try again in a moment",
                                [("Retry-After", self.limiter.retry_after(wait))])
+            if isinstance(req.caller, AgentCaller) and method == "POST":  # what acts or scans
+                self._agent_rate(req, req.caller)
         return self._dispatch(route, req)
 
     def _dispatch(self, route: Route, req: Request) -> Answer:
@@ -236,6 +247,20 @@ class Api:
             raise ApiError(401, "unauthenticated", reason,
                            [("WWW-Authenticate", 'Bearer realm="runbook-bot"')]) from None
 
+    def _agent_rate(self, req: Request, caller: AgentCaller) -> None:
+        """An agent past its own rate (``agents.rate_limit``): 429, the flood recorded."""
+        wait, record = self.agents.flooded(caller)
+        if not wait:
+            return
+        cfg = self.agents.config
+        why = (f"{caller.identity} is sending requests faster than agents may "
+               f"({cfg.rate_limit:g} a second, in bursts of {cfg.rate_burst}: agents.rate_limit); "
+               "refused, not queued: slow down")
+        if record:
+            self._record(req, why)
+        raise ApiError(429, "rate_limited", why,
+                       [("Retry-After", self.limiter.retry_after(wait))])
+
     def _record(self, req: Request, reason: str) -> None:
         actor = req.caller.identity if req.caller is not None else f"anonymous@{req.remote}"
         via = req.via if req.caller is not None else {"frontend": "api"}
@@ -274,7 +299,10 @@ class Api:
     def runbook(self, req: Request) -> Answer:
         rb = self.runtime.runbook(req.args["name"])
         return Answer(200, {"runbook": rb.model_dump(mode="json", by_alias=True,
-                                                     exclude_defaults=True)})
+                                                     exclude_defaults=True),
+                            "params_schema": params_json_schema(rb),
+                            "text": self.runtime.runbook_text(rb.name),
+                            "steps": self.runtime.step_needs(rb.name)})
 
     def validate(self, req: Request) -> Answer:
         body: ValidateBody = req.json(ValidateBody)
@@ -289,8 +317,12 @@ class Api:
         body: StartBody = req.json(StartBody)
         verb = BY_NAME["run"]
         assert verb.build is not None
+        via = req.via
+        if isinstance(req.caller, AgentCaller):
+            via = request_origin(req.caller, reason=body.reason, evidence=body.evidence,
+                                 dry_run=body.dry_run, redact=self.runtime.redact_text)
         cmd = verb.build({"name": body.runbook, "params": body.params, "dry_run": body.dry_run,
-                          "incident": body.incident}, req.actor, req.via)
+                          "incident": body.incident}, req.actor, via)
         assert isinstance(cmd, c.StartRun)
         try:
             state = self.runtime.start(cmd, origin=ORIGIN)
@@ -385,6 +417,11 @@ class Api:
         verb = BY_NAME[name]
 
         def decide(req: Request) -> Answer:
+            if isinstance(req.caller, AgentCaller):
+                why = (f"{req.actor} is an AI agent: agents request runs and people decide "
+                       f"them, so an agent cannot {name} (docs/agents.md)")
+                self._record(req, why)
+                raise ApiError(403, "forbidden", why)
             model = DECISION_BODIES[name]
             body = req.json(model).model_dump(exclude_none=True)
             run_id = run_id_arg(req.args["run_id"])  # a path that names no run: 404
@@ -425,7 +462,7 @@ def api_app(runtime: Runtime, auth: Authenticator, *, exporter: Exporter | None 
             clock: Callable[[], float] | None = None, rate: float | None = None,
             burst: int | None = None, submit: Submit | None = None,
             wait: Callable[[float], Any] | None = None,
-            trusted_proxies: Sequence[str] = ()) -> ApiApp:
+            trusted_proxies: Sequence[str] = (), agents: AgentsConfig | None = None) -> ApiApp:
     """The API as a WSGI callable, behind its body limits. ``clock`` (monotonic seconds) drives
     the rate limit (``rate`` requests a second per identity, in bursts of ``burst``); ``submit``
     carries runs on after a start or a decision (default: a small pool); ``wait`` is how a
@@ -433,7 +470,8 @@ def api_app(runtime: Runtime, auth: Authenticator, *, exporter: Exporter | None 
     ``X-Forwarded-For`` names the caller's address."""
     limiter = RateLimiter(clock=clock, rate=rate or DEFAULT_RATE, burst=burst or DEFAULT_BURST)
     api = Api(runtime, auth, exporter=exporter, audit=audit, diagnoser=diagnoser,
-              limiter=limiter, submit=submit, wait=wait, trusted_proxies=trusted_proxies)
+              limiter=limiter, submit=submit, wait=wait, trusted_proxies=trusted_proxies,
+              agents=agents)
     return ApiApp(api)
 
 

@@ -309,13 +309,13 @@ def kube_token_reviewer(settings: Settings, cluster: str) -> TokenReviewer:
     lock = threading.Lock()
 
     def review(token: str, audiences: Sequence[str]) -> Mapping[str, Any]:
+        from bot.clients.cluster import kube_client
         from bot.clients.kube import KubeClient
 
         with lock:
             if not made:
                 c = settings.cluster(cluster)
-                made.append(KubeClient.from_config(kubeconfig=c.kubeconfig, context=c.context,
-                                                   request_timeout=min(c.request_timeout, 10.0)))
+                made.append(kube_client(c, request_timeout=min(c.request_timeout, 10.0)))
         client: KubeClient = made[0]
         return client.create_token_review(token, audiences)
     return review

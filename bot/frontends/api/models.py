@@ -28,6 +28,12 @@ class StartBody(Body):
     incident: str | None = Field(default=None, max_length=500,
                                  description="the incident this run belongs to: an id (INC-123), "
                                  "a channel or a link")
+    reason: str | None = Field(default=None, max_length=2000,
+                               description="an agent's request: why it asks (shown to the "
+                               "approvers; needed unless dry_run)")
+    evidence: str | None = Field(default=None, max_length=8000,
+                                 description="an agent's request: what it found (shown to the "
+                                 "approvers)")
 
 
 class ValidateBody(Body):

@@ -71,6 +71,9 @@ class Request:
     @property
     def via(self) -> dict[str, Any]:
         assert self.caller is not None
+        recorded = getattr(self.caller, "recorded_via", None)  # an agent's (api/agents.py)
+        if recorded is not None:
+            return dict(recorded)
         return {"frontend": "api", "method": self.caller.method}
 
 

@@ -33,16 +33,21 @@ SUBJECTS = ("node", "namespace", "pod", "persistentvolume", "persistentvolumecla
 MAX_ALERTS = 10  # alerts drawn on a card; the rest are counted (Block Kit: 50 blocks a message)
 
 
-def suggestion_value(runbook: str, params: Mapping[str, str], ref: str) -> str | None:
-    """A button's value: the runbook, its params and the provenance; None if over Slack's limit."""
-    value = json.dumps({"rb": runbook, "p": dict(params), "a": ref}, separators=(",", ":"))
+def suggestion_value(runbook: str, params: Mapping[str, str], ref: str,
+                     incident: str | None = None) -> str | None:
+    """A button's value: the runbook, its params, the provenance and the incident the run is to
+    be linked to (a PagerDuty incident's reference); None if over Slack's limit."""
+    data: dict[str, Any] = {"rb": runbook, "p": dict(params), "a": ref}
+    if incident:
+        data["i"] = incident
+    value = json.dumps(data, separators=(",", ":"))
     return value if len(value) <= bk.LIMITS["button_value"] else None
 
 
 def suggestion_buttons(runbook: str, params: Mapping[str, str], ref: str, *,
-                       block_id: str) -> bk.Block | None:
+                       block_id: str, incident: str | None = None) -> bk.Block | None:
     """Dry run / Run for one suggestion, or None when its value would not fit a button."""
-    value = suggestion_value(runbook, params, ref)
+    value = suggestion_value(runbook, params, ref, incident)
     if value is None:
         return None
     return bk.actions([
@@ -101,6 +106,11 @@ def _alert_blocks(a: StoredAlert, index: int) -> list[bk.Block]:
     if what:
         line += f"\n{bk.esc(what)}"
     blocks: list[bk.Block] = [bk.section(line)]
+    incident = a.data.get("incident") or {}
+    if incident.get("id"):
+        where = f"<{incident['url']}|{bk.esc(incident['id'])}>" if incident.get("url") else \
+            f"`{bk.esc(incident['id'])}`"
+        blocks.append(bk.context(f":pager: PagerDuty incident {where}"))
     for s in a.data.get("findings", []):
         blocks.append(bk.context(f":mag: {bk.esc(s)}"))
     for j, s in enumerate(a.data.get("suggestions", [])):
@@ -115,7 +125,7 @@ def _alert_blocks(a: StoredAlert, index: int) -> list[bk.Block]:
             text += f"\n:warning: {bk.esc(s['problem'])}: fill the params in the form"
         blocks.append(bk.context(text))
         buttons = suggestion_buttons(s["runbook"], s["params"], provenance(a.key),
-                                     block_id=f"alert:{index}:{j}")
+                                     block_id=f"alert:{index}:{j}", incident=incident.get("ref"))
         if firing and buttons is not None:
             blocks.append(buttons)
     return blocks

@@ -62,6 +62,9 @@ from bot.frontends.http import (
 )
 from bot.frontends.metrics import Metrics
 from bot.frontends.notices import NoticeAutoRuns, auto_runs_for
+from bot.frontends.pagerduty import pagerduty_routes
+from bot.frontends.pagerduty_notes import PagerDutyNotes, notes_for
+from bot.frontends.slack.acks import TimedApp, Timer
 from bot.frontends.slack.alert_cards import SlackCards
 from bot.frontends.slack.dedupe import Deliveries
 from bot.frontends.slack.drawing import RunDrawer, RunFacts
@@ -205,9 +208,11 @@ class SlackParts:
 
     def __init__(self, settings: Settings, *, store: Any, clock: Clock | None = None,
                  client: WebClient | None = None, workers: int = 4,
-                 card_interval: float = 1.0, metrics: Metrics | None = None) -> None:
+                 card_interval: float = 1.0, metrics: Metrics | None = None,
+                 ack_timer: Timer = time.perf_counter) -> None:
         self.settings = settings
         self.metrics = metrics or Metrics()
+        self.ack_timer = ack_timer  # what the ack histogram is timed with (``acks.TimedApp``)
         self.clock = clock or SystemClock()
         self.client = client or make_client(settings.slack)
         self.slack_store = SlackStore(store.engine)
@@ -227,15 +232,22 @@ class SlackParts:
         self.alert_log = AlertLog(store.engine)
         self.refusals: RefusalLog = store.refusals  # refused starts (``Runtime.record_refusal``)
         self.webhook: WSGIApp | None = None  # POST /alertmanager, once build_app made it
+        # other alert sources on the alerts port (``/pagerduty``), and PagerDuty's notes
+        self.alert_routes: dict[str, tuple[WSGIApp, int]] = {}
+        self.pagerduty_notes: PagerDutyNotes | None = None
         # the node watcher's notices as cards (docs/watcher.md), once build_app made them
         self.notice_cards: SlackNoticeCards | None = None
 
     def start(self) -> None:
         self.outbox.start()
+        if self.pagerduty_notes is not None:
+            self.pagerduty_notes.start()
 
     def close(self) -> None:
         self.work.shutdown()
         self.outbox.stop()
+        if self.pagerduty_notes is not None:
+            self.pagerduty_notes.stop()
 
     def in_group(self, identity: str, member: str) -> bool:
         """Resolver of ``slack-group:S…`` members of policy groups, from the TTL cache."""
@@ -276,21 +288,26 @@ def build_app(settings: Settings, runner: Runner, *, parts: SlackParts,
                            usergroups=parts.usergroups, clock=parts.clock, exporter=exporter,
                            drive=lambda run_id: parts.work.drive(runtime.drive, run_id),
                            show=parts.outbox.draw, diagnoser=diagnoser, driving=parts.work.drive)
-    app = App(client=parts.client, signing_secret=settings.slack.signing_secret or "",
-              token_verification_enabled=True, request_verification_enabled=True,
-              process_before_response=True,
-              logger=logging.getLogger("bot.frontends.slack.bolt"),
-              listener_executor=ThreadPoolExecutor(max_workers=16,
-                                                   thread_name_prefix="slack-listener"))
-    if settings.alerts.enabled and runtime.lists_runbooks:
-        parts.webhook = webhook_app(alert_intake(settings, runtime, parts, diagnoser),
-                                    metrics=parts.metrics)
+    # every dispatch timed into the ack histogram (``acks.TimedApp``: a middleware cannot time it)
+    app = TimedApp(metrics=parts.metrics, timer=parts.ack_timer,
+                   client=parts.client, signing_secret=settings.slack.signing_secret or "",
+                   token_verification_enabled=True, request_verification_enabled=True,
+                   process_before_response=True,
+                   logger=logging.getLogger("bot.frontends.slack.bolt"),
+                   listener_executor=ThreadPoolExecutor(max_workers=16,
+                                                        thread_name_prefix="slack-listener"))
+    if (settings.alerts.enabled or settings.pagerduty.enabled) and runtime.lists_runbooks:
+        intake = alert_intake(settings, runtime, parts, diagnoser)
+        if settings.alerts.enabled:
+            parts.webhook = webhook_app(intake, metrics=parts.metrics)
+        parts.alert_routes = pagerduty_routes(settings.pagerduty, intake, metrics=parts.metrics)
+    parts.pagerduty_notes = notes_for(settings.pagerduty, notifiers=runner.notifiers,
+                                      engine=parts.alert_log.engine, clock=parts.clock)
     parts.notice_cards = SlackNoticeCards(
         client=parts.client, alert_log=parts.alert_log, channel=notice_channel(settings),
         clock_now=lambda: parts.clock.now().timestamp(),
         runs=lambda: runtime.runs(active=True, limit=200),
         auto_runs=notice_auto_runs(settings, runtime, parts))
-    app.middleware(_timed(parts.metrics))
     app.middleware(_once(parts))
     register(app, service=service, work=parts.work, deliveries=parts.deliveries,
              config=settings.slack)
@@ -335,32 +352,6 @@ def alert_intake(settings: Settings, runtime: Runtime, parts: SlackParts,
                        clock=parts.clock, cards=cards, start=start,
                        origin={"frontend": "slack", "channel": channel},
                        submit=parts.work.submit, diagnoser=diagnoser, metrics=parts.metrics)
-
-
-def _kind(body: Any) -> str:
-    """What a Slack request is, for the ack-latency histogram's label (a small fixed set)."""
-    if not isinstance(body, dict):
-        return "other"
-    if "command" in body:
-        return "slash_command"
-    kind = body.get("type")
-    return kind if kind in _KINDS else "other"
-
-
-_KINDS = frozenset({"block_actions", "view_submission", "view_closed", "shortcut",
-                    "message_action", "block_suggestion", "event_callback"})
-
-
-def _timed(metrics: Metrics) -> Callable[..., Any]:
-    """Global middleware: how long the listeners took to acknowledge, into the ack histogram."""
-    def timed(req: Any, resp: Any, next: Callable[[], None]) -> Any:
-        start = time.perf_counter()
-        try:
-            return next()
-        finally:
-            metrics.acked(_kind(getattr(req, "body", None)), time.perf_counter() - start)
-
-    return timed
 
 
 def _once(parts: SlackParts) -> Callable[..., Any]:

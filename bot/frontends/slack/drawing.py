@@ -43,6 +43,7 @@ from bot.frontends.slack.persistence import Posted, SlackStore
 from bot.present import blockkit as bk
 from bot.present.events import chat_text
 from bot.present.views import RunView, StepView, run_view, step_view
+from bot.present.words import words_for
 from bot.runbook.model import Runbook
 
 log = logging.getLogger(__name__)
@@ -349,7 +350,7 @@ class RunDrawer:
         raw = state.steps.get(key)
         if raw is None:
             return
-        s = step_view(raw)
+        s = step_view(raw, words_for(state, self.facts.runbook(state), key))  # the runbook's words
         text = chat_text(ev)
         if text is not None:
             self._reply(d, card, [bk.section(text)], text)

@@ -121,14 +121,15 @@ def _value(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def _suggested(body: dict[str, Any]) -> dict[str, Any]:
-    """A suggestion button's value: runbook, params and provenance, as the card wrote them."""
+    """A suggestion button's value: runbook, params, provenance and the incident (``i``, a
+    PagerDuty incident the alert came with), as the card wrote them."""
     v = _value(body)
-    rb, params, ref = v.get("rb"), v.get("p"), v.get("a")
-    if not (isinstance(rb, str) and rb and isinstance(params, dict)
+    rb, params, ref, incident = v.get("rb"), v.get("p"), v.get("a"), v.get("i")
+    if not (isinstance(rb, str) and rb and isinstance(params, dict) and isinstance(incident, str | None)
             and all(isinstance(k, str) and isinstance(x, str) for k, x in params.items())
             and isinstance(ref, str) and ref.startswith((PROVENANCE, "diagnosis:", "watcher:"))):
         raise Malformed("button click: the suggestion's value is not one this bot wrote")
-    return {"rb": rb, "p": params, "a": ref}
+    return {"rb": rb, "p": params, "a": ref, "i": incident}
 
 
 def _field(state: dict[str, Any], block_id: str) -> str:
@@ -319,10 +320,10 @@ def register(app: App, *, service: SlackService, work: Any, deliveries: Deliveri
                 return
             handoff(context, service.run, v["rb"], v["p"], person,
                     trigger_id=body.get("trigger_id"), dry_run=True, suggested_by=v["a"],
-                    keys=[key])
+                    incident=v["i"], keys=[key])
         else:  # a run starts only from the form, once a person submits it
             handoff(context, service.form, v["rb"], v["p"], person,
-                    trigger_id=body.get("trigger_id"), suggested_by=v["a"])
+                    trigger_id=body.get("trigger_id"), suggested_by=v["a"], incident=v["i"])
         ack()
 
     @app.action(ACTION_ALERT_DRY_RUN)

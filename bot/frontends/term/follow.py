@@ -14,7 +14,7 @@ from typing import TextIO
 from bot.engine.ports import RunHistory
 from bot.engine.runstate import RunState
 from bot.engine.state import RUN_TERMINAL
-from bot.present.events import live_lines
+from bot.present.live import LiveText
 
 FINISHED = RUN_TERMINAL
 
@@ -26,6 +26,7 @@ class Follower:
         self.out = out
         self.sleep = sleep
         self.interval = interval
+        self.live = LiveText()  # skipped steps in a row said as one line
 
     def _say(self, text: str) -> None:
         self.out.write(text + "\n")
@@ -37,7 +38,7 @@ class Follower:
         while True:
             state = self.history.load(run_id)  # first: the events read next include all of its own
             for e in self.history.events(run_id, after=seen):
-                for line in live_lines(state, e):
+                for line in self.live.lines(state, e):
                     self._say(line)
                 seen = e.seq
             if state.status in FINISHED:

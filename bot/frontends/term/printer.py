@@ -14,8 +14,8 @@ from typing import TextIO
 
 from bot.engine.events import EventType
 from bot.engine.runstate import AuditDraft, RunState
-from bot.present.console import clock_text
-from bot.present.events import live_lines
+from bot.present import times
+from bot.present.live import LiveText
 
 
 class TerminalPrinter:
@@ -23,6 +23,7 @@ class TerminalPrinter:
         self.out = out or sys.stdout
         self._progress: dict[str, str] = {}
         self._inline = False
+        self._live = LiveText()  # skipped steps in a row said as one line, in the runbook's words
 
     def _print(self, text: str) -> None:
         if self._inline:
@@ -43,17 +44,20 @@ class TerminalPrinter:
                     messages: Sequence[str]) -> None:
         for ev in events:
             self._event(state, ev)
+        # the run's own clock (simulated in the sandbox): when its last event was recorded
+        now = times.instant(events[-1].ts) if events else None
         for m in messages:
             self._print(f"  message: {m}")
         for s in state.steps.values():
             if s.status == "waiting" and s.progress and self._progress.get(s.key) != s.progress:
                 self._progress[s.key] = s.progress
-                self._progress_line(f"    ⏳ {s.key}: {s.progress} (next check "
-                                    f"{clock_text(s.next_check_at)})")
+                for line in self._live.flush():
+                    self._print(line)
+                self._progress_line(self._live.progress(state, s, now=now))
 
     def _event(self, state: RunState, ev: AuditDraft) -> None:
         key = str(ev.payload.get("step", ""))
         if ev.type == EventType.STEP_SUCCEEDED and key in state.steps:
             self._progress.pop(key, None)  # the step's wait is over
-        for line in live_lines(state, ev):
+        for line in self._live.lines(state, ev):
             self._print(line)

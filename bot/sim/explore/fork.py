@@ -172,7 +172,7 @@ class Stage:
         self.forks += 1
         if transport != "inprocess":
             def afresh() -> Played:
-                Sandbox._running = None  # this process's moto is a copy: the stage steps aside
+                Sandbox._running = {}  # this process's moto is a copy: the stage steps aside
                 return play(tl, runbooks_dir=self.runbooks_dir, draw_events=draw_events,
                             rounds=rounds, transport=transport)
             data, status, cpu = _in_child(afresh)

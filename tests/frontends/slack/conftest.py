@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ import pytest
 from pydantic import BaseModel, ConfigDict
 
 from bot.actions.authoring import action
-from bot.config import AlertsConfig, ClusterConfig, PolicyConfig, Settings, SlackConfig
+from bot.config import AlertsConfig, ClusterConfig, PagerDutyConfig, PolicyConfig, Settings, SlackConfig
 from bot.engine.plan import Change, Plan, Result
 from bot.engine.ports import ManualClock
 from bot.frontends.alerts import listener
@@ -189,9 +190,12 @@ class Bot:
                  threads: int = 4, workers: int = 4, card_interval: float = 0.0,
                  rehearsal: Any = None, db_url: str | None = None,
                  alerts: AlertsConfig | None = None, texts: dict[str, str] | None = None,
-                 clusters: tuple[str, ...] = (), diagnoser: Any = None) -> None:
+                 clusters: tuple[str, ...] = (), diagnoser: Any = None,
+                 ack_timer: Callable[[], float] | None = None,
+                 pagerduty: PagerDutyConfig | None = None) -> None:
         """On fake actions, or (``rehearsal``, a started ``bot.sim.rehearsal.Rehearsal``) on the
-        shipped runbooks against the sandbox, with ``SANDBOX_POLICY``."""
+        shipped runbooks against the sandbox, with ``SANDBOX_POLICY``; ``ack_timer`` times the
+        acks (``time.perf_counter`` if not given)."""
         self.fake = fake
         self.rehearsal = rehearsal
         if rehearsal is None:
@@ -210,10 +214,12 @@ class Bot:
         self.settings = Settings(database_url=self.db.url, policy=policy, slack=SlackConfig(
             bot_token=BOT_TOKEN, signing_secret=SIGNING_SECRET, api_url=fake.base_url,
             allowed_channels=allowed), alerts=alerts or AlertsConfig(),
-            clusters={c: ClusterConfig(name=c) for c in clusters})
+            clusters={c: ClusterConfig(name=c) for c in clusters},
+            pagerduty=pagerduty or PagerDutyConfig())
         self.metrics = Metrics()
         self.parts = SlackParts(self.settings, store=self.db, clock=self.clock, workers=workers,
-                                card_interval=card_interval, metrics=self.metrics)
+                                card_interval=card_interval, metrics=self.metrics,
+                                ack_timer=ack_timer or time.perf_counter)
         self.runner = Runner(store=self.db, catalog=ObservedCatalog(catalog, self.metrics),
                              runbooks=runbooks, policy=policy, clock=self.clock,
                              membership=self.parts.membership(policy),
@@ -232,8 +238,9 @@ class Bot:
         self.url = f"{self.base}/slack/events"
         self.ops_server = side_server(self.ops, host="127.0.0.1", port=0)
         self.ops_base = f"http://127.0.0.1:{self.ops_server.effective_port}"
-        self.alerts_server = None if self.parts.webhook is None else listener(
-            self.parts.webhook, host="127.0.0.1", port=0, threads=2)
+        self.alerts_server = None if self.parts.webhook is None and not self.parts.alert_routes \
+            else listener(self.parts.webhook, host="127.0.0.1", port=0, threads=2,
+                          more=self.parts.alert_routes)
         self.alerts_base = "" if self.alerts_server is None else \
             f"http://127.0.0.1:{self.alerts_server.effective_port}"
         self._threads = [threading.Thread(target=s.run, daemon=True, name="waitress")
