@@ -11,14 +11,21 @@ whatever ran before it in this process (a pytest-xdist worker runs any mix of fi
 
 from __future__ import annotations
 
+import os
 import secrets
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 PG = "postgresql+psycopg://127.0.0.1:5432/test"
+
+# the terminal shows times in the machine's zone: the golden outputs are written in UTC wherever
+# the tests run
+os.environ["TZ"] = "UTC"
+time.tzset()
 
 
 def _postgres_or_skip() -> None:

@@ -79,8 +79,13 @@ def waiting_line(view: RunView, step: StepView, now: datetime) -> str:
 
 
 def short_clock(ts: str | None) -> str:
-    """A time later today, as a person says it: ``16:45 UTC``."""
-    return times.clock(ts, date=False)
+    """A time later today, as a person at this terminal says it: ``16:45 CET``."""
+    return times.clock(ts, times.local_zone(), date=False)
+
+
+def local_clock(ts: str | None) -> str:
+    """A time to the second in the terminal's zone (``TZ``): ``2026-01-01 01:06:00 CET``."""
+    return times.clock(ts, times.local_zone())
 
 
 def _command_hint(view: RunView, step: StepView) -> str:
@@ -104,8 +109,8 @@ def status(view: RunView, now: datetime | None = None, *, verbose: bool = False)
             + ("   DRY RUN" if view.dry_run else ""),
             "  params: " + (", ".join(f"{k}={v}" for k, v in view.params.items() if v is not None)
                             or "(none)"),
-            f"  started: {clock_text(started)} ({relative(started, now)})"
-            + (f"   finished: {clock_text(view.finished_at)} ({relative(view.finished_at, now)})"
+            f"  started: {local_clock(started)} ({relative(started, now)})"
+            + (f"   finished: {local_clock(view.finished_at)} ({relative(view.finished_at, now)})"
                if view.finished_at else ""),
             *provenance_lines(view), ""]
     width = max([len(s.key) for s in view.steps] + [len(k) for k, _ in view.not_reached] + [4])

@@ -64,4 +64,5 @@ class LiveText:
     def progress(self, state: RunState, s: StepState, now: datetime | None) -> str:
         """The in-place line of a wait: what it waits for, next check, when it gives up."""
         view = self.view(state, s)
-        return f"    ⏳ {s.key}: {wait_text(view, now=now, at=lambda t: times.clock(t, date=False))}"
+        here = times.local_zone()
+        return f"    ⏳ {s.key}: {wait_text(view, now=now, at=lambda t: times.clock(t, here, date=False))}"

@@ -41,6 +41,12 @@ def clock(value: str | datetime | None, tz: tzinfo = UTC, *, date: bool = True) 
     return f"{when:%Y-%m-%d %H:%M:%S} {zone_name}".strip()
 
 
+def local_zone() -> tzinfo:
+    """The zone of the machine this process runs on (``TZ``, else the system's): the terminal's
+    own, as ``date`` shows it there."""
+    return datetime.now().astimezone().tzinfo or UTC
+
+
 def slack(value: str | datetime | None, *, tokens: str = DATE_TOKENS) -> str:
     """A time as Slack's date formatting, ``<!date^UNIX^{tokens}|fallback>``: each reader sees
     it in their own zone; the fallback (UTC) is for clients that cannot. ``""`` for none."""

@@ -162,3 +162,22 @@ def test_the_terminal_suggests_the_nearest_command(capsys: pytest.CaptureFixture
     with pytest.raises(SystemExit):
         main(["aprove"])
     assert "unknown command 'aprove': did you mean 'approve'?" in capsys.readouterr().err
+
+
+def test_the_terminal_shows_times_in_its_own_zone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The terminal's status and waits read in the machine's zone (``TZ``); a transcript keeps
+    the zone it is exported in, and Slack each reader's own."""
+    import time as _time
+
+    from bot.present.console import clock_text, local_clock, short_clock
+
+    stamp = "2026-12-04T16:45:02.559969+00:00"
+    monkeypatch.setenv("TZ", "Asia/Singapore")
+    _time.tzset()
+    try:
+        assert local_clock(stamp) == "2026-12-05 00:45:02 +08"
+        assert short_clock(stamp) == "00:45 +08"
+        assert clock_text(stamp) == "2026-12-04 16:45:02 UTC"  # the audit's words stay in UTC
+    finally:
+        monkeypatch.undo()
+        _time.tzset()
