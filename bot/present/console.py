@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 
 from bot.engine.provenance import suggested_words
 from bot.present import times
+from bot.present.agents import agent_words
 from bot.present.views import RunView, StepView, relative
 from bot.present.words import Skipped, collapse, wait_text
 
@@ -98,6 +99,13 @@ def _command_hint(view: RunView, step: StepView) -> str:
     return f"runbook-bot {verb} {view.run_id} --step {step.key}"
 
 
+def _agent_lines(view: RunView) -> list[str]:
+    """``requested by agent holmes (on behalf of k8s:alice): <reason>``, on one line, for a run an
+    AI agent asked for (its words were made inert when stored: no control character, no link)."""
+    words = agent_words(view.agent_request)
+    return [f"  {' '.join(words.split())[:300]}"] if words else []
+
+
 def status(view: RunView, now: datetime | None = None, *, verbose: bool = False) -> str:
     """``runbook-bot status``: each step by id, who approved what, who waits for whom; consecutive
     skipped steps as one line, unless ``verbose``, which also shows the expressions behind the
@@ -112,7 +120,7 @@ def status(view: RunView, now: datetime | None = None, *, verbose: bool = False)
             f"  started: {local_clock(started)} ({relative(started, now)})"
             + (f"   finished: {local_clock(view.finished_at)} ({relative(view.finished_at, now)})"
                if view.finished_at else ""),
-            *provenance_lines(view), ""]
+            *provenance_lines(view), *_agent_lines(view), ""]
     width = max([len(s.key) for s in view.steps] + [len(k) for k, _ in view.not_reached] + [4])
     body: list[str] = []
     for s in (view.steps if verbose else collapse(view.steps)):

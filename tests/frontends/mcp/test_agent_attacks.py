@@ -188,6 +188,10 @@ def test_the_slack_card_names_the_agent_and_whom_it_acts_for_inertly() -> None:
     assert "<@" not in text and "<!" not in text
     view = run_view(state)
     assert view.agent_request is not None and view.agent_request.agent == "holmes"
+    # the terminal's status says the same, in plain words on one line
+    from bot.present.console import status as terminal_status
+    said = terminal_status(view)
+    assert "  requested by agent holmes (on behalf of slack:U0ALICE): node dead" in said
 
 
 def test_the_approval_request_names_the_agent_and_marks_its_evidence(app: App) -> None:
