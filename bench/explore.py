@@ -14,14 +14,12 @@ threads and sockets half the time (0.69 by wall time, 1.3 by CPU time).
 
 Target: at least 5 timelines per second per core for ``node-dead-ngns`` (stretch 20). The
 baseline this started from, on this 2-core machine: 0.65 timelines/s per core (1.5 s each: 0.9 s
-staging the scenario, 0.6 s playing the run over HTTP). Forked from a staged world and from the
-run's shared beginning, over the in-process transport, with the sandbox's memos (docs/explore.md,
-"How a timeline is made cheap"): 2.3 to 2.6 timelines/s per core with one in 20 also played over
-HTTP (6 of 100, a fifth of the CPU time), about 3 without; `--no-fork` measures 0.69 now. A
-timeline costs about 0.33 s of CPU: the sandbox's controllers 0.13 s, the product's state store
-0.08 s and engine 0.04 s, moto 0.05 s, botocore's client side 0.03 s, and 0.05 s of kernel time
-copying the pages a fork writes. Exits 1 if the target or a search missed (a violation found, or
-the two ways of playing disagreed). Not part of ``make test``; ``make explore`` runs it.
+staging the scenario, 0.6 s playing the run over HTTP). How fast this machine is varies from day
+to day (the same code, one worker, no HTTP checks: 5.7 on one day, 2.5 on another), so
+``--baseline N`` also plays N timelines the baseline's way in the same run and prints the
+speed-up over it (the target is 7.7x). Where the time goes: docs/explore.md, "How a timeline is
+made cheap". Exits 1 if the target or a search missed (a violation found, or the two ways of
+playing disagreed). Not part of ``make test``; ``make explore`` runs it.
 
     .venv/bin/python bench/explore.py [--runbooks node-dead-ngns,...] [--timelines 200] [--workers 2]
     .venv/bin/python bench/explore.py --runbooks node-dead-ngns --timelines 100 --workers 2
@@ -73,6 +71,10 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--save", default="explore-cases")
+    parser.add_argument("--baseline", type=int, default=4, metavar="N",
+                        help="for node-dead-ngns, also play N timelines the baseline's way, now, "
+                             "on this machine (0: skip): the speed-up does not depend on how "
+                             "busy or fast the machine is today")
     parser.add_argument("--no-fork", action="store_true",
                         help="stage each timeline afresh and play it over HTTP (the baseline's way)")
     args = parser.parse_args()
@@ -110,6 +112,14 @@ def main() -> int:
         if runbook == "node-dead-ngns":
             print(f"   baseline: {BASELINE:.2f} timelines/s per core (staged afresh and played "
                   f"over HTTP per timeline); target {TARGET:.0f}")
+            if args.baseline and not args.no_fork:
+                with multiprocessing.get_context("spawn").Pool(1) as pool:
+                    [base] = pool.map(_work, [(runbook, scenario, args.seed * 1000 + 999,
+                                               args.baseline, args.save, False)])
+                now = base["played"] / base["cpu"] if base["cpu"] else 0.0
+                print(f"   the baseline's way, now: {base['played']} timelines, {now:.2f} per core: "
+                      f"{per_core / now if now else 0.0:.1f}x faster (the target is "
+                      f"{TARGET / BASELINE:.1f}x the baseline)")
         print(f"   played over HTTP too: {checked}, "
               + (f"{len(errors)} ended otherwise" if errors else "each with the same result"))
         for e in errors:

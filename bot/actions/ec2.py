@@ -27,9 +27,9 @@ from bot.actions.authoring import (
     Result,
     RetryableError,
     action,
-    ec2_tags,
     instance_state,
     operator_of,
+    parse_time,
     poll_interval,
 )
 from bot.actions.declarations import (
@@ -42,6 +42,7 @@ from bot.actions.declarations import (
     VolumesListParams,
     VolumesWaitDetachedParams,
 )
+from bot.actions.ec2_views import instance_view, must_terminate, volume_view
 
 POLL_SECONDS = 5.0
 # how often a stop is checked on: the interval of EC2's own ``instance-stopped`` waiter
@@ -52,75 +53,6 @@ def _not_found(kind: str, ident: str, operation: str) -> PermanentError:
     code = "InvalidInstanceID.NotFound" if kind == "instance" else "InvalidVolume.NotFound"
     return PermanentError(f"EC2 {kind} {ident} does not exist in this account and region",
                           service="ec2", operation=operation, code=code)
-
-
-# -- views ------------------------------------------------------------------------------------
-
-# the tags naming who launched a node's instance and will replace it once it is gone
-GROUP_TAGS = {"asg": "aws:autoscaling:groupName", "nodepool": "karpenter.sh/nodepool",
-              "nodegroup": "eks:nodegroup-name"}
-
-
-def fence_by(inst: Obj, *, stop_protected: bool, terminate_protected: bool = False) -> str:
-    """How this instance may be powered off: ``nodeclaim`` for an EKS Auto Mode (managed)
-    instance, which EC2 lets only EKS stop or terminate (delete its NodeClaim); ``stop``;
-    ``terminate`` for a Spot instance
-    (one-time request: StopInstances answers UnsupportedOperation) or an instance-store root (no
-    stop at all); ``none`` under stop protection (``disableApiStop``: StopInstances and
-    TerminateInstances both answer OperationNotPermitted), or when only a terminate could fence
-    it and termination protection (``disableApiTermination``) refuses that."""
-    if operator_of(inst):
-        return "nodeclaim"
-    if stop_protected:
-        return "none"
-    if not must_terminate(inst):
-        return "stop"
-    return "none" if terminate_protected else "terminate"
-
-
-def must_terminate(inst: Obj) -> bool:
-    """EC2 cannot stop it: a Spot instance (one-time request) or an instance-store root."""
-    return bool(inst.get("InstanceLifecycle") == "spot" or inst.get("RootDeviceType", "ebs") != "ebs")
-
-
-def instance_view(iid: str, inst: Obj | None, status: Obj | None, *,
-                  stop_protected: bool = False, terminate_protected: bool = False) -> Obj:
-    if inst is None:
-        return {"instance_id": iid, "exists": False, "state": None, "state_code": None,
-                "state_reason": None, "zone": None, "system_status": None, "instance_status": None,
-                "volume_ids": [], "lifecycle": None, "root_device_type": None,
-                "stop_protected": False, "terminate_protected": False, "fence_by": None,
-                "group": {}, "managed_by": None}
-    state = inst.get("State") or {}
-    reason = inst.get("StateReason") or {}
-    tags = ec2_tags(inst)
-    return {
-        "lifecycle": inst.get("InstanceLifecycle") or "on-demand",
-        "root_device_type": inst.get("RootDeviceType") or "ebs",
-        "stop_protected": stop_protected,
-        "terminate_protected": terminate_protected,
-        "fence_by": fence_by(inst, stop_protected=stop_protected,
-                             terminate_protected=terminate_protected),
-        "group": {k: tags[t] for k, t in GROUP_TAGS.items() if t in tags},
-        "managed_by": operator_of(inst),
-        "instance_id": iid, "exists": True, "state": state.get("Name"),
-        "state_code": int(state.get("Code", 0)) & 0xFF,
-        "state_reason": reason.get("Code") or reason.get("Message") or None,
-        "zone": (inst.get("Placement") or {}).get("AvailabilityZone"),
-        "system_status": ((status or {}).get("SystemStatus") or {}).get("Status"),
-        "instance_status": ((status or {}).get("InstanceStatus") or {}).get("Status"),
-        "volume_ids": [m["Ebs"]["VolumeId"] for m in inst.get("BlockDeviceMappings") or ()
-                       if (m.get("Ebs") or {}).get("VolumeId")],
-    }
-
-
-def volume_view(vid: str, vol: Obj | None) -> Obj:
-    if vol is None:
-        return {"volume_id": vid, "exists": False, "state": None, "zone": None, "attachments": []}
-    return {"volume_id": vid, "exists": True, "state": vol.get("State"),
-            "zone": vol.get("AvailabilityZone"),
-            "attachments": [{"instance_id": a.get("InstanceId"), "state": a.get("State"),
-                             "device": a.get("Device")} for a in vol.get("Attachments") or ()]}
 
 
 # -- instances --------------------------------------------------------------------------------
@@ -223,12 +155,30 @@ def _lost(env: Env, iid: str, inst: Obj, facts: list[Fact], *, action: str,
     return lost
 
 
+def _started_again(env: Env, inst: Obj) -> str | None:
+    """When a poll finds the instance running or booting with a LaunchTime after this step
+    began applying (EC2 moves LaunchTime on every start): the time, as EC2 gave it."""
+    since = env.ctx.applying_since
+    if not env.ctx.poll or since is None or instance_state(inst) not in ("pending", "running"):
+        return None
+    launched = parse_time(inst.get("LaunchTime"))
+    return str(inst.get("LaunchTime")) if launched is not None and launched > since else None
+
+
 def apply_stop(plan: Plan, p: InstanceStopParams, env: Env) -> Result:
     inst = _fence_read(env, p.instance_id)
     state = instance_state(inst)
     if state in FENCED_STATES:
         return Result(data={"instance_id": p.instance_id, "state": state}, already_done=True,
                       message=f"instance {p.instance_id} is {state}")
+    started = _started_again(env, inst)
+    if started is not None:
+        raise PermanentError(
+            f"instance {p.instance_id} was started again at {started} (its LaunchTime), after "
+            f"this step stopped it: someone is working on the machine, and a fence is not "
+            f"repeated without approvers who saw it running again. Retry the step for a new "
+            f"plan and approval if it must still be fenced", service="ec2",
+            operation="StopInstances", code="InstanceStartedAgain")
     # a plain stop already under way is not repeated; a force stop of a hung 'stopping' is, once:
     # the polls that follow wait for it rather than sending it again;
     # 'shutting-down' cannot be stopped (IncorrectInstanceState): it is waited on until terminated

@@ -67,7 +67,7 @@ from bot.actions.authoring import (
     set_taint,
 )
 from bot.actions.declarations import ZoneBatchParams
-from bot.actions.ec2 import must_terminate
+from bot.actions.ec2_views import must_terminate
 from bot.actions.zone import TAINT_EFFECT, TAINT_VALUE, digest, is_spot, node_name
 
 # EC2 (or IAM) answers that refuse a whole StopInstances/TerminateInstances call for one instance

@@ -155,12 +155,17 @@ class Ec2Sim(InstanceLifecycle, ZoneFailures):
         self._serving: threading.Thread | None = None
         self._app: Any = None  # moto's WSGI application, called in-process
         self._handler: type[_ProxyHandler] | None = None
+        self._backend: Any = None
 
     # -- lifecycle ----------------------------------------------------------------------------
 
     @property
     def backend(self) -> Any:
-        return ec2_backends[self.account][self.region]
+        # moto finds an account's backend under a lock on every lookup; a reset clears the
+        # backend in place, so the object found once stays the one to use
+        if self._backend is None:
+            self._backend = ec2_backends[self.account][self.region]
+        return self._backend
 
     @property
     def endpoint(self) -> str:

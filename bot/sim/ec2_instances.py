@@ -24,11 +24,12 @@ Transitions complete on the sandbox clock: ``tick()`` runs first in every contro
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -81,6 +82,7 @@ class Transition:
     started: datetime
 
 
+@functools.lru_cache(maxsize=4096)  # every kubelet asks on every pass
 def boot_id(instance_id: str, boot: int) -> str:
     """The guest's bootID for its n-th boot (0: the boot the scenario found it in)."""
     seed = instance_id if boot == 0 else f"{instance_id}/boot/{boot}"
@@ -126,6 +128,8 @@ class InstanceLifecycle:
         assert inst is not None, instance_id
         if state == "running" and inst._state.name != "running":
             self.boots[instance_id] = self.boots.get(instance_id, 0) + 1
+            # EC2's LaunchTime is when the instance last entered 'running': a start moves it
+            inst.launch_time = self.now().astimezone(UTC).replace(tzinfo=None)
         self.transitions.pop(instance_id, None)
         inst._state.name, inst._state.code = state, CODES[state]
         if reason_code:

@@ -152,6 +152,8 @@ def _detach_unwanted(ctx: Context, desired: dict[str, tuple[str, dict[str, Any],
         wait_since.pop(name, None)
         if va["spec"]["nodeName"] in gone:  # the detach a Node's deletion brings about
             ctx.state.setdefault("deleted_node_detaches", {})[name] = va["spec"]["nodeName"]
+        elif has_taint(node, OOS_TAINT):  # the detach the out-of-service taint brings about
+            ctx.state.setdefault("oos_taint_detaches", {})[name] = va["spec"]["nodeName"]
         ctx.store.delete(ctx.store_res("VolumeAttachment"), None, name)
 
 
@@ -347,7 +349,9 @@ def _detach(ctx: Context, va: dict[str, Any], handle: str, iid: str, node_name: 
         if mounted and ctx.ec2.instance_state(iid) == "running" and iid not in ctx.ec2.hung:
             # the machine runs and, as far as anyone knows, still has the file system mounted
             why = (" (the attach/detach controller's timeout detach after the Node was deleted)"
-                   if name in ctx.state.get("deleted_node_detaches", {}) else "")
+                   if name in ctx.state.get("deleted_node_detaches", {}) else
+                   " (the attach/detach controller's detach for the out-of-service taint)"
+                   if name in ctx.state.get("oos_taint_detaches", {}) else "")
             ctx.state.setdefault("live_detaches", []).append(
                 (ts(ctx.now), f"{handle} detached from running {iid} while node {node_name} "
                               f"last reported it mounted{why}"))

@@ -21,7 +21,7 @@ from bot.sim.sandbox import Sandbox
 
 # people and bot events: handled by the driver, not applied to the sandbox
 PEOPLE = ("approve-late", "approval-expires", "reject", "wrong-approver", "self-approve", "abort",
-          "crash", "crash-after-write", "second-worker")
+          "crash", "crash-after-write", "second-worker", "break-glass")
 
 
 @dataclass(frozen=True)
@@ -240,6 +240,10 @@ KINDS: dict[str, Kind] = {
     "crash-after-write": Kind("people", 2, "the worker is killed right after its next write "
                               "reaches the cluster or EC2, before it records it; another resumes"),
     "second-worker": Kind("people", 1, "a second worker starts driving the same runs"),
+    # drawn on a stream of its own (``timeline.draw``), so the other events of a seed stay as
+    # they were: weight 0 here
+    "break-glass": Kind("people", 0, "two approvers break glass on the next step an interlock "
+                        "refuses, with a reason"),
 }
 
 

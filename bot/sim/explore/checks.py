@@ -68,10 +68,22 @@ def _after_world_deletion(v: Any, deleted: frozenset[str]) -> bool:
         f"while node {n} " in v.details for n in deleted)
 
 
+def _after_world_start(v: Any, world_caused: Sequence[Any]) -> bool:
+    """A detach from a live machine that the out-of-service taint brought about, on a node
+    whose machine the world started again after the run tainted it (someone starts a tainted
+    node's machine: a violation of the world's, recorded when it did): Kubernetes detaches at
+    once from a tainted node it stops hearing from, as the taint says it may. The bot's own
+    detaches (a VolumeAttachment it deletes, a DetachVolume at EC2) are never attributed so."""
+    return v.kind == "detach-from-live" and "for the out-of-service taint" in v.details and any(
+        w.kind == "oos-taint-on-running" and f"while node {w.details.split()[1]} " in v.details
+        for w in world_caused)
+
+
 def sandbox_invariants(ev: Evidence) -> list[Found]:
     """The sandbox's safety invariants, less what a recorded two-person override explains."""
     mine = [v for v in ev.sandbox.violations if not any(v is w for w in ev.world_caused)
-            and not _after_world_deletion(v, ev.world_deleted)]
+            and not _after_world_deletion(v, ev.world_deleted)
+            and not _after_world_start(v, ev.world_caused)]
     verdict = judge(mine, ev.events)
     return [Found(v.kind, v.details + (f" (after {v.cause})" if v.cause else ""))
             for v in verdict.violations]

@@ -21,7 +21,7 @@ from typing import Any
 
 from bot.actions.builtin import builtin_actions
 from bot.diagnose import Scope, catalogue_of, diagnose
-from bot.engine.commands import Abort, Approve, Command, Reject
+from bot.engine.commands import Abort, Approve, BreakGlass, Command, Reject
 from bot.engine.moves import held_until
 from bot.engine.runstate import RunState, StepState
 from bot.engine.state import RUN_TERMINAL
@@ -35,6 +35,10 @@ from bot.store.integrity import verify_run
 ROUNDS = 16  # world events fall in the first this many rounds of a run (most end in 10 to 30)
 MAX_ROUNDS = 300
 MAX_HOURS = 12.0  # simulated: a run still going after this long is hung
+# While people are away (an approval late or left to expire) the bot plays no tick: the world
+# moves in steps this long, not the sandbox's 5 s; the controllers' timers fire in the same order,
+# within a step (docs/explore.md, "People away, the world in longer steps")
+AWAY_STEP = 30.0
 OUTSIDER = "mallory"  # a person who is not in the approvers' group
 
 
@@ -113,6 +117,7 @@ class _Player:
         self.trace: list[str] = []
         self.queue: list[catalogue.Event] = []  # people events waiting for the next decision
         self.armed = False  # crash right after the next write
+        self.glass = False  # two people break glass on the next refusal
         self.world_caused: list[Any] = []
         self.world_deleted: set[str] = set()  # Nodes a world event deleted
         self.other: Any = None  # a second worker's runner, once one started
@@ -185,12 +190,12 @@ class _Player:
             ev = self.queue.pop(0)
             self.note(f"people: {ev.words()}")
             if ev.kind == "approve-late":
-                self.r.sandbox.advance(float(ev.arg or 5) * 60)
+                self.r.sandbox.advance(float(ev.arg or 5) * 60, step=AWAY_STEP)
                 return
             if ev.kind == "approval-expires":
                 due = datetime.fromisoformat(s.expires_at) if s.expires_at else None
                 wait = (due - self.r.clock.now()).total_seconds() + 60 if due else 3600.0
-                self.r.sandbox.advance(max(60.0, wait))
+                self.r.sandbox.advance(max(60.0, wait), step=AWAY_STEP)
                 return
             if ev.kind == "reject":
                 self.submit(Reject(run_id=state.run_id, actor=APPROVERS[0],
@@ -210,6 +215,16 @@ class _Player:
                       "for its recheck")
             due = datetime.fromisoformat(held)
             self.r.sandbox.advance(max(0.0, (due - self.r.clock.now()).total_seconds()))
+            return
+        if s.blocked and self.glass:
+            self.glass = False
+            rule = s.blocked.get("rule")
+            self.note(f"step {s.key} blocked by rule {rule}: {APPROVERS[0]} and {APPROVERS[1]} "
+                      "break glass")
+            for who in APPROVERS[:2]:
+                self.submit(BreakGlass(run_id=state.run_id, actor=who, step=s.key,
+                                       reason=f"explorer: {rule} overridden on purpose",
+                                       nodes=_glass_nodes(s.blocked)))
             return
         if s.blocked:
             self.note(f"step {s.key} blocked by rule {s.blocked.get('rule')}: people abort "
@@ -243,6 +258,9 @@ class _Player:
             elif ev.kind == "crash-after-write":
                 self.note(f"event: {ev.words()}")
                 self.armed = True
+            elif ev.kind == "break-glass":
+                self.note(f"event: {ev.words()}")
+                self.glass = True
             elif kind.apply is None:
                 self.queue.append(ev)
             else:
@@ -383,3 +401,9 @@ def finish(p: _Player, state: RunState, tl: Timeline) -> Played:
     found = check_all(ev)
     return Played(tl, str(state.status), found, _coverage(events, str(state.status)),
                   p.trace, rounds)
+
+
+def _glass_nodes(blocked: dict[str, Any]) -> int | None:
+    """What an override of a rule that counts nodes names: the count its refusal gave."""
+    count = blocked.get("count")
+    return int(count) if blocked.get("rule") == "blast-radius" and count else None

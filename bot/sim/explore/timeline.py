@@ -17,6 +17,7 @@ from bot.sim.explore.catalogue import KINDS, Event
 from bot.sim.sandbox import Sandbox
 
 MAX_EVENTS = 8
+GLASS_SHARE = 0.2  # the share of timelines in which people break glass when refused
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,7 @@ def draw(sb: Sandbox, *, seed: int, rounds: int, families: frozenset[str] | None
     """Up to ``max_events`` world events over ``rounds`` rounds, from ``seed`` and the staged
     world (the targets that exist in it)."""
     rng = random.Random(seed)
-    kinds = [k for k, v in KINDS.items() if families is None or v.family in families]
+    kinds = [k for k, v in KINDS.items() if v.weight and (families is None or v.family in families)]
     weights = [KINDS[k].weight for k in kinds]
     focus = _focus(sb)
     out: list[Event] = []
@@ -107,4 +108,9 @@ def draw(sb: Sandbox, *, seed: int, rounds: int, families: frozenset[str] | None
         # early rounds weigh more: the interleavings with plans and approvals come first
         at = min(rounds - 1, int(rng.expovariate(4.0 / rounds)))
         out.append(Event(round=at, kind=name, target=target, arg=arg))
+    # people who break glass, in one timeline in GLASS_SHARE, drawn apart from the rest
+    glass = random.Random(f"{seed}/break-glass")
+    if (families is None or "people" in families) and glass.random() < GLASS_SHARE:
+        out.append(Event(round=min(rounds - 1, int(glass.expovariate(4.0 / rounds))),
+                         kind="break-glass"))
     return tuple(sorted(out, key=lambda e: e.round))

@@ -1,0 +1,95 @@
+"""A fence's polls never fight a person: a machine someone starts again after the bot stopped it
+is not stopped a second time on the strength of the first approval, and a poll that may write is
+marked durably before it does, so a worker that dies mid-poll leaves a trace in the audit.
+
+Both were found by the explorer (two approvers broke glass to fence a node whose kubelet had
+come back; the machine stopped; someone started it; the fence's next poll sent StopInstances
+again, and the worker died before recording it: a write on the wire the audit never showed).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+from bot.engine.commands import BreakGlass
+from bot.sim.rehearsal import APPROVERS, Rehearsal
+from tests.rehearsals.conftest import types
+
+pytestmark = pytest.mark.slow
+
+
+def _stops(r: Rehearsal) -> list[Any]:
+    return [w for w in r.sandbox.ec2.wire if w.action == "StopInstances"]
+
+
+def _fence_then_start_again(r: Rehearsal, run_id: str, *, start_again: bool = True) -> Any:
+    """Drive the run, breaking glass when the fence is refused; once the machine is stopped
+    while the fence still polls, someone starts it again (``start_again``)."""
+    iid = r.facts["instance_id"]
+    started = not start_again
+    state = r.runner.drive(run_id)
+    for _ in range(200):
+        if state.status in ("succeeded", "failed", "aborted", "partial"):
+            return state
+        if state.status == "awaiting_approval":
+            s = next(x for x in state.steps.values() if x.status == "awaiting_approval")
+            if s.blocked:
+                for who in APPROVERS[:2]:
+                    assert r.submit(BreakGlass(run_id=run_id, actor=who, step=s.key,
+                                               reason="console dead, machine partitioned")).ok
+            else:
+                cmd = r.approve_all(state, s)
+                assert cmd is not None
+                r.submit(cmd)
+        elif state.next_check_at:
+            due = datetime.fromisoformat(state.next_check_at)
+            r.sandbox.advance(max(0.0, (due - r.clock.now()).total_seconds()))
+            fence = state.steps.get("fence")
+            if (not started and fence is not None and fence.status == "waiting"
+                    and r.sandbox.ec2.instance_state(iid) == "stopped"):
+                r.sandbox.ec2.repair(iid)  # someone starts it: a new boot, a new LaunchTime
+                started = True
+        state = r.runner.drive(run_id)
+    raise AssertionError(f"run {run_id} did not end ({state.status})")
+
+
+def test_a_machine_started_again_while_the_fence_polls_is_not_stopped_again(rehearse):
+    r = rehearse("pod-force-deleted", stop_seconds="30")
+    run_id = r.start_run("node-dead-ngns", node=r.facts["dead_node"])
+    st = _fence_then_start_again(r, run_id)
+    fence = st.steps["fence"]
+    assert fence.status == "failed", (fence.status, fence.message)
+    assert "was started again" in fence.error and "Retry the step" in fence.error, fence.error
+    # EC2: one stop, the approved one; the machine someone started runs on
+    assert len(_stops(r)) == 1, [w.action for w in r.sandbox.ec2.wire]
+    assert r.sandbox.ec2.instance_state(r.facts["instance_id"]) == "running"
+    # and nothing was tainted after it
+    node = r.sandbox.get("Node", None, r.facts["dead_node"])
+    assert not [t for t in node["spec"].get("taints") or ()
+                if t["key"] == "node.kubernetes.io/out-of-service"]
+    assert r.verified(run_id)
+
+
+def test_a_poll_that_may_write_is_marked_applying_before_it_runs(rehearse):
+    """What the store holds at the moment each poll of the fence runs: ``applying``, as for the
+    first apply, so a worker that dies after the poll's write is followed by one that says it
+    resumed (``step.applying`` with ``resumed``)."""
+    r = rehearse("pod-force-deleted", stop_seconds="30")
+    catalog = r.catalog
+    inner = type(catalog).apply
+    seen: list[str] = []
+
+    def apply(name: str, plan: Any, ctx: Any) -> Any:
+        if name == "aws.ec2.instance.stop" and ctx.poll:
+            seen.append(str(r.store.load(ctx.run_id).steps["fence"].status))
+        return inner(catalog, name, plan, ctx)
+    catalog.apply = apply  # type: ignore[method-assign]
+    run_id = r.start_run("node-dead-ngns", node=r.facts["dead_node"])
+    st = _fence_then_start_again(r, run_id, start_again=False)
+    assert st.status == "succeeded", st.outcome
+    assert seen and set(seen) == {"applying"}, seen
+    assert ("step.succeeded", "fence") in types(r, run_id)
+
