@@ -6,6 +6,11 @@ finding that names ``node-dead-ngns``: a fence of a live machine is the harm thi
 to prevent. IP exhaustion (the VPC CNI cannot give a new pod an address) leaves the node Ready
 and its new pods stuck in ContainerCreating, which reads like a storage fault; it is named too.
 
+A node that is Ready again while it still carries the out-of-service taint (its machine repaired,
+or started again by someone) takes no pods, and Kubernetes detaches its volumes at once, mounted or
+not, the moment it stops hearing from it again: the taint says the machine is off. It is named with
+``node-recovered``, which lifts the taint once the node's old boot is gone.
+
 A Node deleted while its machine still runs (``kubectl delete node`` as a "fix") is the worst of
 the three: pod GC force-deletes its pods and the attach/detach controller detaches its volumes
 within minutes, from a machine that may still write. It is found from the VolumeAttachments that
@@ -16,7 +21,17 @@ from __future__ import annotations
 
 from bot.actions.liveness import DEAD, SICK, classify
 from bot.actions.node_health import IP_EXHAUSTION, SYSTEM_APPS, SYSTEM_NAMESPACE, container_view
-from bot.actions.objects import LIVE_STATES, Obj, instance_state, meta, ready_condition, va_node
+from bot.actions.objects import (
+    LIVE_STATES,
+    OUT_OF_SERVICE_TAINT,
+    Obj,
+    has_taint,
+    instance_id_of,
+    instance_state,
+    meta,
+    ready_condition,
+    va_node,
+)
 from bot.diagnose.draft import Draft
 from bot.diagnose.model import Evidence, Severity
 from bot.diagnose.world import (
@@ -32,6 +47,7 @@ from bot.diagnose.world import (
 )
 
 TRIAGE = "node-not-ready-triage"
+RECOVERED = "node-recovered"
 
 
 def _ref(pod: Obj) -> str:
@@ -144,4 +160,25 @@ def deleted_nodes(world: World) -> list[Draft]:
                              {"node": node}, ev, "node-dead-ngns",
                              {"node": node, "instance_id": iid},
                              related={f"node:{node}", *waiting.get(node, set())}))
+    return out
+
+
+def tainted_ready(world: World) -> list[Draft]:
+    """Ready nodes that still carry the out-of-service taint: lift it with node-recovered."""
+    out = []
+    for node in world.nodes:
+        if not has_taint(node, OUT_OF_SERVICE_TAINT) or ready_condition(node)[0] != "True":
+            continue
+        name = str(meta(node).get("name"))
+        iid = instance_id_of(node)
+        ev = [Evidence(f"node {name} carries {OUT_OF_SERVICE_TAINT} and is Ready", SRC_NODES,
+                       world.now)]
+        if iid and iid in world.instances:  # described when the scan read its machine
+            ev.append(Evidence(f"instance {iid} is {instance_state(world.instances.get(iid))}",
+                               SRC_INSTANCES, world.now))
+        summary = (f"Node {name} is Ready again but still carries {OUT_OF_SERVICE_TAINT}: it "
+                   "takes no pods, and if Kubernetes stops hearing from it, its volumes are "
+                   "detached at once, mounted or not. Lift the taint with node-recovered.")
+        out.append(Draft("out-of-service-node-ready", Severity.MEDIUM, summary, {"node": name},
+                         ev, RECOVERED, {"node": name}, related={f"node:{name}"}))
     return out

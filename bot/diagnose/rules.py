@@ -36,7 +36,7 @@ from bot.actions.reports import classify
 from bot.diagnose.draft import Draft
 from bot.diagnose.machines import Machine, capacity_words, machine, zone_capacity
 from bot.diagnose.model import Evidence, Severity
-from bot.diagnose.node_health import deleted_nodes, ip_exhaustion, sick_nodes
+from bot.diagnose.node_health import deleted_nodes, ip_exhaustion, sick_nodes, tainted_ready
 from bot.diagnose.world import (
     SRC_CLASSES,
     SRC_EVENTS,
@@ -533,7 +533,7 @@ def leaked_volumes(world: World) -> list[Draft]:
 
 
 RULES = (waiting_for_volumes, affinity_conflicts, immediate_classes, stuck_terminating, zombies,
-         leaked_volumes, sick_nodes, ip_exhaustion, deleted_nodes)
+         leaked_volumes, sick_nodes, ip_exhaustion, deleted_nodes, tainted_ready)
 
 
 def findings(world: World) -> Iterator[Draft]:
