@@ -20,15 +20,22 @@ from __future__ import annotations
 import base64
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import boto3
-from botocore.awsrequest import AWSResponse
+from botocore.auth import SigV4QueryAuth
+from botocore.awsrequest import AWSRequest, AWSResponse
 from botocore.config import Config
-from botocore.credentials import CredentialProvider, CredentialResolver, RefreshableCredentials
+from botocore.credentials import (
+    CredentialProvider,
+    CredentialResolver,
+    Credentials,
+    RefreshableCredentials,
+)
 from botocore.exceptions import BotoCoreError, ClientError, ConnectionClosedError
 from botocore.loaders import create_loader
 from botocore.session import get_session
@@ -287,3 +294,30 @@ def _keep_cluster_id(params: dict[str, Any], context: dict[str, Any], **_: Any) 
 def _sign_cluster_id(request: Any, **_: Any) -> None:
     if CLUSTER_ID_HEADER in request.context:
         request.headers[CLUSTER_ID_HEADER] = request.context[CLUSTER_ID_HEADER]
+
+
+def presigned_signature(url: str, headers: Mapping[str, str], secret: str) -> str | None:
+    """The SigV4 signature a presigned GET ``url`` (an EKS token's, say) should carry when sent
+    with ``headers`` and signed with ``secret``, computed as botocore signs it; None when the URL
+    is not a presigned request. What STS checks, for a server that plays STS (the sandbox)."""
+    parts = urlsplit(url)
+    params = dict(parse_qsl(parts.query, keep_blank_values=True))
+    params.pop("X-Amz-Signature", None)
+    try:
+        access_key, _date, region, service, _end = params["X-Amz-Credential"].split("/")
+        expires = int(params["X-Amz-Expires"])
+        timestamp = params["X-Amz-Date"]
+    except (KeyError, ValueError):
+        return None
+    sent = {k.lower(): v for k, v in headers.items()}
+    signed = {"host": parts.netloc, **{h: sent.get(h, "") for h in
+                                       params.get("X-Amz-SignedHeaders", "").split(";")
+                                       if h and h != "host"}}
+    request = AWSRequest(method="GET", url=urlunsplit((parts.scheme, parts.netloc,
+                                                       parts.path or "/", "", "")),
+                         headers=signed, params=params)
+    request.context["timestamp"] = timestamp
+    auth = SigV4QueryAuth(Credentials(access_key, secret, params.get("X-Amz-Security-Token")),
+                          service, region, expires=expires)
+    return str(auth.signature(auth.string_to_sign(request, auth.canonical_request(request)),
+                              request))

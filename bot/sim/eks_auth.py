@@ -27,6 +27,8 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from urllib.parse import parse_qs, urlsplit
 
+from bot.sim.sts_presign import refusal
+
 PREFIX = "k8s-aws-v1."
 CLUSTER_ID_HEADER = "x-k8s-aws-id"
 VALID_FOR = timedelta(minutes=15)
@@ -70,6 +72,9 @@ class EksTokenReview:
         if known is not None and self.now() <= known[0] + VALID_FOR:
             return self.access[known[1]]
         url, signed = self._url(token)
+        why = refusal(url, {CLUSTER_ID_HEADER: self.cluster})
+        if why:  # what AWS's STS answers 403 SignatureDoesNotMatch for
+            raise TokenRefused(f"STS refused the token's request: {why}")
         status, _, body = self.send("GET", url, [(CLUSTER_ID_HEADER, self.cluster)], b"")
         found = _ARN.search(body) if status == 200 else None
         if found is None:

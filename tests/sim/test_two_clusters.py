@@ -219,3 +219,30 @@ def test_the_node_watcher_runs_one_watch_set_per_cluster(fleet: Any) -> None:
         assert instances == {o["spec"]["providerID"].rsplit("/", 1)[1] for o in sb.list("Node")}
         assert sb.facts["instance_id"] in instances and other.facts["instance_id"] not in instances
         assert len(other.ec2.wire) == theirs
+
+
+def test_a_token_made_for_one_cluster_is_refused_by_another_behind_the_same_sts(
+        fleet: Any) -> None:
+    """In a region every EKS cluster asks the same STS: what keeps a token to its cluster is the
+    signature over ``x-k8s-aws-id``, which the API server replays as its own name. A cluster named
+    otherwise, behind east's STS, with the same access entry, refuses east's token; so does
+    east itself for a token whose signature was tampered with."""
+    tc, _ = fleet
+    east = tc.sandboxes["east"]
+    token = eks_tokens(tc.settings.clusters["east"], sts_endpoint_url=east.ec2.endpoint,
+                       credentials=CREDENTIALS)()
+    access = {role_arn(ACCOUNTS["east"]): USER}
+
+    def review(cluster: str) -> EksTokenReview:
+        return EksTokenReview(cluster=cluster, sts_url=east.ec2.endpoint, send=east.ec2.send,
+                              now=lambda: datetime.now(UTC), access=access)
+    assert review("east").identify(token) == USER
+    with pytest.raises(TokenRefused, match="STS refused"):
+        review("east-2").identify(token)
+    url = base64.urlsafe_b64decode(token[len(EKS_TOKEN_PREFIX):] + "==").decode()
+    sig = re.search(r"X-Amz-Signature=([0-9a-f]+)", url)
+    assert sig is not None
+    forged = url.replace(sig[1], ("0" if sig[1][0] != "0" else "1") + sig[1][1:])
+    with pytest.raises(TokenRefused, match="STS refused"):
+        review("east").identify(
+            EKS_TOKEN_PREFIX + base64.urlsafe_b64encode(forged.encode()).decode().rstrip("="))
