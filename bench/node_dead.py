@@ -59,8 +59,9 @@ from bench.wire import Request, Wire
 from bot.actions.catalog import ClusterClients
 from bot.clients.ec2 import Ec2Client, boto3_client
 from bot.clients.kube import KubeClient
+from bot.sim.iam import CREDENTIALS
 from bot.sim.rehearsal import Rehearsal
-from bot.sim.sandbox import BOT_CONTEXT, CREDENTIALS, Sandbox
+from bot.sim.sandbox import BOT_CONTEXT, Sandbox
 
 OOS = "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute"
 FENCED = ("stopped", "terminated")

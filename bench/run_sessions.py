@@ -25,7 +25,8 @@ from bot.clients.attribution import Attribution
 from bot.clients.ec2 import Ec2Client
 from bot.config import ClusterConfig
 from bot.errors import RunbookBotError
-from bot.sim.sandbox import CREDENTIALS, Sandbox
+from bot.sim.iam import CREDENTIALS
+from bot.sim.sandbox import Sandbox
 
 ROLE = "arn:aws:iam::123456789012:role/runbook-bot"
 

@@ -18,6 +18,7 @@ apart so that each stays one subject, within the module-size budget (docs/archit
 from __future__ import annotations
 
 import base64
+import hmac
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -296,19 +297,24 @@ def _sign_cluster_id(request: Any, **_: Any) -> None:
         request.headers[CLUSTER_ID_HEADER] = request.context[CLUSTER_ID_HEADER]
 
 
-def presigned_signature(url: str, headers: Mapping[str, str], secret: str) -> str | None:
-    """The SigV4 signature a presigned GET ``url`` (an EKS token's, say) should carry when sent
-    with ``headers`` and signed with ``secret``, computed as botocore signs it; None when the URL
-    is not a presigned request. What STS checks, for a server that plays STS (the sandbox)."""
+def presigned_refusal(url: str, headers: Mapping[str, str],
+                      secret_of: Callable[[str], str | None]) -> str:
+    """Why STS refuses a presigned GET ``url`` (an EKS token's, say) sent with ``headers``
+    (``""``: it does not): its SigV4 signature is computed again, as botocore signs, with the
+    secret ``secret_of`` gives for its access key, and must match. For a server that plays STS
+    (the sandbox)."""
     parts = urlsplit(url)
     params = dict(parse_qsl(parts.query, keep_blank_values=True))
-    params.pop("X-Amz-Signature", None)
+    given = params.pop("X-Amz-Signature", "")
     try:
         access_key, _date, region, service, _end = params["X-Amz-Credential"].split("/")
         expires = int(params["X-Amz-Expires"])
         timestamp = params["X-Amz-Date"]
     except (KeyError, ValueError):
-        return None
+        return "not a presigned request"
+    secret = secret_of(access_key)
+    if secret is None:
+        return f"the access key {access_key} is not known"
     sent = {k.lower(): v for k, v in headers.items()}
     signed = {"host": parts.netloc, **{h: sent.get(h, "") for h in
                                        params.get("X-Amz-SignedHeaders", "").split(";")
@@ -319,5 +325,8 @@ def presigned_signature(url: str, headers: Mapping[str, str], secret: str) -> st
     request.context["timestamp"] = timestamp
     auth = SigV4QueryAuth(Credentials(access_key, secret, params.get("X-Amz-Security-Token")),
                           service, region, expires=expires)
-    return str(auth.signature(auth.string_to_sign(request, auth.canonical_request(request)),
-                              request))
+    expected = auth.signature(auth.string_to_sign(request, auth.canonical_request(request)),
+                              request)
+    if not hmac.compare_digest(str(expected), given):
+        return "the signature does not match the request it was made for"
+    return ""

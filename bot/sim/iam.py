@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 ADMIN_KEY = "SANDBOXADMIN"  # the sandbox's own controllers and arranging calls
+CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}  # the bot's
+ADMIN_CREDENTIALS = {"aws_access_key_id": ADMIN_KEY, "aws_secret_access_key": "testing"}
 ACCOUNT = "123456789012"  # moto's default account
 OPERATORS = {"StringEquals", "StringNotEquals", "StringLike", "StringNotLike", "Null"}
 TAG_KEYS = ("aws:ResourceTag/", "ec2:ResourceTag/", "aws:RequestTag/")

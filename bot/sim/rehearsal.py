@@ -38,7 +38,8 @@ from bot.engine.runstate import RunState, StepState
 from bot.engine.state import RUN_TERMINAL
 from bot.runbook.source import DirectorySource, ParseCache
 from bot.runtime.runner import Runner
-from bot.sim.sandbox import BOT_CONTEXT, CREDENTIALS, Sandbox
+from bot.sim.iam import CREDENTIALS
+from bot.sim.sandbox import BOT_CONTEXT, Sandbox
 from bot.sim.verdict import Verdict, judge
 from bot.store.db import Database
 from bot.store.integrity import verify_run

@@ -42,7 +42,7 @@ from bot.sim.ec2_clients import ProxyClient, SeedClient
 from bot.sim.ec2_instances import Timing
 from bot.sim.ec2_moto import MotoQuery
 from bot.sim.eks_auth import EksTokenReview
-from bot.sim.iam import ACCOUNT, ADMIN_KEY, sandbox_policy
+from bot.sim.iam import ACCOUNT, ADMIN_CREDENTIALS, CREDENTIALS, sandbox_policy
 from bot.sim.inprocess import KubePool
 from bot.sim.invariants import InvariantLog, Violation
 from bot.sim.resources import BY_KIND, Resource
@@ -52,8 +52,6 @@ from bot.sim.store import Store, ts
 from bot.sim.tls import client_context, make_certificates, server_context
 from bot.sim.trust import sandbox_trust
 
-CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}  # the bot's
-ADMIN_CREDENTIALS = {"aws_access_key_id": ADMIN_KEY, "aws_secret_access_key": "testing"}
 BOT_CONTEXT = "runbook-bot"  # the kubeconfig context with the bot's ServiceAccount token
 MAX_PASSES = 60
 TRANSPORTS = ("http", "inprocess")

@@ -30,8 +30,9 @@ from bot.engine.runstate import RunState, StepState
 from bot.engine.state import RUN_TERMINAL
 from bot.runbook.source import DirectorySource
 from bot.runtime.runner import Runner
+from bot.sim.iam import CREDENTIALS
 from bot.sim.rehearsal import APPROVERS, GROUP, REHEARSAL_INFORMER_LAG, REPO, REQUESTER, shipped_parse_cache
-from bot.sim.sandbox import CREDENTIALS, Sandbox
+from bot.sim.sandbox import Sandbox
 from bot.store.db import Database
 
 # cluster -> the AWS account it lives in: neither the bot's own (``ACCOUNT``, where its base

@@ -27,8 +27,7 @@ from bot.present.blockkit import approval_message, run_card
 from bot.present.transcript import export
 from bot.present.views import run_view, step_view
 from bot.sim.eks_auth import EksTokenReview, TokenRefused
-from bot.sim.iam import ADMIN_KEY
-from bot.sim.sandbox import CREDENTIALS
+from bot.sim.iam import ADMIN_KEY, CREDENTIALS
 from bot.sim.two_clusters import ACCOUNTS, USER, TwoClusters, role_arn
 
 OOS = "node.kubernetes.io/out-of-service"
