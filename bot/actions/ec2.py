@@ -156,10 +156,12 @@ def _lost(env: Env, iid: str, inst: Obj, facts: list[Fact], *, action: str,
 
 
 def _started_again(env: Env, inst: Obj) -> str | None:
-    """When a poll finds the instance running or booting with a LaunchTime after this step
-    began applying (EC2 moves LaunchTime on every start): the time, as EC2 gave it."""
+    """When the instance is running or booting with a LaunchTime after this step began applying
+    (EC2 moves LaunchTime on every start): the time, as EC2 gave it. A poll can meet it, and so
+    can an apply resumed after its worker died, once its stop may have reached EC2; a first
+    apply cannot (it began a moment ago, and a person's Retry begins the step anew)."""
     since = env.ctx.applying_since
-    if not env.ctx.poll or since is None or instance_state(inst) not in ("pending", "running"):
+    if since is None or instance_state(inst) not in ("pending", "running"):
         return None
     launched = parse_time(inst.get("LaunchTime"))
     return str(inst.get("LaunchTime")) if launched is not None and launched > since else None
@@ -167,6 +169,10 @@ def _started_again(env: Env, inst: Obj) -> str | None:
 
 def apply_stop(plan: Plan, p: InstanceStopParams, env: Env) -> Result:
     inst = _fence_read(env, p.instance_id)
+    if instance_state(inst) in ("pending", "running") and "LaunchTime" not in inst:
+        # a state DescribeInstanceStatus gave: which boot it is on is asked before any stop
+        # (the fence check reads the same answer, once, for the tags that say whose it is)
+        inst = _read_instance(env, p.instance_id)
     state = instance_state(inst)
     if state in FENCED_STATES:
         return Result(data={"instance_id": p.instance_id, "state": state}, already_done=True,
@@ -175,7 +181,7 @@ def apply_stop(plan: Plan, p: InstanceStopParams, env: Env) -> Result:
     if started is not None:
         raise PermanentError(
             f"instance {p.instance_id} was started again at {started} (its LaunchTime), after "
-            f"this step stopped it: someone is working on the machine, and a fence is not "
+            f"this step began fencing it: someone is working on the machine, and a fence is not "
             f"repeated without approvers who saw it running again. Retry the step for a new "
             f"plan and approval if it must still be fenced", service="ec2",
             operation="StopInstances", code="InstanceStartedAgain")

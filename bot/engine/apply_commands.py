@@ -249,6 +249,7 @@ def _break_glass(c: Commandable, s: StepState, cmd: BreakGlass, now: datetime, t
     granted = interlock if allowed is None else f"{interlock}<={allowed}"
     s.overrides = sorted({*(o for o in s.overrides if not o.startswith(f"{interlock}<=")), granted})
     s.blocked = None
+    _anew(s)
     c.set_step(tick, s, S.PLANNING)
     c.set_run(tick, R.RUNNING)
     c.event(tick, ev.override_granted(s.key, rule=interlock, approvers=[v.by for v in glass],
@@ -258,10 +259,19 @@ def _break_glass(c: Commandable, s: StepState, cmd: BreakGlass, now: datetime, t
                          f"step {s.key}, which is planned again", c.state.run_id, s.key)
 
 
+def _anew(s: StepState) -> None:
+    """A step people have planned again (a retry, a break-glass granted) begins a new attempt:
+    its timeout, its ``wait_until`` and what its action counts from its start (a fence, the
+    machine's boots since) begin at its next apply, not at an earlier attempt's, which would
+    otherwise fail it again at once."""
+    s.applying_since = s.poll_started_at = None
+
+
 def _retry(c: Commandable, s: StepState, cmd: Retry, now: datetime, tick: Tick) -> Outcome:
     _may_decide(c, s, cmd.actor)
     s.blocked = None
     s.approved = False
+    _anew(s)
     c.set_step(tick, s, S.PLANNING)
     c.set_run(tick, R.RUNNING)
     return Outcome(True, f"step {s.key} is planned again", c.state.run_id, s.key)

@@ -123,6 +123,7 @@ class Ec2Sim(InstanceLifecycle, ZoneFailures):
         self.trust = trust  # the trust policy of any role assumed here; None: trusted by all
         self.transitions = {}
         self.boots = {}
+        self.launched: set[str] = set()  # instances whose LaunchTime is on the sandbox clock
         self.sts = StsLog()
         self.wire: list[WireCall] = []  # every EC2 request that crossed the endpoint, in order
         self.answered_error: list[WireCall] = []  # those the proxy refused (throttled, IAM, ...)
@@ -501,15 +502,18 @@ class Ec2Sim(InstanceLifecycle, ZoneFailures):
             int, dict[str, str], bytes]:
         headers = {**headers, "x-moto-account-id": self.account}  # moto's backends of this account
         if self.in_process:
-            return wsgi(self._app, method, path, headers, body)
-        conn = http.client.HTTPConnection(*self._moto_addr, timeout=30)
-        try:
-            conn.request(method, path, body=body, headers=headers)
-            resp = conn.getresponse()
-            data = resp.read()
-            return resp.status, {k: v for k, v in resp.getheaders()}, data
-        finally:
-            conn.close()
+            answer = wsgi(self._app, method, path, headers, body)
+        else:
+            conn = http.client.HTTPConnection(*self._moto_addr, timeout=30)
+            try:
+                conn.request(method, path, body=body, headers=headers)
+                resp = conn.getresponse()
+                answer = resp.status, {k: v for k, v in resp.getheaders()}, resp.read()
+            finally:
+                conn.close()
+        if b"Action=RunInstances" in body and answer[0] < 300:
+            self._launched()
+        return answer
 
 
 WRITES = {"DetachVolume", "AttachVolume", "StartInstances", "StopInstances", "TerminateInstances",

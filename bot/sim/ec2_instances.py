@@ -99,6 +99,7 @@ class InstanceLifecycle:
     """Mixed into ``Ec2Sim``: the instance actions it answers itself, and the clock they run on."""
 
     hung: set[str]
+    launched: set[str]  # instances whose LaunchTime is on the sandbox clock
     managed: Any  # bot.sim.ec2_managed.ManagedInstances: EKS Auto Mode's machines
     zone: Any  # bot.sim.ec2_zone.ZoneFailure: hosts that hold their instances' stops
     stuck: dict[str, str]
@@ -130,6 +131,7 @@ class InstanceLifecycle:
             self.boots[instance_id] = self.boots.get(instance_id, 0) + 1
             # EC2's LaunchTime is when the instance last entered 'running': a start moves it
             inst.launch_time = self.now().astimezone(UTC).replace(tzinfo=None)
+            self.launched.add(instance_id)
         self.transitions.pop(instance_id, None)
         inst._state.name, inst._state.code = state, CODES[state]
         if reason_code:
@@ -154,11 +156,26 @@ class InstanceLifecycle:
     # -- the clock ---------------------------------------------------------------------------
 
     def rebase(self, delta: timedelta) -> None:
-        """Shift pending transitions with the sandbox clock (``Sandbox.rebase``)."""
+        """Shift pending transitions, and launch times, with the sandbox clock (``Sandbox.rebase``)."""
         for t in self.transitions.values():
             t.started += delta
             if t.due is not None:
                 t.due += delta
+        for r in self.backend.reservations.values():
+            for inst in r.instances:
+                if inst.id in self.launched:
+                    inst.launch_time += delta
+
+    def _launched(self) -> None:
+        """Instances moto just launched get a LaunchTime on the sandbox clock, as EC2 gives the
+        time of the launch (moto's is the host's clock, months away from the sandbox's): a check
+        that a machine was started again since some moment compares like with like."""
+        now = self.now().astimezone(UTC).replace(tzinfo=None)
+        for r in self.backend.reservations.values():
+            for inst in r.instances:
+                if inst.id not in self.launched:
+                    self.launched.add(inst.id)
+                    inst.launch_time = now
 
     def tick(self) -> bool:
         """Complete the transitions that are due; True when one did."""

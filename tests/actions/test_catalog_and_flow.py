@@ -210,9 +210,10 @@ def test_every_api_call_is_in_the_result_with_service_targets_and_outcome(world)
     result, calls = world.apply(plan)
     assert list(result.calls) == calls
     assert [(c.service, c.operation, c.targets, c.outcome) for c in result.calls] == [
-        # the fence's live read is one DescribeInstanceStatus: the state and the status checks
-        ("ec2", "DescribeInstanceStatus", (iid,), "ok"), ("ec2", "DescribeInstanceStatus", (iid,), "cached"),
-        ("ec2", "DescribeInstances", (iid,), "ok"), ("kubernetes", "list_node", (), "ok"),
+        # the fence's live read is one DescribeInstanceStatus (the state and the status checks);
+        # a running instance's boot (LaunchTime) and tags are one DescribeInstances
+        ("ec2", "DescribeInstanceStatus", (iid,), "ok"), ("ec2", "DescribeInstances", (iid,), "ok"),
+        ("ec2", "DescribeInstanceStatus", (iid,), "cached"), ("kubernetes", "list_node", (), "ok"),
         ("kubernetes", "read_namespaced_lease", (f"kube-node-lease/{node}",), "ok"),
         ("ec2", "StopInstances", (iid,), "ok")]
 

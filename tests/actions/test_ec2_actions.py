@@ -188,8 +188,8 @@ def test_a_stop_ec2_refuses_while_the_instance_boots_is_tried_again_at_the_next_
     first, first_calls = world.apply(plan)
     assert not first.done and world.instance_state(iid) == "running"
     assert [(c.operation, c.outcome) for c in first_calls] == [
-        ("DescribeInstanceStatus", "ok"), ("DescribeInstanceStatus", "cached"),
-        ("DescribeInstances", "ok"), ("list_node", "ok"), ("read_namespaced_lease", "ok"),
+        ("DescribeInstanceStatus", "ok"), ("DescribeInstances", "ok"),
+        ("DescribeInstanceStatus", "cached"), ("list_node", "ok"), ("read_namespaced_lease", "ok"),
         ("StopInstances", "IncorrectInstanceState")]
     results, _ = world.until_done(plan)
     assert results[-1].data == {"instance_id": iid, "state": "stopped"}

@@ -71,6 +71,54 @@ def test_a_blocked_step_can_be_retried_once_the_cause_is_fixed(make_engine):
     assert e.state(run).status == "succeeded"
 
 
+TIMED = {"t": runbook("t", """
+- id: change
+  title: Set x
+  action: fake.set
+  with: {name: x, value: "on"}
+  timeout: 5m
+""", approvals="groups: [sre]\n")}
+
+
+def _refused_at_apply_then_left(e) -> str:
+    """The step is approved, refused by its interlock as it applies, and left so past its
+    timeout; the lock is then lifted."""
+    run = e.start("t", by="alice")
+    e.world.set("x/locked_at_apply", True)
+    assert e.approve(run, "bob").ok
+    s = e.state(run).steps["change"]
+    assert s.blocked and s.blocked["rule"] == "fake-lock" and s.applying_since, s
+    e.advance(600)
+    e.world.lock("x", False)
+    return run
+
+
+def test_a_step_retried_after_its_apply_was_refused_counts_its_timeout_anew(make_engine):
+    """A person's Retry begins a new attempt: the step's timeout counts from its next apply, not
+    from the refused one (which had it fail at once, 'timed out', the moment it was approved)."""
+    e = make_engine(TIMED)
+    run = _refused_at_apply_then_left(e)
+    assert e.retry(run, "alice").ok  # the plan is as bob approved it: his approval stands
+    st = e.state(run)
+    assert st.status == "succeeded", (st.status, st.steps["change"].error)
+    assert e.world.get("x") == "on" and e.verified(run)
+
+
+def test_a_step_overridden_after_its_apply_was_refused_counts_its_timeout_anew(make_engine):
+    e = make_engine(TIMED)
+    run = _refused_at_apply_then_left(e)
+    e.world.lock("x")  # still locked: two people break glass
+    for who in ("bob", "carol"):
+        assert e.break_glass(run, who).ok
+    st = e.state(run)
+    s = st.steps["change"]
+    if st.status == "awaiting_approval":  # the new plan, if it asks again
+        assert e.approve(run, "bob").ok
+        st, s = e.state(run), e.state(run).steps["change"]
+    assert st.status == "succeeded", (st.status, s.error)
+    assert e.world.get("x") == "on" and e.verified(run)
+
+
 def test_a_blocked_step_that_nobody_overrides_expires_safely(make_engine):
     e = make_engine(SET)
     e.world.lock("x")

@@ -147,6 +147,9 @@ def make_registry(world: World) -> Registry:
         return plan
 
     def apply_set(plan: Plan, p: SetParams, env: Any) -> Result:
+        if world.get(f"{p.name}/locked_at_apply"):  # someone locks it between the plan and apply
+            world.set(f"{p.name}/locked_at_apply", None)
+            world.lock(p.name)
         _lock_check(p, env)
         if world.get(p.name) == p.value:
             return Result(data={"name": p.name, "value": p.value}, already_done=True,

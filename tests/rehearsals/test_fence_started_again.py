@@ -1,6 +1,7 @@
-"""A fence's polls never fight a person: a machine someone starts again after the bot stopped it
-is not stopped a second time on the strength of the first approval, and a poll that may write is
-marked durably before it does, so a worker that dies mid-poll leaves a trace in the audit.
+"""A fence never fights a person: a machine someone starts again after the bot stopped it is not
+stopped a second time on the strength of the first approval, whether a poll meets it or a worker
+resuming the apply of one that died; and a poll that may write is marked durably before it does,
+so a worker that dies mid-poll leaves a trace in the audit.
 
 Both were found by the explorer (two approvers broke glass to fence a node whose kubelet had
 come back; the machine stopped; someone started it; the fence's next poll sent StopInstances
@@ -25,6 +26,24 @@ def _stops(r: Rehearsal) -> list[Any]:
     return [w for w in r.sandbox.ec2.wire if w.action == "StopInstances"]
 
 
+def _turn(r: Rehearsal, run_id: str, state: Any) -> None:
+    """People decide (two break glass where the fence is refused: its kubelet answers), or the
+    sandbox moves on to the run's next check."""
+    if state.status == "awaiting_approval":
+        s = next(x for x in state.steps.values() if x.status == "awaiting_approval")
+        if s.blocked:
+            for who in APPROVERS[:2]:
+                assert r.submit(BreakGlass(run_id=run_id, actor=who, step=s.key,
+                                           reason="console dead, machine partitioned")).ok
+        else:
+            cmd = r.approve_all(state, s)
+            assert cmd is not None
+            r.submit(cmd)
+    elif state.next_check_at:
+        due = datetime.fromisoformat(state.next_check_at)
+        r.sandbox.advance(max(0.0, (due - r.clock.now()).total_seconds()))
+
+
 def _fence_then_start_again(r: Rehearsal, run_id: str, *, start_again: bool = True) -> Any:
     """Drive the run, breaking glass when the fence is refused; once the machine is stopped
     while the fence still polls, someone starts it again (``start_again``)."""
@@ -34,24 +53,12 @@ def _fence_then_start_again(r: Rehearsal, run_id: str, *, start_again: bool = Tr
     for _ in range(200):
         if state.status in ("succeeded", "failed", "aborted", "partial"):
             return state
-        if state.status == "awaiting_approval":
-            s = next(x for x in state.steps.values() if x.status == "awaiting_approval")
-            if s.blocked:
-                for who in APPROVERS[:2]:
-                    assert r.submit(BreakGlass(run_id=run_id, actor=who, step=s.key,
-                                               reason="console dead, machine partitioned")).ok
-            else:
-                cmd = r.approve_all(state, s)
-                assert cmd is not None
-                r.submit(cmd)
-        elif state.next_check_at:
-            due = datetime.fromisoformat(state.next_check_at)
-            r.sandbox.advance(max(0.0, (due - r.clock.now()).total_seconds()))
-            fence = state.steps.get("fence")
-            if (not started and fence is not None and fence.status == "waiting"
-                    and r.sandbox.ec2.instance_state(iid) == "stopped"):
-                r.sandbox.ec2.repair(iid)  # someone starts it: a new boot, a new LaunchTime
-                started = True
+        _turn(r, run_id, state)
+        fence = state.steps.get("fence")
+        if (not started and state.status != "awaiting_approval" and fence is not None
+                and fence.status == "waiting" and r.sandbox.ec2.instance_state(iid) == "stopped"):
+            r.sandbox.ec2.repair(iid)  # someone starts it: a new boot, a new LaunchTime
+            started = True
         state = r.runner.drive(run_id)
     raise AssertionError(f"run {run_id} did not end ({state.status})")
 
@@ -93,3 +100,50 @@ def test_a_poll_that_may_write_is_marked_applying_before_it_runs(rehearse):
     assert seen and set(seen) == {"applying"}, seen
     assert ("step.succeeded", "fence") in types(r, run_id)
 
+
+
+class _Killed(BaseException):
+    """The worker dies: raised past the runner, as a SIGKILL would end it."""
+
+
+def test_a_fence_resumed_after_its_worker_died_does_not_stop_a_machine_started_since(rehearse):
+    """Two people break glass to fence a node whose kubelet still answers; the worker dies right
+    after its StopInstances reached EC2, before recording it. The machine stops; someone starts
+    it again from the console, and its kubelet cannot reach the API server (a partition), so
+    nothing in Kubernetes says it lives. The worker that takes the run over resumes the apply:
+    it finds the machine running with a LaunchTime after the step began applying, and fails as
+    a poll does, instead of stopping it again on the strength of the first approval."""
+    r = rehearse("pod-force-deleted", stop_seconds="30")
+    iid, node = r.facts["instance_id"], r.facts["dead_node"]
+    catalog = r.catalog
+    inner = type(catalog).apply
+    armed = [True]
+
+    def apply(name: str, plan: Any, ctx: Any) -> Any:
+        result = inner(catalog, name, plan, ctx)
+        if armed[0] and name == "aws.ec2.instance.stop" and any(
+                c.operation == "StopInstances" for c in result.calls):
+            armed[0] = False
+            raise _Killed
+        return result
+    catalog.apply = apply  # type: ignore[method-assign]
+    run_id = r.start_run("node-dead-ngns", node=node)
+    state = r.runner.drive(run_id)
+    with pytest.raises(_Killed):
+        for _ in range(50):
+            _turn(r, run_id, state)
+            state = r.runner.drive(run_id)
+    assert len(_stops(r)) == 1 and r.store.load(run_id).steps["fence"].status == "applying"
+    r.sandbox.advance(60)
+    assert r.sandbox.ec2.instance_state(iid) == "stopped"
+    r.sandbox.partition(node)  # its kubelet will not be heard from when the machine is back
+    r.sandbox.ec2.repair(iid)  # someone starts it: a new boot, a new LaunchTime
+    assert r.sandbox.ec2.instance_state(iid) in ("pending", "running")
+    r.resume()  # another worker; the dead one's lease runs out
+    r.sandbox.advance(r.runner.lease_seconds + 1)
+    fence = r.runner.drive(run_id).steps["fence"]
+    assert fence.status == "failed", (fence.status, fence.message, fence.progress)
+    assert "was started again" in fence.error and "Retry the step" in fence.error, fence.error
+    assert len(_stops(r)) == 1, [w.action for w in r.sandbox.ec2.wire]
+    assert r.sandbox.ec2.instance_state(iid) in ("pending", "running")
+    assert ("step.applying", "fence") in types(r, run_id) and r.verified(run_id)
