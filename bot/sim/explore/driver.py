@@ -29,7 +29,7 @@ from bot.runbook.source import DirectorySource
 from bot.sim.explore import catalogue
 from bot.sim.explore.checks import Evidence, Found, check_all, is_write
 from bot.sim.explore.timeline import Timeline, draw
-from bot.sim.rehearsal import APPROVERS, CLUSTER, GROUP, REQUESTER, Rehearsal
+from bot.sim.rehearsal import APPROVERS, CLUSTER, GROUP, REQUESTER, Rehearsal, shipped_parse_cache
 from bot.store.integrity import verify_run
 
 ROUNDS = 16  # world events fall in the first this many rounds of a run (most end in 10 to 30)
@@ -332,8 +332,10 @@ def suggested_params(r: Rehearsal, runbook: str) -> dict[str, str]:
     """The params ``diagnose`` suggests for ``runbook`` on the staged world, as an alert card
     would offer them; an error naming what diagnose did suggest if it names another runbook."""
     settings = r.settings
+    # on the shipped actions, through the runbooks this process already parsed for rehearsals
     source = DirectorySource(settings.runbooks_dir, catalog=builtin_actions()
-                             if r.actions is None else r.actions)
+                             if r.actions is None else r.actions,
+                             parsed=shipped_parse_cache() if r.actions is None else None)
     report = diagnose(settings.cluster(CLUSTER), r.clients(), Scope(cluster=CLUSTER),
                       now=r.clock.now(), runbooks=catalogue_of(source),
                       grace=settings.policy.node_monitor_grace_period)
