@@ -29,7 +29,6 @@ from bot.actions.authoring import (
     action,
     instance_state,
     operator_of,
-    parse_time,
     poll_interval,
 )
 from bot.actions.declarations import (
@@ -42,7 +41,7 @@ from bot.actions.declarations import (
     VolumesListParams,
     VolumesWaitDetachedParams,
 )
-from bot.actions.ec2_views import instance_view, must_terminate, volume_view
+from bot.actions.ec2_views import instance_view, must_terminate, started_since, volume_view
 
 POLL_SECONDS = 5.0
 # how often a stop is checked on: the interval of EC2's own ``instance-stopped`` waiter
@@ -155,18 +154,6 @@ def _lost(env: Env, iid: str, inst: Obj, facts: list[Fact], *, action: str,
     return lost
 
 
-def _started_again(env: Env, inst: Obj) -> str | None:
-    """When the instance is running or booting with a LaunchTime after this step began applying
-    (EC2 moves LaunchTime on every start): the time, as EC2 gave it. A poll can meet it, and so
-    can an apply resumed after its worker died, once its stop may have reached EC2; a first
-    apply cannot (it began a moment ago, and a person's Retry begins the step anew)."""
-    since = env.ctx.applying_since
-    if since is None or instance_state(inst) not in ("pending", "running"):
-        return None
-    launched = parse_time(inst.get("LaunchTime"))
-    return str(inst.get("LaunchTime")) if launched is not None and launched > since else None
-
-
 def apply_stop(plan: Plan, p: InstanceStopParams, env: Env) -> Result:
     inst = _fence_read(env, p.instance_id)
     if instance_state(inst) in ("pending", "running") and "LaunchTime" not in inst:
@@ -177,7 +164,7 @@ def apply_stop(plan: Plan, p: InstanceStopParams, env: Env) -> Result:
     if state in FENCED_STATES:
         return Result(data={"instance_id": p.instance_id, "state": state}, already_done=True,
                       message=f"instance {p.instance_id} is {state}")
-    started = _started_again(env, inst)
+    started = started_since(inst, env.ctx.applying_since)
     if started is not None:
         raise PermanentError(
             f"instance {p.instance_id} was started again at {started} (its LaunchTime), after "

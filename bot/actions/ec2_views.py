@@ -3,7 +3,9 @@ may be fenced: kept apart from the actions that read and change them (``bot.acti
 
 from __future__ import annotations
 
-from bot.actions.authoring import Obj, ec2_tags, operator_of
+from datetime import datetime
+
+from bot.actions.authoring import Obj, ec2_tags, instance_state, operator_of, parse_time
 
 # the tags naming who launched a node's instance and will replace it once it is gone
 GROUP_TAGS = {"asg": "aws:autoscaling:groupName", "nodepool": "karpenter.sh/nodepool",
@@ -70,3 +72,15 @@ def volume_view(vid: str, vol: Obj | None) -> Obj:
             "zone": vol.get("AvailabilityZone"),
             "attachments": [{"instance_id": a.get("InstanceId"), "state": a.get("State"),
                              "device": a.get("Device")} for a in vol.get("Attachments") or ()]}
+
+
+def started_since(inst: Obj | None, since: datetime | None) -> str | None:
+    """The instance's LaunchTime, as EC2 gave it, when it runs or boots on a launch after
+    ``since`` (EC2 moves LaunchTime on every start): someone started it since then. A fence
+    asks it of the moment its step began applying: a poll, or an apply another worker resumes
+    after one died once its stop may have reached EC2, can meet a machine started again; a
+    first apply cannot (it began a moment ago, and a retry or break-glass begins it anew)."""
+    if inst is None or since is None or instance_state(inst) not in ("pending", "running"):
+        return None
+    launched = parse_time(inst.get("LaunchTime"))
+    return str(inst.get("LaunchTime")) if launched is not None and launched > since else None

@@ -67,7 +67,7 @@ from bot.actions.authoring import (
     set_taint,
 )
 from bot.actions.declarations import ZoneBatchParams
-from bot.actions.ec2_views import must_terminate
+from bot.actions.ec2_views import must_terminate, started_since
 from bot.actions.zone import TAINT_EFFECT, TAINT_VALUE, digest, is_spot, node_name
 
 # EC2 (or IAM) answers that refuse a whole StopInstances/TerminateInstances call for one instance
@@ -376,6 +376,12 @@ def _pending(env: Env, p: ZoneBatchParams, b: _Batch, approved: dict[str, Obj],
         if name not in approved or name in outcomes:
             continue
         state = instance_state(b.instances.get(iid or ""))
+        started = started_since(b.instances.get(iid or ""), env.ctx.applying_since)
+        if started and not p.without_stop:  # a worker resuming the batch after one died
+            outcomes[name] = _outcome(name, iid, "dropped", (
+                f"its instance was started again at {started} (its LaunchTime), after this batch "
+                "began fencing it (someone started it?): not fenced again"), state=state)
+            continue
         if polling and state in ("running", "pending") and not p.without_stop:
             outcomes[name] = _outcome(name, iid, "dropped", (
                 f"its instance is {state} again after the fence (someone started it?): not "

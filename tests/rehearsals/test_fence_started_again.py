@@ -106,6 +106,23 @@ class _Killed(BaseException):
     """The worker dies: raised past the runner, as a SIGKILL would end it."""
 
 
+def _dies_after_its_stop(r: Rehearsal, action: str) -> None:
+    """The worker dies once, right after an apply of ``action`` sent StopInstances, before the
+    runner records it."""
+    catalog = r.catalog
+    inner = type(catalog).apply
+    armed = [True]
+
+    def apply(name: str, plan: Any, ctx: Any) -> Any:
+        result = inner(catalog, name, plan, ctx)
+        if armed[0] and name == action and any(c.operation == "StopInstances"
+                                               for c in result.calls):
+            armed[0] = False
+            raise _Killed
+        return result
+    catalog.apply = apply  # type: ignore[method-assign]
+
+
 def test_a_fence_resumed_after_its_worker_died_does_not_stop_a_machine_started_since(rehearse):
     """Two people break glass to fence a node whose kubelet still answers; the worker dies right
     after its StopInstances reached EC2, before recording it. The machine stops; someone starts
@@ -115,18 +132,7 @@ def test_a_fence_resumed_after_its_worker_died_does_not_stop_a_machine_started_s
     a poll does, instead of stopping it again on the strength of the first approval."""
     r = rehearse("pod-force-deleted", stop_seconds="30")
     iid, node = r.facts["instance_id"], r.facts["dead_node"]
-    catalog = r.catalog
-    inner = type(catalog).apply
-    armed = [True]
-
-    def apply(name: str, plan: Any, ctx: Any) -> Any:
-        result = inner(catalog, name, plan, ctx)
-        if armed[0] and name == "aws.ec2.instance.stop" and any(
-                c.operation == "StopInstances" for c in result.calls):
-            armed[0] = False
-            raise _Killed
-        return result
-    catalog.apply = apply  # type: ignore[method-assign]
+    _dies_after_its_stop(r, "aws.ec2.instance.stop")
     run_id = r.start_run("node-dead-ngns", node=node)
     state = r.runner.drive(run_id)
     with pytest.raises(_Killed):
@@ -147,3 +153,36 @@ def test_a_fence_resumed_after_its_worker_died_does_not_stop_a_machine_started_s
     assert len(_stops(r)) == 1, [w.action for w in r.sandbox.ec2.wire]
     assert r.sandbox.ec2.instance_state(iid) in ("pending", "running")
     assert ("step.applying", "fence") in types(r, run_id) and r.verified(run_id)
+
+
+def test_a_zone_batch_resumed_after_its_worker_died_does_not_stop_a_machine_started_since(
+        rehearse):
+    """The zone's batch fence, the same way: its worker dies right after the batch's
+    StopInstances reached EC2. The machines stop; someone starts one of them again, its kubelet
+    cut off from the API server. The worker that resumes the batch drops that node (started
+    again since the batch began) instead of stopping its machine again, and fences the rest."""
+    r = rehearse("az-outage", policy={"max_out_of_service_nodes": 20}, nodes=2, hung=2)
+    f = r.facts
+    r.sandbox.advance(300)
+    _dies_after_its_stop(r, "k8s.zone.fence_taint")
+    run_id = r.start_run("zone-outage-ngns", zone=f["zone"])
+    state = r.runner.drive(run_id)
+    with pytest.raises(_Killed):
+        for _ in range(50):
+            _turn(r, run_id, state)
+            state = r.runner.drive(run_id)
+    r.sandbox.advance(120)
+    node, iid = f["dead_nodes"][0], f["instance_ids"][0]
+    assert all(r.sandbox.ec2.instance_state(i) == "stopped" for i in f["instance_ids"])
+    r.sandbox.partition(node)
+    r.sandbox.ec2.repair(iid)  # someone starts it: a new boot, a new LaunchTime
+    r.resume()
+    r.sandbox.advance(r.runner.lease_seconds + 1)
+    st = r.play(run_id)
+    assert r.sandbox.ec2.instance_state(iid) in ("pending", "running")
+    batch = next(s for s in st.steps.values() if s.action == "k8s.zone.fence_taint"
+                 and s.result and s.result.get("items"))
+    items = {i["node"]: i for i in batch.result["items"]}
+    assert items[node]["outcome"] == "dropped" and "started again" in items[node]["reason"], items
+    assert {items[n]["outcome"] for n in f["dead_nodes"][1:]} == {"tainted"}, items
+    assert r.verified(run_id)
