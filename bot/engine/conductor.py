@@ -194,6 +194,7 @@ class Conductor(Moves):
             self._began.add(s.key)
             self.event(tick, ev.step_applying(
                 s.key, attempt=s.attempt + 1, plan_hash=s.plan_hash, resumed=True,
+                overrides=s.overrides,
                 approvers=[v.by for v in s.approvals() if v.plan_hash == s.plan_hash]), now)
             return self._apply_decision(s, step, poll=False)
         if s.status == S.APPLYING:

@@ -249,10 +249,15 @@ def interlock_overridden(step: str, *, rule: str, approvers: list[str],
 # -- applying ---------------------------------------------------------------------------------------
 
 def step_applying(step: str, *, attempt: int, plan_hash: str | None,
-                  approvers: list[str], resumed: bool = False) -> EventData:
+                  approvers: list[str], resumed: bool = False,
+                  overrides: Sequence[str] = ()) -> EventData:
     """``resumed``: a worker died between this step's write and its record; this attempt checks
-    what the interrupted one did (an ``already_done`` after it is that attempt's own write)."""
-    extra = {"resumed": True} if resumed else {}
+    what the interrupted one did (an ``already_done`` after it is that attempt's own write).
+    ``overrides``: the interlocks two people broke glass on that this apply runs under, on
+    record before it writes (a worker that dies after its write leaves no other trace of them)."""
+    extra: dict[str, Any] = {"resumed": True} if resumed else {}
+    if overrides:
+        extra["overrides"] = sorted(overrides)
     return _e(EventType.STEP_APPLYING, step=step, attempt=attempt, plan_hash=plan_hash,
               approvers=approvers, **extra)
 

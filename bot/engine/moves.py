@@ -167,7 +167,7 @@ class Moves:
         self._began.add(s.key)
         s.applying_since = s.applying_since or iso(now)
         return ev.step_applying(
-            s.key, attempt=s.attempt + 1, plan_hash=s.plan_hash,
+            s.key, attempt=s.attempt + 1, plan_hash=s.plan_hash, overrides=s.overrides,
             approvers=[v.by for v in s.approvals() if v.plan_hash == s.plan_hash])
 
     def _hold_again(self, s: StepState, now: datetime, seconds: float) -> None:

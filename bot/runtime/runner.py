@@ -241,11 +241,13 @@ class Runner:
                     # another worker took the run over while this one was away: it
                     # applies, this one writes nothing more
                     raise LeaseHeld(f"run {run_id}: the lease was lost before an apply")
-                if decision.poll and self.catalog.spec(decision.action).destructive:
+                if (decision.poll or tick.events) and self.catalog.spec(decision.action).destructive:
                     # a poll of a step that writes may write again (a stop EC2 refused while
-                    # the machine booted is sent at the next poll): it is marked applying
-                    # durably first, as the first apply is, so a worker that dies between that
-                    # write and its record leaves the mark, and the next one says it resumed
+                    # the machine booted is sent at the next poll), and an apply resumed after
+                    # a worker died writes again: each is marked durably first (a poll as
+                    # applying, a resume with its "resumed" event), as the first apply is, so
+                    # a worker that dies between that write and its record leaves the mark,
+                    # and the next one says it resumed
                     self._save(conductor, tick, owner)
                     tick = Tick()
                 outcome, overridden, calls = self._apply(state, decision, reads)

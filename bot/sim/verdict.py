@@ -49,19 +49,48 @@ def _at(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
+def _under(e: Any, rule: str) -> bool:
+    """An apply begun under a break-glass of ``rule``: its mark, on record before it wrote, names
+    the override (the worker may have died before the apply recorded it used)."""
+    return e.type == "step.applying" and any(
+        o == rule or str(o).startswith(f"{rule}<=") for o in e.payload.get("overrides") or ())
+
+
+def _granted(events: Sequence[Any], step: str, rule: str, before: datetime) -> Overridden | None:
+    """The break-glass of ``rule`` on ``step`` in force at ``before``: its people and reasons."""
+    grants = [e for e in events if e.type == "interlock.override_granted"
+              and e.payload.get("step") == step and e.payload.get("rule") == rule
+              and _at(e.ts) <= before]
+    if not grants:
+        return None
+    reasons = tuple(str(e.payload.get("reason")) for e in events
+                    if e.type == "interlock.override_requested" and e.payload.get("step") == step
+                    and e.payload.get("rule") == rule and _at(e.ts) <= _at(grants[-1].ts))
+    return Overridden(Violation("", "", ""), step, rule,
+                      tuple(grants[-1].payload.get("approvers") or ()), reasons)
+
+
 def judge(violations: Sequence[Violation], events: Iterable[Any]) -> Verdict:
     """``events``: the run's audit events (``type``, ``ts``, ``payload``)."""
+    events = list(events)
     overrides = [e for e in events if e.type == "interlock.overridden"]
     plain: list[Violation] = []
     explained: list[Overridden] = []
     for v in violations:
         rule = GUARDED_BY.get(v.kind)
+        near = [e for e in events if abs((_at(e.ts) - _at(v.time)).total_seconds()) <= SAME_PASS]
         hit = next((e for e in overrides if rule and e.payload.get("rule") == rule
-                    and abs((_at(e.ts) - _at(v.time)).total_seconds()) <= SAME_PASS), None)
-        if hit is None:
+                    and e in near), None)
+        if hit is not None:
+            explained.append(Overridden(v, str(hit.payload.get("step")), str(rule),
+                                        tuple(hit.payload.get("approvers") or ()),
+                                        tuple(hit.payload.get("reasons") or ())))
+            continue
+        begun = next((e for e in near if rule and _under(e, rule)), None)
+        grant = (_granted(events, str(begun.payload.get("step")), str(rule), _at(begun.ts))
+                 if begun is not None and rule else None)
+        if grant is None:
             plain.append(v)
             continue
-        explained.append(Overridden(v, str(hit.payload.get("step")), str(rule),
-                                    tuple(hit.payload.get("approvers") or ()),
-                                    tuple(hit.payload.get("reasons") or ())))
+        explained.append(Overridden(v, grant.step, grant.rule, grant.approvers, grant.reasons))
     return Verdict(tuple(plain), tuple(explained))

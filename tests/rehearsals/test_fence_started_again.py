@@ -186,3 +186,35 @@ def test_a_zone_batch_resumed_after_its_worker_died_does_not_stop_a_machine_star
     assert items[node]["outcome"] == "dropped" and "started again" in items[node]["reason"], items
     assert {items[n]["outcome"] for n in f["dead_nodes"][1:]} == {"tainted"}, items
     assert r.verified(run_id)
+
+
+def test_an_apply_resumed_after_a_worker_died_is_on_record_before_it_writes(rehearse):
+    """The worker that takes over a fence its predecessor died in resumes it: its 'resumed'
+    mark (naming the break-glass it runs under) is in the store before it sends anything, so if
+    it dies too, after its own write, the audit still shows both attempts."""
+    r = rehearse("pod-force-deleted", stop_seconds="30")
+    _dies_after_its_stop(r, "aws.ec2.instance.stop")
+    run_id = r.start_run("node-dead-ngns", node=r.facts["dead_node"])
+    state = r.runner.drive(run_id)
+    with pytest.raises(_Killed):
+        for _ in range(50):
+            _turn(r, run_id, state)
+            state = r.runner.drive(run_id)
+    r.resume()
+    r.sandbox.advance(r.runner.lease_seconds + 1)
+    catalog = r.catalog
+    inner = type(catalog).apply
+    seen: list[list[dict[str, Any]]] = []
+
+    def apply(name: str, plan: Any, ctx: Any) -> Any:
+        if name == "aws.ec2.instance.stop":
+            seen.append([e.payload for e in r.store.events(run_id) if e.type == "step.applying"
+                         and e.payload.get("step") == "fence"])
+        return inner(catalog, name, plan, ctx)
+    catalog.apply = apply  # type: ignore[method-assign]
+    st = r.runner.drive(run_id)
+    assert seen, st.status
+    marks = seen[0]
+    assert marks[-1].get("resumed") is True, marks  # saved before the resumed apply ran
+    assert marks[-1].get("overrides") == ["fence-live"], marks
+    assert r.verified(run_id)

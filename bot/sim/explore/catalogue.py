@@ -21,7 +21,7 @@ from bot.sim.sandbox import Sandbox
 
 # people and bot events: handled by the driver, not applied to the sandbox
 PEOPLE = ("approve-late", "approval-expires", "reject", "wrong-approver", "self-approve", "abort",
-          "crash", "crash-after-write", "second-worker", "break-glass")
+          "crash", "crash-after-write", "crash-after-write-away", "second-worker", "break-glass")
 
 
 @dataclass(frozen=True)
@@ -239,6 +239,10 @@ KINDS: dict[str, Kind] = {
                   "run"),
     "crash-after-write": Kind("people", 2, "the worker is killed right after its next write "
                               "reaches the cluster or EC2, before it records it; another resumes"),
+    "crash-after-write-away": Kind("people", 1, "the worker is killed right after its next "
+                                   "write reaches the cluster or EC2, before it records it; no "
+                                   "worker drives the run until the next round's events have "
+                                   "happened"),
     "second-worker": Kind("people", 1, "a second worker starts driving the same runs"),
     # drawn on a stream of its own (``timeline.draw``), so the other events of a seed stay as
     # they were: weight 0 here

@@ -13,11 +13,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from bot.sim.controllers.context import ebs_source, instance_id, pod_pvcs
 from bot.sim.sandbox import Sandbox
-from bot.sim.verdict import judge
+from bot.sim.verdict import Overridden, judge
 
 BOT_KEY = "testing"  # the bot's EC2 access key in the sandbox
 BOT_USER = ":serviceaccount:"  # the bot's API identity is a ServiceAccount
@@ -47,6 +48,7 @@ class Evidence:
     actions: dict[str, str] | None = None  # step id -> action name
     world_caused: Sequence[Any] = ()  # sandbox violations a world event itself brought about
     world_deleted: frozenset[str] = frozenset()  # Nodes a world event deleted (kubectl delete)
+    world_started: Sequence[tuple[str, datetime]] = ()  # (instance, when) someone started it
 
 
 def _calls(events: Sequence[Any]) -> list[dict[str, Any]]:
@@ -79,14 +81,36 @@ def _after_world_start(v: Any, world_caused: Sequence[Any]) -> bool:
         for w in world_caused)
 
 
+def _at(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def _boot_after_override(o: Overridden, ev: Evidence) -> bool:
+    """A fence an override let through, of a machine someone started again after that override
+    was granted: the two people broke glass for the boot before, and saw nothing of this one."""
+    v = o.violation
+    if v.kind != "fence-of-live":
+        return False
+    at = _at(v.time)
+    granted = [t for e in ev.events if e.type == "interlock.override_granted"
+               and e.payload.get("step") == o.step and e.payload.get("rule") == o.rule
+               and (t := _at(str(e.ts))) <= at]
+    return bool(granted) and any(f" of {iid}," in v.details and max(granted) < when <= at
+                                 for iid, when in ev.world_started)
+
+
 def sandbox_invariants(ev: Evidence) -> list[Found]:
-    """The sandbox's safety invariants, less what a recorded two-person override explains."""
+    """The sandbox's safety invariants, less what a recorded two-person override explains (an
+    override never explains a fence of a boot that began after it was granted)."""
     mine = [v for v in ev.sandbox.violations if not any(v is w for w in ev.world_caused)
             and not _after_world_deletion(v, ev.world_deleted)
             and not _after_world_start(v, ev.world_caused)]
     verdict = judge(mine, ev.events)
+    stale = [o.violation for o in verdict.overridden if _boot_after_override(o, ev)]
     return [Found(v.kind, v.details + (f" (after {v.cause})" if v.cause else ""))
-            for v in verdict.violations]
+            for v in verdict.violations] + [
+        Found(v.kind, f"{v.details}, overridden for the boot before it: someone started the "
+                      "machine after the break-glass") for v in stale]
 
 
 def never_hangs(ev: Evidence) -> list[Found]:
@@ -244,7 +268,8 @@ def _served(sb: Sandbox, claim: str) -> bool:
         if src is None:
             return True
         mine = instance_id(node)
-        if any(iid == mine and state == "attached"
+        # 'busy': attached, a detach waiting on the device (EC2); the pod's I/O still flows
+        if any(iid == mine and state in ("attached", "busy")
                for iid, state in sb.ec2.attachments().get(src[1], [])):
             return True
     return False

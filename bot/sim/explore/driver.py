@@ -26,6 +26,7 @@ from bot.engine.moves import held_until
 from bot.engine.runstate import RunState, StepState
 from bot.engine.state import RUN_TERMINAL
 from bot.runbook.source import DirectorySource
+from bot.sim.controllers.context import instance_id
 from bot.sim.explore import catalogue
 from bot.sim.explore.checks import Evidence, Found, check_all, is_write
 from bot.sim.explore.timeline import Timeline, draw
@@ -117,9 +118,12 @@ class _Player:
         self.trace: list[str] = []
         self.queue: list[catalogue.Event] = []  # people events waiting for the next decision
         self.armed = False  # crash right after the next write
+        self.away = False  # and nobody drives the run until the next round's events happened
+        self.down = ""  # why no worker drives the run now (the next drive resumes it first)
         self.glass = False  # two people break glass on the next refusal
         self.world_caused: list[Any] = []
         self.world_deleted: set[str] = set()  # Nodes a world event deleted
+        self.world_started: list[tuple[str, datetime]] = []  # (instance, when) someone started it
         self.other: Any = None  # a second worker's runner, once one started
         self.audit_problem = ""
         self.run_id = ""
@@ -166,13 +170,28 @@ class _Player:
             self.audit_problem = f"after {self.trace[-1] if self.trace else 'start'}: {v.reason}"
 
     def drive(self) -> RunState:
+        if self.down:
+            why, self.down = self.down, ""
+            self.resume(why)
         try:
             if self.other is not None:
                 self.other.drive(self.run_id)
             return self.r.runner.drive(self.run_id)
         except Crash as e:
+            if self._gone(str(e)):
+                return self.r.store.load(self.run_id)
             self.resume(str(e))
             return self.r.runner.drive(self.run_id)
+
+    def _gone(self, why: str) -> bool:
+        """After a crash that leaves the run with no worker until the next round (``away``):
+        True, and the next drive resumes it, once that round's world events have happened."""
+        if not self.away:
+            return False
+        self.away = False
+        self.down = f"{why}; no worker drove the run for a while"
+        self.note(f"worker dies ({why}); no worker drives the run for now")
+        return True
 
     # -- people ----------------------------------------------------------------------------
 
@@ -180,7 +199,8 @@ class _Player:
         try:
             out = self.r.submit(cmd)
         except Crash as e:
-            self.resume(str(e))
+            if not self._gone(str(e)):
+                self.resume(str(e))
             return
         self.note(f"{type(cmd).__name__.lower()} by {getattr(cmd, 'actor', '?')}: "
                   f"{'accepted' if out.ok else 'refused: ' + str(out.message)[:160]}")
@@ -255,9 +275,10 @@ class _Player:
             elif ev.kind == "second-worker":
                 self.note(f"event: {ev.words()}")
                 self._second_worker()
-            elif ev.kind == "crash-after-write":
+            elif ev.kind in ("crash-after-write", "crash-after-write-away"):
                 self.note(f"event: {ev.words()}")
                 self.armed = True
+                self.away = ev.kind == "crash-after-write-away"
             elif ev.kind == "break-glass":
                 self.note(f"event: {ev.words()}")
                 self.glass = True
@@ -269,6 +290,8 @@ class _Player:
                 catalogue.apply(self.r.sandbox, ev)
                 if ev.kind == "node-deleted":
                     self.world_deleted.add(ev.target)
+                if ev.kind == "instance-started" and (node := sb.find("Node", None, ev.target)):
+                    self.world_started.append((instance_id(node) or "", self.r.clock.now()))
                 # what the world itself broke (someone starts a tainted node's machine) is not
                 # the run's doing; what the bot writes afterwards is judged as usual
                 self.world_caused.extend(self.r.sandbox.invariants.violations[before:])
@@ -291,7 +314,9 @@ class _Player:
             if self.r.clock.now() - self.began > timedelta(hours=MAX_HOURS):
                 break
             self.world(rnd)
-            if decided:
+            if self.down:
+                pass  # no worker holds the run: the drive below resumes it, after these events
+            elif decided:
                 # a decision and the tick that acts on it are two moments: the world may move
                 # in between (a worker picks the run up after the click, not with it)
                 decided = False
@@ -399,7 +424,7 @@ def finish(p: _Player, state: RunState, tl: Timeline) -> Played:
                   requester=REQUESTER, group=frozenset(r.settings.policy.groups[GROUP]),
                   hung=hung, audit_ok=not p.audit_problem, audit_problem=p.audit_problem,
                   actions=actions, world_caused=p.world_caused,
-                  world_deleted=frozenset(p.world_deleted))
+                  world_deleted=frozenset(p.world_deleted), world_started=p.world_started)
     found = check_all(ev)
     return Played(tl, str(state.status), found, _coverage(events, str(state.status)),
                   p.trace, rounds)
