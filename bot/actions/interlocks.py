@@ -77,12 +77,15 @@ PVC_PROTECTION = "kubernetes.io/pvc-protection"
 
 
 def check_out_of_service_taint(env: Env, *, node: Obj, facts: list[Fact],
-                               instances: Mapping[str, Obj] | None = None) -> None:
+                               instances: Mapping[str, Obj] | None = None,
+                               fresh: bool = False) -> None:
     """1: the node is NotReady and its EC2 instance is stopped/terminated, as read right now.
 
     The instance is the one in ``spec.providerID``; when the EBS CSI driver registered the node
     under a different instance id, which machine the node is cannot be confirmed: refused.
-    ``instances``: a DescribeInstances just made for a whole batch, instead of one per node."""
+    ``instances``: a DescribeInstances just made for a whole batch, instead of one per node.
+    ``fresh`` (right before the write): EC2 is asked again, never answered from an earlier read
+    of the same pass, since a machine someone starts in between would be tainted running."""
     name = node["metadata"]["name"]
     status, _ = ready_condition(node)
     facts.append(env.fact(f"node {name}", "ready", status))
@@ -103,7 +106,7 @@ def check_out_of_service_taint(env: Env, *, node: Obj, facts: list[Fact],
                     f"{CSI_NODE_ID}; the bot cannot tell which machine to confirm is shut down. "
                     "Find out which instance the node runs on before tainting it")
         return
-    read = instances if instances is not None else env.ec2.describe_instances([iid])
+    read = instances if instances is not None else env.ec2.describe_instances([iid], fresh=fresh)
     state = instance_state(read.get(iid))
     facts.append(env.fact(f"instance {iid}", "state", state))
     env.ctx.interlock(

@@ -137,9 +137,10 @@ def _taint_change(node: Obj, p: TaintParams) -> Change | None:
                   before=_taint_str(same[0]) if same else "", after=_taint_str(want))
 
 
-def _taint_interlocks(env: Env, *, node: Obj, p: TaintParams, facts: list[Fact]) -> None:
+def _taint_interlocks(env: Env, *, node: Obj, p: TaintParams, facts: list[Fact],
+                      fresh: bool = False) -> None:
     if p.key == OUT_OF_SERVICE_TAINT:
-        il.check_out_of_service_taint(env, node=node, facts=facts)
+        il.check_out_of_service_taint(env, node=node, facts=facts, fresh=fresh)
         il.check_blast_radius(env, targets=[p.node], nodes=env.kube.list_nodes(), facts=facts)
 
 
@@ -179,9 +180,11 @@ def apply_taint(plan: Plan, p: TaintParams, env: Env) -> Result:
         return _gone(p)
     node = found
     if _taint_change(node, p) is not None:
-        # live reads, never the plan's facts: the instance may have been started since approval
-        _taint_interlocks(env, node=node, p=p, facts=[])
-    recheck = il.Rechecked(env, node, lambda live: _taint_interlocks(env, node=live, p=p, facts=[]))
+        # live reads, never the plan's facts: the instance may have been started since approval,
+        # or since this pass's plan read it
+        _taint_interlocks(env, node=node, p=p, facts=[], fresh=True)
+    recheck = il.Rechecked(env, node, lambda live: _taint_interlocks(env, node=live, p=p, facts=[],
+                                                                     fresh=True))
 
     def mutate(obj: Obj) -> Obj | None:
         if _taint_change(obj, p) is None:

@@ -243,12 +243,14 @@ class Ec2Client:
     # -- shared reads -------------------------------------------------------------------------
 
     def _described(self, operation: str, ids: Sequence[str], filters: Sequence[dict[str, Any]],
-                   fetch: Callable[[list[str]], dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+                   fetch: Callable[[list[str]], dict[str, dict[str, Any]]], *,
+                   fresh: bool = False) -> dict[str, dict[str, Any]]:
         """``fetch(request_ids)``, or what an earlier Describe in this pass answered: the same
-        call, or one by ids (or of everything, no filter) that covered these ids."""
+        call, or one by ids (or of everything, no filter) that covered these ids. ``fresh``:
+        asked again whatever the pass read (what a later read of the pass is then answered)."""
         if self.reads is None:
             return fetch([])
-        found = self.already_described(operation, ids, filters)
+        found = None if fresh else self.already_described(operation, ids, filters)
         if found is not None:
             return found
         request_ids: list[str] = []
@@ -335,8 +337,11 @@ class Ec2Client:
     # -- reads --------------------------------------------------------------------------------
 
     def describe_instances(self, instance_ids: Sequence[str] = (), *,
-                           filters: Sequence[dict[str, Any]] = ()) -> dict[str, dict[str, Any]]:
-        """Instances by id (absent ids are simply missing) and/or filters, in one paginated call."""
+                           filters: Sequence[dict[str, Any]] = (),
+                           fresh: bool = False) -> dict[str, dict[str, Any]]:
+        """Instances by id (absent ids are simply missing) and/or filters, in one paginated call;
+        ``fresh``: asked of EC2 even if this pass already read them (a check right before a write
+        that a machine started meanwhile would make unsafe)."""
         flt = list(filters)
         if instance_ids:
             flt.append({"Name": "instance-id", "Values": sorted(set(instance_ids))})
@@ -349,7 +354,7 @@ class Ec2Client:
                     for inst in res.get("Instances", ()):
                         out[inst["InstanceId"]] = inst
             return out
-        return self._described("DescribeInstances", instance_ids, filters, fetch)
+        return self._described("DescribeInstances", instance_ids, filters, fetch, fresh=fresh)
 
     def describe_instance_status(self, instance_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         """Status checks; ``IncludeAllInstances`` so stopped instances are listed too."""

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.actions import ec2 as ec2_actions
 from bot.actions import interlocks
 from bot.engine import conductor
 from bot.sim.explore.search import base_timeline, explore
@@ -28,6 +29,13 @@ def test_rule_8_that_reads_no_liveness_is_found_fencing_a_live_machine(monkeypat
     monkeypatch.setattr(interlocks, "check_fence", lambda *a, **k: None)
     base = base_timeline("node-dead-ngns", "node-hung")
     _finds(explore(base, count=400, seed=5, budget=BUDGET), "fence-of-live")
+
+
+def test_a_fence_that_never_asks_which_boot_it_stops_is_found(monkeypatch) -> None:
+    # the mutation: a fence stops a machine started again since it began (LaunchTime ignored)
+    monkeypatch.setattr(ec2_actions, "started_since", lambda inst, since: None)
+    base = base_timeline("node-dead-ngns", "node-hung")
+    _finds(explore(base, count=400, seed=5, budget=BUDGET), "detach-from-live")
 
 
 def test_an_approval_carried_to_any_changed_plan_is_found(monkeypatch) -> None:

@@ -19,6 +19,8 @@ from bot.engine.commands import BreakGlass
 from bot.sim.rehearsal import APPROVERS, Rehearsal
 from tests.rehearsals.conftest import types
 
+OOS = "node.kubernetes.io/out-of-service"
+
 pytestmark = pytest.mark.slow
 
 
@@ -218,3 +220,25 @@ def test_an_apply_resumed_after_a_worker_died_is_on_record_before_it_writes(rehe
     assert marks[-1].get("resumed") is True, marks  # saved before the resumed apply ran
     assert marks[-1].get("overrides") == ["fence-live"], marks
     assert r.verified(run_id)
+
+
+def test_the_taint_is_refused_for_a_machine_started_after_this_pass_read_it_stopped(rehearse):
+    """The pass that finds the fence done reads the machine stopped; someone starts it before
+    the taint is written. The taint's interlock asks EC2 again right before the write (not the
+    pass's earlier answer) and refuses: the node is not tainted while its machine runs."""
+    r = rehearse("node-dead")
+    f = r.facts
+    catalog = r.catalog
+    inner = type(catalog).apply
+
+    def apply(name: str, plan: Any, ctx: Any) -> Any:
+        if name == "k8s.node.taint" and r.sandbox.ec2.instance_state(f["instance_id"]) == "stopped":
+            r.sandbox.ec2.repair(f["instance_id"])  # someone starts it, this very moment
+        return inner(catalog, name, plan, ctx)
+    catalog.apply = apply  # type: ignore[method-assign]
+    st = r.run("node-dead-ngns", node=f["node"])
+    taint = st.steps["taint"]
+    assert taint.status != "succeeded" and (taint.blocked or {}).get("rule") == "oos-taint", taint
+    node = r.sandbox.get("Node", None, f["dead_node"])
+    assert not [t for t in node["spec"].get("taints") or () if t["key"] == OOS]
+    assert r.verified(st.run_id)

@@ -79,9 +79,10 @@ def test_a_dead_node_is_recovered_with_each_object_read_once_per_pass(rehearse):
     # The PVs are listed twice: by the volumes step, and by the per-claim success check (each
     # claim's volume), in a later pass. With the rehearsals' 200 ms informer lag the
     # VolumeAttachments go one poll after the taint, so the Node's re-read after that wait is a
-    # read of its own (a new pass), not the taint's answer.
+    # read of its own (a new pass), not the taint's answer. The taint's apply asks EC2 for the
+    # instance once more, right before its write, whatever the pass read.
     assert rec.sent() == Counter({
-        "DescribeInstances": 2, "list_volume_attachment": 3, "list_persistent_volume": 2,
+        "DescribeInstances": 3, "list_volume_attachment": 3, "list_persistent_volume": 2,
         "list_pod_for_all_namespaces": 3, "DescribeVolumes": 3, "list_node": 2, "replace_node": 1,
         "read_node": 1,
         # the kubelet's Lease, read once by the liveness step (a stopped machine is not fenced)
@@ -103,9 +104,10 @@ def test_a_hung_node_is_fenced_once_and_described_once_per_check(rehearse):
     polls = rec.polls("fence")
     # before: 24 StopInstances (one per 5 s poll), 32 DescribeInstances, 29 lists of all nodes
     assert sent["StopInstances"] == 1
-    # the first read, one per poll, the taint's re-plan after approval, and the tags (whose
-    # cluster the machine is) at the fence's re-plan after approval, live
-    assert sent["DescribeInstances"] == 3 + polls and polls <= 9
+    # the first read, one per poll, the taint's re-plan after approval, the tags (whose cluster
+    # the machine is) at the fence's re-plan after approval, live, and the taint's apply, right
+    # before its write
+    assert sent["DescribeInstances"] == 4 + polls and polls <= 9
     # the first read of the Node (the fence's plan takes it from there), the fence's re-plan,
     # the re-read before the taint (its plan takes it from there), the taint's re-plan
     # (and, after the wait for the VolumeAttachments, one read of the Node in a pass of its own)
@@ -120,9 +122,9 @@ def test_a_hung_node_is_fenced_once_and_described_once_per_check(rehearse):
     # fence's plan and again by its re-plan after approval; the instance type's storage once (a
     # type never changes)
     assert sent["DescribeInstanceTypes"] == 1
-    # 35: the per-claim check lists the PVs once more; the Node is read after the wait; the
-    # fence's two reads of the local data
-    assert sum(sent.values()) <= 35 + polls
+    # 36: the per-claim check lists the PVs once more; the Node is read after the wait; the
+    # fence's two reads of the local data; the taint's read right before its write
+    assert sum(sent.values()) <= 36 + polls
     assert_clean(r, st.run_id)
 
 

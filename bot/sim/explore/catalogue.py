@@ -21,7 +21,8 @@ from bot.sim.sandbox import Sandbox
 
 # people and bot events: handled by the driver, not applied to the sandbox
 PEOPLE = ("approve-late", "approval-expires", "reject", "wrong-approver", "self-approve", "abort",
-          "crash", "crash-after-write", "crash-after-write-away", "second-worker", "break-glass")
+          "crash", "crash-after-write", "crash-after-write-away", "second-worker", "break-glass",
+          "start-after-stop")
 
 
 @dataclass(frozen=True)
@@ -194,6 +195,9 @@ KINDS: dict[str, Kind] = {
     # instance
     "instance-started": Kind("instance", 2, "someone starts the instance of {target} (a new "
                              "boot)", _nodes, apply=_on_instance(lambda sb, i: sb.ec2.repair(i))),
+    # timed on the bot: handled by the driver, which sees the stop
+    "start-after-stop": Kind("instance", 1, "someone starts the next machine the bot stops, once "
+                             "it has stopped (a person working on it)"),
     "instance-stopped": Kind("instance", 1, "the instance of {target} stops (host failure)",
                              _nodes, apply=_on_instance(lambda sb, i: sb.ec2.set_state(
                                  i, "stopped", reason_code="Server.InternalError",

@@ -31,6 +31,7 @@ from bot.sim.explore import catalogue
 from bot.sim.explore.checks import Evidence, Found, check_all, is_write
 from bot.sim.explore.timeline import Timeline, draw
 from bot.sim.rehearsal import APPROVERS, CLUSTER, GROUP, REQUESTER, Rehearsal, shipped_parse_cache
+from bot.sim.store import ts
 from bot.store.integrity import verify_run
 
 ROUNDS = 16  # world events fall in the first this many rounds of a run (most end in 10 to 30)
@@ -119,6 +120,7 @@ class _Player:
         self.queue: list[catalogue.Event] = []  # people events waiting for the next decision
         self.armed = False  # crash right after the next write
         self.away = False  # and nobody drives the run until the next round's events happened
+        self.start_after_stop = False  # someone starts the next machine the bot stops
         self.down = ""  # why no worker drives the run now (the next drive resumes it first)
         self.glass = False  # two people break glass on the next refusal
         self.world_caused: list[Any] = []
@@ -141,11 +143,32 @@ class _Player:
 
         def apply(name: str, plan: Any, ctx: Any) -> Any:
             result = inner(catalog, name, plan, ctx)
+            stopped = [t for c in result.calls if c.service == "ec2"
+                       and c.operation == "StopInstances" and c.outcome == "ok" for t in c.targets]
+            if self.start_after_stop and stopped:
+                self.start_after_stop = False
+                for iid in stopped:
+                    self._start_once_stopped(iid, tries=360)
             if self.armed and any(is_write(c.service, c.operation) for c in result.calls):
                 self.armed = False
                 raise Crash(f"after {name} wrote")
             return result
         catalog.apply = apply  # type: ignore[method-assign]
+
+    def _start_once_stopped(self, iid: str, *, tries: int) -> None:
+        """Someone starts ``iid`` as soon as it has stopped (looked at every 5 s, for 30 min)."""
+        sb = self.r.sandbox
+        if sb.ec2.instance_state(iid) == "stopped" and sb.ctx is not None:
+            self.note(f"someone starts {iid} again, now that it has stopped")
+            before = len(sb.invariants.violations)
+            sb.ec2.repair(iid)
+            # in a controller pass: what the start itself breaks (a taint the bot put on while
+            # the machine was off) is recorded now, as the world's, not at the pass's end
+            sb.invariants.record(sb.ctx, cause=(ts(self.r.clock.now()), f"someone starts {iid}"))
+            self.world_caused.extend(sb.invariants.violations[before:])
+            self.world_started.append((iid, self.r.clock.now()))
+        elif tries > 0 and sb.ec2.instance_state(iid) in ("stopping", "running", "pending"):
+            sb.at(5.0, lambda: self._start_once_stopped(iid, tries=tries - 1))
 
     def _second_worker(self) -> None:
         """Another replica over the same database; from now on it drives after each tick too,
@@ -282,6 +305,9 @@ class _Player:
             elif ev.kind == "break-glass":
                 self.note(f"event: {ev.words()}")
                 self.glass = True
+            elif ev.kind == "start-after-stop":
+                self.note(f"event: {ev.words()}")
+                self.start_after_stop = True
             elif kind.apply is None:
                 self.queue.append(ev)
             else:
