@@ -269,3 +269,25 @@ def test_scheduled_events_are_answered_in_describe_instance_status(pool):
     assert (reboot["NotAfter"] - reboot["NotBefore"]).total_seconds() == 7200
     with pytest.raises(ValueError, match="instance-reboot"):
         sb.ec2.schedule_event(f["instance_id"], "meteor-strike")
+
+
+def test_the_pods_of_a_node_the_controller_stops_hearing_from_are_not_ready_until_it_is_back():
+    """MarkPodsNotReady: once the node lifecycle controller marks a node Unknown, every pod on it
+    has its Ready condition False (nothing reads them as serving); back, its kubelet reports them
+    Ready again."""
+    from bot.sim.sandbox import Sandbox
+
+    with Sandbox("node-hung", account="210987654321") as sb:  # beside this module's sandbox
+        node = "ip-10-0-2-23.ap-southeast-1.compute.internal"
+
+        def readies() -> set[str]:
+            return {next(c["status"] for c in p["status"]["conditions"] if c["type"] == "Ready")
+                    for p in sb.list("Pod") if p["spec"].get("nodeName") == node}
+
+        assert readies() == {"True"}
+        sb.partition(node)
+        sb.advance(90)  # past the 40 s grace period
+        assert ready(sb, node) == "Unknown" and readies() == {"False"}
+        sb.partition(node, cut=False)
+        sb.advance(30)
+        assert ready(sb, node) == "True" and readies() == {"True"}

@@ -201,10 +201,13 @@ def _boot_id(ctx: Context, node: dict[str, Any]) -> str | None:
 def _set_pod(ctx: Context, pod: dict[str, Any], *, running: bool, host_ip: str | None = None) -> None:
     st = pod.get("status", {})
     statuses = st.get("containerStatuses") or []
+    ready = next((c.get("status") for c in st.get("conditions") or () if c.get("type") == "Ready"),
+                 None)
     if st.get("phase") == ("Running" if running else "Pending") and \
             len(statuses) == len(pod["spec"].get("containers") or []) and \
-            all(bool(cs.get("ready")) == running for cs in statuses):
-        return  # already reported
+            all(bool(cs.get("ready")) == running for cs in statuses) and \
+            ready == ("True" if running else "False"):
+        return  # already reported (a Ready the node controller turned False is reported again)
     def apply(p: dict[str, Any]) -> None:
         st = p.setdefault("status", {})
         images = {c["name"]: c.get("image", "") for c in p["spec"].get("containers") or []}

@@ -73,7 +73,24 @@ def reconcile_node_lifecycle(ctx: Context) -> None:
             ctx.event(node, type="Normal", reason="NodeNotReady",
                       message=f"Node {name} status is now: NodeNotReady", source="node-controller")
             node = ctx.find("Node", None, name) or node
+            _pods_not_ready(ctx, name, now)
         _taint(ctx, node, now)
+
+
+def _pods_not_ready(ctx: Context, node: str, now: str) -> None:
+    """As the node lifecycle controller does once it stops hearing from a node (MarkPodsNotReady):
+    the Ready condition of every pod on it turns False, so nothing reads them as serving."""
+    def mark(p: dict[str, Any]) -> None:
+        for c in p.get("status", {}).get("conditions") or ():
+            if c.get("type") == "Ready" and c.get("status") == "True":
+                c.update(status="False", lastTransitionTime=now)
+
+    for pod in ctx.items("Pod"):
+        if pod["spec"].get("nodeName") == node and any(
+                c.get("type") == "Ready" and c.get("status") == "True"
+                for c in pod.get("status", {}).get("conditions") or ()):
+            meta = pod["metadata"]
+            ctx.store.mutate("Pod", meta.get("namespace"), meta["name"], mark)
 
 
 def _unknown(n: dict[str, Any], now: str) -> None:
