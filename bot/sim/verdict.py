@@ -45,7 +45,8 @@ class Verdict:
         return not self.violations and not self.overridden
 
 
-def _at(value: str) -> datetime:
+def at(value: str) -> datetime:
+    """An audit event's or a violation's time (``Z`` or ``+00:00``)."""
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
@@ -56,17 +57,18 @@ def _under(e: Any, rule: str) -> bool:
         o == rule or str(o).startswith(f"{rule}<=") for o in e.payload.get("overrides") or ())
 
 
-def _granted(events: Sequence[Any], step: str, rule: str, before: datetime) -> Overridden | None:
-    """The break-glass of ``rule`` on ``step`` in force at ``before``: its people and reasons."""
+def _granted(v: Violation, events: Sequence[Any], step: str, rule: str,
+             before: datetime) -> Overridden | None:
+    """``v`` explained by the break-glass of ``rule`` on ``step`` in force at ``before``."""
     grants = [e for e in events if e.type == "interlock.override_granted"
               and e.payload.get("step") == step and e.payload.get("rule") == rule
-              and _at(e.ts) <= before]
+              and at(e.ts) <= before]
     if not grants:
         return None
     reasons = tuple(str(e.payload.get("reason")) for e in events
                     if e.type == "interlock.override_requested" and e.payload.get("step") == step
-                    and e.payload.get("rule") == rule and _at(e.ts) <= _at(grants[-1].ts))
-    return Overridden(Violation("", "", ""), step, rule,
+                    and e.payload.get("rule") == rule and at(e.ts) <= at(grants[-1].ts))
+    return Overridden(v, step, rule,
                       tuple(grants[-1].payload.get("approvers") or ()), reasons)
 
 
@@ -78,7 +80,7 @@ def judge(violations: Sequence[Violation], events: Iterable[Any]) -> Verdict:
     explained: list[Overridden] = []
     for v in violations:
         rule = GUARDED_BY.get(v.kind)
-        near = [e for e in events if abs((_at(e.ts) - _at(v.time)).total_seconds()) <= SAME_PASS]
+        near = [e for e in events if abs((at(e.ts) - at(v.time)).total_seconds()) <= SAME_PASS]
         hit = next((e for e in overrides if rule and e.payload.get("rule") == rule
                     and e in near), None)
         if hit is not None:
@@ -87,10 +89,10 @@ def judge(violations: Sequence[Violation], events: Iterable[Any]) -> Verdict:
                                         tuple(hit.payload.get("reasons") or ())))
             continue
         begun = next((e for e in near if rule and _under(e, rule)), None)
-        grant = (_granted(events, str(begun.payload.get("step")), str(rule), _at(begun.ts))
+        grant = (_granted(v, events, str(begun.payload.get("step")), str(rule), at(begun.ts))
                  if begun is not None and rule else None)
         if grant is None:
             plain.append(v)
             continue
-        explained.append(Overridden(v, grant.step, grant.rule, grant.approvers, grant.reasons))
+        explained.append(grant)
     return Verdict(tuple(plain), tuple(explained))

@@ -18,7 +18,7 @@ from typing import Any
 
 from bot.sim.controllers.context import ebs_source, instance_id, pod_pvcs
 from bot.sim.sandbox import Sandbox
-from bot.sim.verdict import Overridden, judge
+from bot.sim.verdict import Overridden, at, judge
 
 BOT_KEY = "testing"  # the bot's EC2 access key in the sandbox
 BOT_USER = ":serviceaccount:"  # the bot's API identity is a ServiceAccount
@@ -81,21 +81,17 @@ def _after_world_start(v: Any, world_caused: Sequence[Any]) -> bool:
         for w in world_caused)
 
 
-def _at(value: str) -> datetime:
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
-
-
 def _boot_after_override(o: Overridden, ev: Evidence) -> bool:
     """A fence an override let through, of a machine someone started again after that override
     was granted: the two people broke glass for the boot before, and saw nothing of this one."""
     v = o.violation
     if v.kind != "fence-of-live":
         return False
-    at = _at(v.time)
+    when_v = at(v.time)
     granted = [t for e in ev.events if e.type == "interlock.override_granted"
                and e.payload.get("step") == o.step and e.payload.get("rule") == o.rule
-               and (t := _at(str(e.ts))) <= at]
-    return bool(granted) and any(f" of {iid}," in v.details and max(granted) < when <= at
+               and (t := at(str(e.ts))) <= when_v]
+    return bool(granted) and any(f" of {iid}," in v.details and max(granted) < when <= when_v
                                  for iid, when in ev.world_started)
 
 
