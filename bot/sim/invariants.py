@@ -3,8 +3,10 @@
 They are what a runbook must never cause (DOMAIN.md §1): two writers on one block device, the
 out-of-service taint on a machine that may still be writing, a volume pulled from under a
 machine that still runs with it mounted, or a fence (stop, terminate) of a machine whose guest
-still runs. A violation is recorded when it
-starts; it is not re-recorded while it persists.
+still runs. A standing violation (two attachments, a taint on a running machine) is recorded
+when it starts, and not again while it persists; a deed (a detach from or a fence of a live
+machine) is recorded each time it is done: the second stop of a machine started again is a
+second harm, though its words are the first's.
 """
 
 from __future__ import annotations
@@ -58,27 +60,36 @@ def check(ctx: Context) -> list[tuple[str, str]]:
         if has_taint(node, OOS_TAINT) and node_iid and ctx.ec2.instance_state(node_iid) == "running":
             found.append(("oos-taint-on-running",
                           f"node {name} has {OOS_TAINT} but instance {node_iid} is running"))
-    # A detach from a machine that runs and last reported the volume mounted (a partitioned node,
-    # or the timeout detach against a live one): whatever it was writing is cut off mid-write.
-    for _when, details in ctx.state.get("live_detaches", ()):
-        found.append(("detach-from-live", details))
-    # A fence (StopInstances, TerminateInstances) of a machine whose guest still runs: a live
-    # kubelet reporting Ready=False, or a partitioned machine, is stopped mid-write.
-    for _when, details in getattr(ctx.ec2, "live_fences", ()):
-        found.append(("fence-of-live", details))
     return found
+
+
+def deeds(ctx: Context) -> list[tuple[str, str]]:
+    """(kind, details) of every harm done so far, in order, repeats included.
+
+    A detach from a machine that runs and last reported the volume mounted (a partitioned node,
+    or the timeout detach against a live one): whatever it was writing is cut off mid-write.
+    A fence (StopInstances, TerminateInstances) of a machine whose guest still runs: a live
+    kubelet reporting Ready=False, or a partitioned machine, is stopped mid-write."""
+    return [("detach-from-live", details) for _when, details in ctx.state.get("live_detaches", ())] + [
+        ("fence-of-live", details) for _when, details in getattr(ctx.ec2, "live_fences", ())]
 
 
 class InvariantLog:
     def __init__(self) -> None:
         self.violations: list[Violation] = []
         self._active: set[tuple[str, str]] = set()
+        self._deeds = 0  # how many of ``deeds`` are recorded
 
     def record(self, ctx: Context, *, cause: tuple[str, str] | None = None) -> None:
-        """Record violations that started; ``cause`` (time, write) names the write that led to them,
-        so with informer lag they are dated and attributed to it, not to the later reaction."""
+        """Record violations that started, and harms done since the last record; ``cause``
+        (time, write) names the write that led to them, so with informer lag they are dated and
+        attributed to it, not to the later reaction."""
+        when, what = cause or (ts(ctx.now), "")
         now = set(check(ctx))
         for kind, details in sorted(now - self._active):
-            when, what = cause or (ts(ctx.now), "")
             self.violations.append(Violation(when, kind, details, what))
         self._active = now
+        done = deeds(ctx)
+        for kind, details in done[self._deeds:]:
+            self.violations.append(Violation(when, kind, details, what))
+        self._deeds = len(done)

@@ -126,6 +126,24 @@ def test_a_fence_of_a_machine_whose_guest_still_runs_is_recorded_whoever_sends_i
     assert iid in v.details and "guest still runs" in v.details
 
 
+def test_each_fence_of_a_live_machine_is_recorded_the_second_as_well_as_the_first(pool):
+    # a fence is a deed, not a standing state: the machine stopped, started again and stopped
+    # again is two stops mid-write, each recorded when it is sent
+    sb = pool.fresh("node-partitioned")
+    iid = sb.facts["instance_id"]
+    ec2 = sb.ec2_client(as_bot=True)
+    ec2.stop_instances(InstanceIds=[iid], Force=True)
+    sb.advance(120)
+    assert sb.ec2.instance_state(iid) == "stopped"
+    sb.ec2.set_state(iid, "running")  # someone starts it: the guest runs again
+    sb.advance(5)
+    ec2.stop_instances(InstanceIds=[iid], Force=True)
+    sb.advance(5)
+    fences = [v for v in sb.violations if v.kind == "fence-of-live"]
+    assert len(fences) == 2, fences
+    assert fences[0].time < fences[1].time
+
+
 def test_a_fence_of_a_hung_or_stopped_machine_is_no_violation(pool):
     sb = pool.fresh("node-hung")
     sb.ec2_client(as_bot=True).stop_instances(InstanceIds=[sb.facts["instance_id"]], Force=True)

@@ -41,6 +41,22 @@ def test_pod_force_deleted_the_timeout_detach_pulls_the_volume_from_the_live_mac
     assert f["volume_id"] in sb.violations[0].details and f["instance_id"] in sb.violations[0].details
 
 
+def test_a_timeout_detach_from_a_machine_booted_again_since_its_kubelet_last_reported_is_not_live(pool):
+    # a stop and start ends the boot that had the file system mounted; the kubelet, still cut
+    # off, has reported nothing of the new boot, and a kubelet reports a volume in use before it
+    # mounts it: the new boot has nothing mounted, and the timeout detach takes nothing from it
+    sb = pool.fresh("pod-force-deleted")
+    f = sb.facts
+    sb.ec2.set_state(f["instance_id"], "stopped")
+    sb.advance(30)
+    sb.ec2.set_state(f["instance_id"], "running")
+    sb.advance(f["timeout_detach_in"] + 10)
+    node = sb.get("Node", None, f["dead_node"])
+    assert node["status"]["nodeInfo"]["bootID"] != sb.ec2.boot_id(f["instance_id"])  # never reported
+    assert ec2_attachments(sb, f["volume_id"]) != [(f["instance_id"], "attached")]  # detached
+    assert sb.violations == []
+
+
 def test_auto_mode_leak_pv_waits_behind_the_auto_mode_finalizers_with_its_volume_attached(pool):
     sb = pool.get("auto-mode-leak")
     f = sb.facts

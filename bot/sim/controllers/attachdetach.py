@@ -154,6 +154,8 @@ def _detach_unwanted(ctx: Context, desired: dict[str, tuple[str, dict[str, Any],
             ctx.state.setdefault("deleted_node_detaches", {})[name] = va["spec"]["nodeName"]
         elif has_taint(node, OOS_TAINT):  # the detach the out-of-service taint brings about
             ctx.state.setdefault("oos_taint_detaches", {})[name] = va["spec"]["nodeName"]
+        else:  # unmounted, or (if the node still reports it mounted) the timeout detach
+            ctx.state.setdefault("timeout_detaches", {})[name] = va["spec"]["nodeName"]
         ctx.store.delete(ctx.store_res("VolumeAttachment"), None, name)
 
 
@@ -168,6 +170,19 @@ def _may_detach(ctx: Context, node: dict[str, Any], pv_name: str, since: str) ->
     allow_timeout = not ctx.options.get("disable_force_detach_on_timeout")
     return not (mounted and not has_taint(node, OOS_TAINT) and not (
         timed_out and allow_timeout and not node_ready(node)))
+
+
+def _mounted_on_this_boot(ctx: Context, node: dict[str, Any], handle: str, iid: str) -> bool:
+    """The node last reported the volume mounted, and that report came from the machine's
+    current boot. A kubelet reports a volume in use before it mounts it, and a boot ends with
+    its mounts: what an earlier boot reported (a machine stopped and started since, whose kubelet
+    has not reported again) is not mounted now. A node that names no boot is taken at its word."""
+    st = node.get("status", {})
+    if not any(u.endswith(f"^{handle}") for u in st.get("volumesInUse") or []):
+        return False
+    reported = (st.get("nodeInfo") or {}).get("bootID")
+    lookup = getattr(ctx.ec2, "boot_id", None)
+    return not reported or not callable(lookup) or reported == lookup(iid)
 
 
 def _remember_deleted(ctx: Context, nodes: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -345,13 +360,15 @@ def _detach(ctx: Context, va: dict[str, Any], handle: str, iid: str, node_name: 
         if not take(ctx):
             return  # throttled in a large event: still attached, no error, detached later
         node = ctx.find("Node", None, node_name) or _deleted_node(ctx, node_name) or {}
-        mounted = any(u.endswith(f"^{handle}") for u in node.get("status", {}).get("volumesInUse") or [])
-        if mounted and ctx.ec2.instance_state(iid) == "running" and iid not in ctx.ec2.hung:
+        if _mounted_on_this_boot(ctx, node, handle, iid) and iid not in ctx.ec2.hung and \
+                ctx.ec2.instance_state(iid) == "running":
             # the machine runs and, as far as anyone knows, still has the file system mounted
             why = (" (the attach/detach controller's timeout detach after the Node was deleted)"
                    if name in ctx.state.get("deleted_node_detaches", {}) else
                    " (the attach/detach controller's detach for the out-of-service taint)"
-                   if name in ctx.state.get("oos_taint_detaches", {}) else "")
+                   if name in ctx.state.get("oos_taint_detaches", {}) else
+                   " (the attach/detach controller's timeout detach after the pod left the "
+                   "unhealthy node)" if name in ctx.state.get("timeout_detaches", {}) else "")
             ctx.state.setdefault("live_detaches", []).append(
                 (ts(ctx.now), f"{handle} detached from running {iid} while node {node_name} "
                               f"last reported it mounted{why}"))
