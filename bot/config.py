@@ -176,9 +176,11 @@ class PolicyConfig:
 
 @dataclass(frozen=True)
 class Settings:
-    database_url: str
-    audit_key: str | None = None
-    audit_previous_keys: tuple[str, ...] = ()  # rotated out: they verify what they wrote
+    # secrets (the URL carries the database password) stay out of the settings' printed form
+    database_url: str = field(repr=False)
+    audit_key: str | None = field(default=None, repr=False)
+    # rotated out: they verify what they wrote
+    audit_previous_keys: tuple[str, ...] = field(default=(), repr=False)
     runbooks_dir: tuple[str, ...] = ()  # on top of the shipped runbooks, lowest first
     redact_patterns: tuple[str, ...] = ()
     clusters: Mapping[str, ClusterConfig] = field(default_factory=dict)

@@ -24,9 +24,10 @@ class _Strict(BaseModel):
 
 @dataclass(frozen=True)
 class SlackConfig:
-    bot_token: str | None = None
-    signing_secret: str | None = None
-    app_token: str | None = None
+    # secrets stay out of the printed form (tracebacks, debug logs, crash reports)
+    bot_token: str | None = field(default=None, repr=False)
+    signing_secret: str | None = field(default=None, repr=False)
+    app_token: str | None = field(default=None, repr=False)
     api_url: str | None = None  # e.g. http://127.0.0.1:8900/api/ (trailing slash matters)
     allowed_channels: tuple[str, ...] = ()
     usergroup_ttl: float = 300.0
@@ -36,8 +37,9 @@ class SlackConfig:
 class AlertsConfig:
     """The Alertmanager webhook: who may post to it, and where its suggestions go."""
 
-    bearer_tokens: tuple[str, ...] = ()  # Authorization: Bearer <token>
-    basic_auth: Mapping[str, str] = field(default_factory=dict)  # username -> password
+    bearer_tokens: tuple[str, ...] = field(default=(), repr=False)  # Authorization: Bearer <token>
+    # username -> password
+    basic_auth: Mapping[str, str] = field(default_factory=dict, repr=False)
     cluster_label: str = "cluster"  # the label naming an alert's cluster
     channel: str | None = None  # the Slack channel of suggestion cards
     # at most this many auto-runs of one runbook in any auto_run_window seconds, on all replicas

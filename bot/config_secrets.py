@@ -3,8 +3,9 @@
 Kubernetes Secrets mounted as files, the AWS Secrets and Configuration Provider's CSI driver and
 the External Secrets Operator all hand a pod its secrets as files, which keeps them out of the
 process environment (``/proc/PID/environ``, child processes, crash reports). For each variable of
-``SECRET_VARIABLES``, ``NAME_FILE=/path`` reads the file instead (one trailing newline dropped, as
-``echo`` and ``kubectl create secret --from-file`` leave one). Setting both ``NAME`` and
+``SECRET_VARIABLES``, ``NAME_FILE=/path`` reads the file instead (the whitespace around it dropped:
+the trailing newline ``echo`` and ``kubectl create secret --from-file`` leave, an editor's blank
+lines and spaces); a file of nothing but whitespace is empty. Setting both ``NAME`` and
 ``NAME_FILE`` is an error naming both, never a silent choice; a file that cannot be read, is empty
 or is larger than ``MAX_BYTES`` is an error naming the variable and the path. No message ever
 carries a secret's value.
@@ -58,7 +59,7 @@ def _read(variable: str, path: str) -> str:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise ConfigError(f"{where}, which is not UTF-8 text") from None
-    text = text.removesuffix("\n").removesuffix("\r")
+    text = text.strip()  # a newline (echo, an editor) or spaces are never part of a secret
     if not text:
         raise ConfigError(f"{where}, which is empty")
     return text

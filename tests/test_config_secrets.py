@@ -77,3 +77,33 @@ def test_a_serving_process_takes_the_secrets_out_of_its_environment() -> None:
                "RUNBOOK_BOT_LOG_FORMAT": "json"}
     assert scrub_environment(environ) == ["SLACK_BOT_TOKEN", "SLACK_APP_TOKEN_FILE"]
     assert environ == {"RUNBOOK_BOT_LOG_FORMAT": "json"}
+
+
+def test_a_secret_file_s_surrounding_whitespace_is_dropped_and_blank_is_empty(
+        env: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # an editor's trailing newlines and spaces are never part of a token: left in, every
+    # request would be refused with a signature or auth error far from the cause
+    (tmp_path / "bot-token").write_text(f"  {TOKEN} \r\n\n")
+    assert load_settings({"SLACK_BOT_TOKEN_FILE": str(tmp_path / "bot-token"),
+                          "HOME": str(tmp_path)}).slack.bot_token == TOKEN
+    (tmp_path / "blank").write_text(" \n\t\n")
+    with pytest.raises(ConfigError, match=r"SLACK_BOT_TOKEN_FILE names .*blank, which is empty"):
+        load_settings({"SLACK_BOT_TOKEN_FILE": str(tmp_path / "blank"), "HOME": str(tmp_path)})
+
+
+def test_no_secret_is_in_the_settings_printed_form(env: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # a repr lands in tracebacks, debug logs and crash reports: it never carries a secret
+    secrets = {"SLACK_BOT_TOKEN": "xoxb-secret-bot-token-0001", "SLACK_SIGNING_SECRET": "signing-secret-0002",
+               "SLACK_APP_TOKEN": "xapp-secret-app-token-0003",
+               "RUNBOOK_BOT_DATABASE_URL": "postgresql://bot:db-password-0004@db/bot",
+               "RUNBOOK_BOT_AUDIT_KEY": "audit-key-0005-0123456789abcdef",
+               "RUNBOOK_BOT_AUDIT_PREVIOUS_KEYS": "audit-key-0006-0123456789abcdef",
+               "RUNBOOK_BOT_ALERTS_TOKEN": "alerts-token-0007-0123456789",
+               "RUNBOOK_BOT_PAGERDUTY_WEBHOOK_SECRET": "pagerduty-secret-0008",
+               "RUNBOOK_BOT_PAGERDUTY_TOKEN": "pagerduty-token-0009"}
+    settings = load_settings({**secrets, "HOME": str(tmp_path)})
+    assert settings.slack.bot_token == secrets["SLACK_BOT_TOKEN"]  # read, not lost
+    printed = repr(settings) + str(settings) + repr(settings.slack) + repr(settings.alerts)
+    leaked = [name for name, value in secrets.items()
+              if value in printed or value.split("@")[0].split(":")[-1] in printed]
+    assert leaked == []

@@ -409,9 +409,14 @@ def _unparsable(body: bytes, content_type: str | None) -> str | None:
         parsed = parse_body(body.decode("utf-8"), content_type)
     except (UnicodeDecodeError, ValueError) as e:
         return f"the body is not valid JSON or form data ({str(e)[:80]})"
+    return payload_problem(parsed)
+
+
+def payload_problem(parsed: Any) -> str | None:
+    """Why bolt could not route ``parsed``, a Slack payload (over HTTP once parsed, or as Socket
+    Mode delivers it), or None: what it reads before any listener must have its documented shape."""
     if not isinstance(parsed, dict):
         return f"the payload is a JSON {type(parsed).__name__}, not an object"
-    # what bolt itself reads before any listener, to route the request
     for key in _OBJECTS:
         if parsed.get(key) is not None and not isinstance(parsed[key], dict):
             return f"{key} is a {type(parsed[key]).__name__}, not an object"
@@ -430,12 +435,6 @@ def http_server(app: App, *, host: str = "0.0.0.0", port: int = SLACK_PORT,
     """The app's listener on the Slack port (``bot.frontends.http``; not yet serving)."""
     return HttpServer(wsgi_app(app), name="slack", host=host, port=port, threads=threads,
                       max_body=server_cap(BODY_LIMITS))
-
-
-def socket_mode_handler(app: App, config: SlackConfig) -> Any:
-    from slack_bolt.adapter.socket_mode import SocketModeHandler
-
-    return SocketModeHandler(app, app_token=config.app_token)
 
 
 def verify_token(client: WebClient) -> dict[str, Any]:

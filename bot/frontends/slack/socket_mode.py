@@ -33,9 +33,12 @@ from slack_bolt.adapter.socket_mode import SocketModeHandler
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_interval_calculators import BackoffRetryIntervalCalculator
 from slack_sdk.http_retry.interval_calculator import RetryIntervalCalculator
+from slack_sdk.socket_mode.request import SocketModeRequest
+from slack_sdk.socket_mode.response import SocketModeResponse
 
 from bot.config import SlackConfig
 from bot.errors import ConfigError
+from bot.frontends.slack.app import payload_problem
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +87,8 @@ class SocketModeLink:
         self.handler = SocketModeHandler(app, app_token=config.app_token, logger=sdk,
                                          auto_reconnect_enabled=False)
         self.client: Any = self.handler.client
+        # every request passes the payload check first (bolt's own listener is replaced)
+        self.client.socket_mode_request_listeners[:] = [self._handle]
         self.client.on_close_listeners.append(self._closed)
         self._backoff = backoff or BackoffRetryIntervalCalculator(backoff_factor=0.5)
         self._max_delay = max_delay
@@ -94,6 +99,25 @@ class SocketModeLink:
         self._failures = 0  # attempts failed in a row
         self._delay = 0.0  # the wait before the next attempt
         self._thread: threading.Thread | None = None
+
+    # -- requests -----------------------------------------------------------------------------
+
+    def _handle(self, client: Any, req: SocketModeRequest) -> None:
+        """One request, to bolt unless its payload has a shape bolt cannot route: that one is
+        acknowledged (Slack would redeliver it, to the same end) and named in one line, as the
+        HTTP listener answers it 400. A request bolt fails on is logged here with its traceback,
+        not left to the SDK's logger, whose last words name a lost connection."""
+        problem = payload_problem(req.payload)
+        if problem:
+            log.warning("refused a malformed Slack request over Socket Mode: %s (envelope %s)",
+                        problem, req.envelope_id)
+            client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
+            return
+        try:
+            self.handler.handle(client, req)
+        except Exception:
+            log.exception("Slack Socket Mode: the %s request in envelope %s failed", req.type,
+                          req.envelope_id)
 
     # -- readiness --------------------------------------------------------------------------
 

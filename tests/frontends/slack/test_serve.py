@@ -16,7 +16,7 @@ from urllib.parse import parse_qsl
 import pytest
 
 from bot.cli import main
-from bot.frontends.slack.app import socket_mode_handler
+from bot.frontends.slack.socket_mode import SocketModeLink
 from tests.fakes.slack_api import APP_TOKEN, BOT_TOKEN, CHANNEL, FakeSlack
 from tests.fakes.slack_requests import block_actions_payload, slash_command_body
 from tests.frontends.slack.conftest import ALICE, BOB, Bot, button_in, texts
@@ -146,18 +146,19 @@ def bot_for_scopes(bot: Bot) -> tuple[str, ...]:
 
 def test_socket_mode_reaches_slack_through_the_configured_api_url(bot: Bot) -> None:
     config = replace(bot.settings.slack, app_token="xapp-1-fake")
-    handler = socket_mode_handler(bot.app, config)
+    link = SocketModeLink(bot.app, config)
     try:
-        assert handler.client.web_client.base_url == bot.fake.base_url
-        assert handler.client.app_token == "xapp-1-fake"
+        assert link.client.web_client.base_url == bot.fake.base_url
+        assert link.client.app_token == "xapp-1-fake"
     finally:
-        handler.close()
+        link.stop()
 
 
 def test_a_run_is_started_and_approved_over_socket_mode(bot: Bot) -> None:
     socket = bot.fake.start_socket_mode()
-    handler = socket_mode_handler(bot.app, replace(bot.settings.slack, app_token=APP_TOKEN))
-    handler.connect()
+    link = SocketModeLink(bot.app, replace(bot.settings.slack, app_token=APP_TOKEN))
+    assert link.connect_first()
+    link.start()
     try:
         help_ack = socket.ack_of(socket.send("slash_commands", _slash_fields("help", ALICE)))
         assert "`/runbook` commands" in help_ack["payload"]["text"]  # answered inside the ack
@@ -178,7 +179,7 @@ def test_a_run_is_started_and_approved_over_socket_mode(bot: Bot) -> None:
         bot.settle()
         assert len(bot.db.runs()) == 1 and len(bot.fake.messages(CHANNEL)) == 1
     finally:
-        handler.close()
+        link.stop()
 
 
 def _slash_fields(text: str, user: str) -> dict[str, str]:
