@@ -11,6 +11,12 @@ it depends on nothing a request changes. Installed by the in-process transport (
   ``Meta``), so it is kept per shape (weakly: shapes come and go with their models) and those.
   Which name holds a value is still asked of each object, in the same order. The response
   transformer that applies to a key path is kept per transformer table and path.
+- The walk over a structure's members (``_structure``): for each member, the names its value may
+  have and the transformer of its key path are those of the structure's shape, the object's type
+  and the path, worked out once (through the memos above) rather than through a picker context
+  built per member; each object is still asked for each name, in the same order. A serializer
+  whose member or value hooks differ from the base class's, or a picker moto does not ship, takes
+  the shipped walk.
 - The EC2 serializer's XML (``_xml_body``): the document xmltodict's generic walk would write
   through ``XMLGenerator``, written directly, with the same escaping and short empty elements;
   a body it does not expect (bytes, comments, odd names, pretty printing) goes to xmltodict.
@@ -38,7 +44,12 @@ def install() -> None:
         setattr(responses, "method_names_from_class", functools.cache(names))  # noqa: B010
     picker = serialize.AttributePicker
     _installed["AttributePicker.__call__"] = picker.__call__
-    picker.__call__ = _picker_call(serialize)  # type: ignore[method-assign]
+    call, plan = _picker_call(serialize)
+    picker.__call__ = call  # type: ignore[method-assign]
+    base = serialize.ResponseSerializer
+    _installed["ResponseSerializer._serialize_type_structure"] = base._serialize_type_structure
+    base._serialize_type_structure = _structure(  # type: ignore[method-assign]
+        serialize, base._serialize_type_structure, plan)
     ec2 = serialize.EC2Serializer
     _installed["EC2Serializer._serialize_body"] = ec2._serialize_body
     ec2._serialize_body = _xml_body(ec2._serialize_body)  # type: ignore[method-assign]
@@ -54,6 +65,8 @@ def uninstall() -> None:
                 _installed.pop("method_names_from_class"))
     serialize.AttributePicker.__call__ = _installed.pop(  # type: ignore[method-assign]
         "AttributePicker.__call__")
+    serialize.ResponseSerializer._serialize_type_structure = _installed.pop(  # type: ignore[method-assign]
+        "ResponseSerializer._serialize_type_structure")
     serialize.EC2Serializer._serialize_body = _installed.pop(  # type: ignore[method-assign]
         "EC2Serializer._serialize_body")
 
@@ -102,7 +115,69 @@ def _picker_call(serialize: Any) -> Any:
         transform = transform_of(self, f"{context.key_path}.{context.key}")
         return transform(value) if transform is not None else value
 
-    return call
+    def plan(picker: Any, context: Any) -> tuple[tuple[str, ...] | list[str], Any]:
+        """What ``call`` would try for ``context``: the names, and the transformer."""
+        return (possible_keys(picker, context),
+                transform_of(picker, f"{context.key_path}.{context.key}"))
+
+    return call, plan
+
+
+def _structure(serialize: Any, shipped: Any, plan: Any) -> Any:
+    """``ResponseSerializer._serialize_type_structure``, with each member's names and transformer
+    kept per (structure shape, object type, picker, key path)."""
+    base, missing, get_value = serialize.ResponseSerializer, serialize.MISSING, serialize.get_value
+    member_hook, value_hook = base._serialize_structure_member, base.get_value
+    context_of = serialize.AttributePickerContext
+    plans: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], Any]] = weakref.WeakKeyDictionary()
+
+    def members(self: Any, value: Any, shape: Any, key_path: str) -> list[tuple[Any, ...]]:
+        picker = self._value_picker
+        memo = plans.get(shape)
+        if memo is None:
+            memo = plans[shape] = {}
+        at = (type(picker), tuple(picker.alias_providers), id(picker.response_transformers),
+              type(value), key_path)
+        held = memo.get(at)
+        if held is None or held[0] is not picker.response_transformers:
+            om = self.operation_model
+            rows = []
+            for member_key, member_shape in shape.members.items():
+                member_shape.parent = shape
+                keys, transform = plan(picker, context_of(
+                    obj=value, key=member_key, shape=member_shape, operation_model=om,
+                    service_model=om.service_model if om is not None else None,
+                    key_path=key_path))
+                rows.append((member_key, member_shape, tuple(keys), transform))
+            held = memo[at] = (picker.response_transformers, rows)
+        return held[1]
+
+    def structure(self: Any, serialized: Any, value: Any, shape: Any, key: str) -> None:
+        cls = type(self)
+        if (value is None or cls._serialize_structure_member is not member_hook
+                or cls.get_value is not value_hook
+                or type(self._value_picker).__call__ is not serialize.AttributePicker.__call__
+                or "Meta" in getattr(value, "__dict__", ())):
+            return shipped(self, serialized, value, shape, key)
+        wrapper = self.MAP_TYPE() if key else serialized
+        for member_key, member_shape, keys, transform in members(self, value, shape,
+                                                                 ".".join(self.path)):
+            member_shape.parent = shape
+            for possible_key in keys:
+                member_value = get_value(value, possible_key, missing)
+                if member_value is not missing:
+                    break
+            else:
+                member_value = None
+            if transform is not None:
+                member_value = transform(member_value)
+            if member_value is not None:
+                self._serialize(wrapper, member_value, member_shape, member_key)
+        if key:
+            self._default_serialize(serialized, wrapper, shape, key)
+        return None
+
+    return structure
 
 
 class _Unusual(Exception):
