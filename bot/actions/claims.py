@@ -4,10 +4,18 @@ Counting pods cannot tell a good recovery from a bad one: a RollingUpdate Deploy
 and a new pod for one claim, a workload scaled to 0 has no pod at all, and a finished Job's pod
 lingers with the claim in its spec. So the recovery is judged claim by claim. A claim is
 ``satisfied`` when a pod using it is Running and Ready (its containers passed their readiness
-probes: it serves), and not being deleted, on a node other than ``away_from``; or when no
+probes: it serves), and not being deleted, on a node other than ``away_from`` that is Ready
+itself; or when no
 consumer is ``wanted`` any more: no pod using it is live (not finished, not being deleted) and no
 workload would create one (its Deployment or ReplicaSet wants 0 replicas
 or is gone, its StatefulSet no longer has that ordinal, its Job has finished or is suspended).
+
+A pod on a node that is not Ready does not serve its claim, whatever its own condition says: a
+kubelet that posts Ready=False (its PLEG stuck, its runtime or network down) starts nothing new
+and is trusted by no one, its status manager writes back the pod's last Ready for as long as it
+runs, and the node's ``not-ready`` NoExecute taint evicts the pod within minutes
+(``tolerationSeconds``, 300 by default). Such a claim waits, and says on which node
+(``waiting``).
 
 A pod being deleted whose controller is of a kind judged nowhere here (an operator's custom
 resource, a DaemonSet) makes its claim wanted: the check then waits for a Running pod instead of
@@ -30,6 +38,7 @@ from bot.actions.authoring import (
     meta,
     pod_claims,
     pod_finished,
+    ready_condition,
     terminating,
 )
 from bot.actions.declarations import ClaimsStatusParams
@@ -101,16 +110,22 @@ def _controller(pod: Obj) -> Obj | None:
     return next((o for o in meta(pod).get("ownerReferences") or () if o.get("controller")), None)
 
 
-def _ready(pod: Obj) -> bool:
-    """The pod's Ready condition is True: every container passed its readiness probe."""
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (pod.get("status") or {}).get("conditions") or ())
+def _ready(obj: Obj) -> bool:
+    """A pod's or a node's Ready condition is True (a pod's: every container passed its
+    readiness probe)."""
+    return ready_condition(obj)[0] == "True"
 
 
-def _pod_entry(pod: Obj) -> Obj:
+def _pod_entry(pod: Obj, ready_nodes: frozenset[str]) -> Obj:
     return {"name": meta(pod)["name"], "node": _spec(pod).get("nodeName"),
             "phase": (pod.get("status") or {}).get("phase"), "ready": _ready(pod),
-            "terminating": terminating(pod)}
+            "terminating": terminating(pod), "node_ready": _spec(pod).get("nodeName") in ready_nodes}
+
+
+def _serving(pod: Obj, away_from: str) -> bool:
+    """Running and Ready, not being deleted, on a node other than ``away_from``."""
+    return ((pod.get("status") or {}).get("phase") == "Running" and _ready(pod)
+            and not terminating(pod) and _spec(pod).get("nodeName") not in (None, away_from))
 
 
 def _live_reason(users: list[Obj]) -> str | None:
@@ -129,9 +144,10 @@ def _live_reason(users: list[Obj]) -> str | None:
 
 
 def claims_status(claims: tuple[str, ...], away_from: str, pods: list[Obj], pvs: list[Obj],
-                  wants: Any) -> Obj:
-    """The result, from the pods and PVs read; ``wants(namespace)`` gives the workloads' wishes
-    (claim -> words), called only for a namespace with a claim its pods cannot decide."""
+                  nodes: list[Obj], wants: Any) -> Obj:
+    """The result, from the pods, PVs and nodes read; ``wants(namespace)`` gives the workloads'
+    wishes (claim -> words), called only for a namespace with a claim its pods cannot decide."""
+    ready_nodes = frozenset(str(meta(n)["name"]) for n in nodes if _ready(n))
     users: dict[str, list[Obj]] = {c: [] for c in claims}
     for pod in sorted(pods, key=lambda x: str(meta(x)["name"])):
         for c in pod_claims(pod):
@@ -146,9 +162,11 @@ def claims_status(claims: tuple[str, ...], away_from: str, pods: list[Obj], pvs:
     items = []
     for claim in claims:
         mine = users[claim]
-        running = any((u.get("status") or {}).get("phase") == "Running" and _ready(u)
-                      and not terminating(u) and _spec(u).get("nodeName") not in (None, away_from)
-                      for u in mine)
+        serving = [u for u in mine if _serving(u, away_from)]
+        running = any(_spec(u).get("nodeName") in ready_nodes for u in serving)
+        held = (f"pod {meta(serving[0])['name']} of {claim} runs on "
+                f"{_spec(serving[0]).get('nodeName')}, which is not Ready"
+                if serving and not running else None)
         why = _live_reason(mine)
         if why is None:
             ns = claim.split("/", 1)[0]
@@ -157,9 +175,12 @@ def claims_status(claims: tuple[str, ...], away_from: str, pods: list[Obj], pvs:
             why = wished[ns].get(claim)
         items.append({"claim": claim, "volume_id": volumes.get(claim), "running_elsewhere": running,
                       "wanted": why is not None, "wanted_by": why,
-                      "satisfied": running or why is None, "pods": [_pod_entry(u) for u in mine]})
+                      "satisfied": running or why is None, "held_by_node": held,
+                      "pods": [_pod_entry(u, ready_nodes) for u in mine]})
     return {"items": items, "count": len(items), "satisfied": all(i["satisfied"] for i in items),
             "unsatisfied": [i["claim"] for i in items if not i["satisfied"]],
+            "waiting": [i["held_by_node"] for i in items
+                        if not i["satisfied"] and i["held_by_node"]],
             "wanted_volume_ids": [i["volume_id"] for i in items if i["wanted"] and i["volume_id"]]}
 
 
@@ -169,9 +190,9 @@ def plan_claims_status(p: ClaimsStatusParams, env: Env) -> Plan:
 
 def apply_claims_status(plan: Plan, p: ClaimsStatusParams, env: Env) -> Result:
     if not p.claims:
-        return Result(data=claims_status((), p.away_from, [], [], lambda ns: {}))
+        return Result(data=claims_status((), p.away_from, [], [], [], lambda ns: {}))
     k = env.kube
-    data = claims_status(p.claims, p.away_from, k.list_pods(), k.list_pvs(),
+    data = claims_status(p.claims, p.away_from, k.list_pods(), k.list_pvs(), k.list_nodes(),
                          lambda ns: workload_wants(env, ns))
     return Result(data=data)
 
@@ -179,8 +200,8 @@ def apply_claims_status(plan: Plan, p: ClaimsStatusParams, env: Env) -> Result:
 CLAIMS_STATUS = action(
     "k8s.claims.status", ClaimsStatusParams, destructive=False,
     summary="Judge claims served away from {{ away_from }}",
-    description="Per claim: a pod Running and Ready on another node, or no consumer wanted any "
-                "more.",
+    description="Per claim: a pod Running and Ready on another node that is Ready, or no "
+                "consumer wanted any more.",
     plan=plan_claims_status, apply=apply_claims_status)
 
 ACTIONS: tuple[ActionSpec[Any], ...] = (CLAIMS_STATUS,)

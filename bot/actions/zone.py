@@ -308,7 +308,7 @@ def plan_placement(p: ZonePlacementParams, env: Env) -> Plan:
 
 def apply_placement(plan: Plan, p: ZonePlacementParams, env: Env) -> Result:
     dead = set(p.nodes)
-    # the nodes say only why a claim is not running yet: read once one is not, never otherwise
+    # the nodes, read once a claim has a pod (is its node Ready?) or has none (why not?)
     nodes = _NodesOnDemand(env)
     pods = env.kube.list_pods() if p.pvs else []
     by_claim = _claims_of(env.kube.list_pvs() if p.pvs else [], set(p.pvs))
@@ -370,10 +370,22 @@ def _placement_item(claim: str, pv: Obj | None, users: list[Obj], *, dead: set[s
     elif pod is not None and where in left:
         item["outcome"], item["reason"] = _on_left_node(str(where), phase, nodes())
     elif pod is not None and phase == "Running" and where not in dead:
-        item["outcome"], item["reason"] = "running", f"running on {where}"
+        item["outcome"], item["reason"] = _on_live_node(pod, str(where), nodes())
     else:
         item["outcome"], item["reason"] = _why_not(claim, zone, pod, nodes(), dead)
     return item
+
+
+def _on_live_node(pod: Obj, where: str, nodes: list[Obj]) -> tuple[str, str]:
+    """A claim whose pod runs on a node outside the outage: in use again once the pod is Ready
+    on a node that is Ready. A node posting Ready=False starts nothing new, and its not-ready
+    taint evicts the pod within minutes; a pod not Ready yet serves no one."""
+    node = next((n for n in nodes if node_name(n) == where), None)
+    if node is None or ready_condition(node)[0] != "True":
+        return "waiting", f"its pod runs on {where}, which is not Ready"
+    if ready_condition(pod)[0] != "True":
+        return "waiting", f"its pod runs on {where} but is not Ready yet (its readiness probes)"
+    return "running", f"running on {where}"
 
 
 def _on_left_node(where: str, phase: str | None, nodes: list[Obj]) -> tuple[str, str]:

@@ -33,13 +33,35 @@ def _workload(name: str, claim: str | None, *, replicas: int | None = 1, **extra
     return {"metadata": {"name": name, "namespace": "shop"}, "spec": spec}
 
 
-def _judge(pods: list[dict[str, Any]], claim: str = "data", **lists: list[dict[str, Any]]) -> Any:
+def _node(name: str, ready: str = "True") -> dict[str, Any]:
+    return {"metadata": {"name": name}, "status": {"conditions": [{"type": "Ready", "status": ready}]}}
+
+
+def _judge(pods: list[dict[str, Any]], claim: str = "data", *,
+           nodes: list[dict[str, Any]] | None = None, **lists: list[dict[str, Any]]) -> Any:
     kube = SimpleNamespace(**{f"list_{k}": (lambda v: lambda namespace: v)(lists.get(k, []))
                               for k in ("deployments", "replica_sets", "stateful_sets", "jobs")})
     env: Any = SimpleNamespace(kube=kube)
-    data = claims_status((f"shop/{claim}",), DEAD, pods, [], lambda ns: workload_wants(env, ns))
+    nodes = [_node(DEAD, "Unknown"), _node(OTHER)] if nodes is None else nodes
+    data = claims_status((f"shop/{claim}",), DEAD, pods, [], nodes,
+                         lambda ns: workload_wants(env, ns))
     [item] = data["items"]
     return item
+
+
+def test_a_replacement_running_and_ready_on_a_node_that_is_not_ready_does_not_serve_the_claim():
+    """The pod's own Ready is the kubelet's last word; a node posting Ready=False (its PLEG
+    stuck) starts nothing, writes that word back, and its not-ready taint evicts the pod within
+    minutes: the claim waits, and says on which node."""
+    for ready in ("False", "Unknown"):
+        pods = [_pod("old", "data", node=DEAD, terminating=True), _pod("new", "data")]
+        item = _judge(pods, nodes=[_node(DEAD, "Unknown"), _node(OTHER, ready)])
+        assert (item["running_elsewhere"], item["satisfied"]) == (False, False)
+        assert item["held_by_node"] == f"pod new of shop/data runs on {OTHER}, which is not Ready"
+        assert {p["name"]: p["node_ready"] for p in item["pods"]} == {"new": False, "old": False}
+    # the node deleted meanwhile: nothing to read Ready from, so no serving either
+    assert not _judge([_pod("new", "data")], nodes=[])["satisfied"]
+    assert _judge([_pod("new", "data")], nodes=[_node(OTHER)])["satisfied"]
 
 
 def test_an_old_pod_terminating_on_the_dead_node_and_a_new_one_running_elsewhere_is_satisfied():

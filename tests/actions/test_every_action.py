@@ -124,8 +124,10 @@ def _auto_mode(w: Any) -> dict[str, Any]:
 
 
 def _claims(w: Any) -> dict[str, Any]:
-    """data-a: its old pod Terminating on the dead n1, its new one Running on n2; data-b: no pod,
-    and its Deployment scaled to 0."""
+    """data-a: its old pod Terminating on the dead n1, its new one Running on n2 (Ready); data-b:
+    no pod, and its Deployment scaled to 0."""
+    w.node("n1", ready="Unknown")
+    w.node("n2")
     w.pv("pv-a", volume_id="vol-0aaaaaaaaaaaaaaaa", claim=("default", "data-a"))
     w.pv("pv-b", volume_id="vol-0bbbbbbbbbbbbbbbb", claim=("default", "data-b"))
     w.pod("a-old", node="n1", pvc="data-a", terminating=True)
@@ -141,7 +143,7 @@ def _claims(w: Any) -> dict[str, Any]:
 CASES: dict[str, Case] = {
     "k8s.claims.status": Case(
         _claims, [],
-        ["list_pod_for_all_namespaces", "list_persistent_volume", "list_namespaced_deployment",
+        ["list_pod_for_all_namespaces", "list_persistent_volume", "list_node", "list_namespaced_deployment",
          "list_namespaced_replica_set", "list_namespaced_stateful_set", "list_namespaced_job"],
         lambda w, p, r: [(i["claim"], i["running_elsewhere"], i["wanted"], i["volume_id"])
                          for i in r.data["items"]] == [
@@ -402,9 +404,10 @@ CASES: dict[str, Case] = {
         lambda w: (w.pv("pv-1", volume_id=w.volume(), claim=("default", "data-0")),
                    w.node("n2"), w.pod("es-0", node="n2", pvc="data-0"),
                    {"zone": ZONE, "nodes": ["n1"], "pvs": ["pv-1"]})[-1],
-        # EBS's status checks of the claims' volumes before any is called recovered; the nodes
-        # are read only to say why a claim does not run, and this one runs
-        [], ["list_pod_for_all_namespaces", "list_persistent_volume", "DescribeVolumeStatus"],
+        # EBS's status checks of the claims' volumes before any is called recovered; the nodes,
+        # to know the one it runs on is Ready
+        [], ["list_pod_for_all_namespaces", "list_persistent_volume", "list_node",
+             "DescribeVolumeStatus"],
         lambda w, p, r: ([(i["claim"], i["outcome"], i["volume_status"]) for i in r.data["items"]]
                          == [("default/data-0", "running", "ok")])),
 }

@@ -76,14 +76,15 @@ def test_a_dead_node_is_recovered_with_each_object_read_once_per_pass(rehearse):
     # before shared reads: 32 requests, the instance described 5 times, the nodes listed 3 times.
     # The Node comes out of the node list the taint's interlock reads anyway (before the approval
     # and again after it); the instance is described before the approval and again after it.
-    # The PVs are listed twice: by the volumes step, and by the per-claim success check (each
-    # claim's volume), in a later pass. With the rehearsals' 200 ms informer lag the
+    # The PVs and the Nodes are listed once more by the per-claim success check (each claim's
+    # volume, and whether the node its pod runs on is Ready), in a later pass. With the
+    # rehearsals' 200 ms informer lag the
     # VolumeAttachments go one poll after the taint, so the Node's re-read after that wait is a
     # read of its own (a new pass), not the taint's answer. The taint's apply asks EC2 for the
     # instance once more, right before its write, whatever the pass read.
     assert rec.sent() == Counter({
         "DescribeInstances": 3, "list_volume_attachment": 3, "list_persistent_volume": 2,
-        "list_pod_for_all_namespaces": 3, "DescribeVolumes": 3, "list_node": 2, "replace_node": 1,
+        "list_pod_for_all_namespaces": 3, "DescribeVolumes": 3, "list_node": 3, "replace_node": 1,
         "read_node": 1,
         # the kubelet's Lease, read once by the liveness step (a stopped machine is not fenced)
         "read_namespaced_lease": 1})
@@ -110,8 +111,9 @@ def test_a_hung_node_is_fenced_once_and_described_once_per_check(rehearse):
     assert sent["DescribeInstances"] == 4 + polls and polls <= 9
     # the first read of the Node (the fence's plan takes it from there), the fence's re-plan,
     # the re-read before the taint (its plan takes it from there), the taint's re-plan
-    # (and, after the wait for the VolumeAttachments, one read of the Node in a pass of its own)
-    assert sent["list_node"] == 4 and sent["read_node"] <= 1
+    # (and, after the wait for the VolumeAttachments, one read of the Node in a pass of its own),
+    # and the per-claim check (is the node the pod runs on Ready?)
+    assert sent["list_node"] == 5 and sent["read_node"] <= 1
     # the first read, and the fence's re-plan after approval, which also gives the state
     assert sent["DescribeInstanceStatus"] == 2
     assert sent["DescribeInstanceAttribute"] == 1  # stop protection, while the instance runs
@@ -122,9 +124,9 @@ def test_a_hung_node_is_fenced_once_and_described_once_per_check(rehearse):
     # fence's plan and again by its re-plan after approval; the instance type's storage once (a
     # type never changes)
     assert sent["DescribeInstanceTypes"] == 1
-    # 36: the per-claim check lists the PVs once more; the Node is read after the wait; the
-    # fence's two reads of the local data; the taint's read right before its write
-    assert sum(sent.values()) <= 36 + polls
+    # 37: the per-claim check lists the PVs and the Nodes once more; the Node is read after the
+    # wait; the fence's two reads of the local data; the taint's read right before its write
+    assert sum(sent.values()) <= 37 + polls
     assert_clean(r, st.run_id)
 
 
