@@ -79,8 +79,11 @@ def started_since(inst: Obj | None, since: datetime | None) -> str | None:
     ``since`` (EC2 moves LaunchTime on every start): someone started it since then. A fence
     asks it of the moment its step began applying: a poll, or an apply another worker resumes
     after one died once its stop may have reached EC2, can meet a machine started again; a
-    first apply cannot (it began a moment ago, and a retry or break-glass begins it anew)."""
+    first apply cannot (it began a moment ago, and a retry or break-glass begins it anew).
+    EC2 gives LaunchTime to the second: a launch in the very second ``since`` falls in may have
+    come after it, and counts (a fence fails closed)."""
     if inst is None or since is None or instance_state(inst) not in ("pending", "running"):
         return None
     launched = parse_time(inst.get("LaunchTime"))
-    return str(inst.get("LaunchTime")) if launched is not None and launched > since else None
+    return (str(inst.get("LaunchTime"))
+            if launched is not None and launched >= since.replace(microsecond=0) else None)

@@ -42,3 +42,22 @@ def test_a_saved_timeline_with_an_unknown_event_is_refused_naming_it(tmp_path: P
     with pytest.raises(ValueError, match=r"t.yaml: events\[0\].kind 'meteor' is not a world "
                                          r"event; known: kubelet-recovers"):
         load(tmp_path / "t.yaml")
+
+
+def test_someone_cannot_start_a_machine_that_is_still_stopping(tmp_path: Path) -> None:
+    # EC2 refuses StartInstances on a stopping instance (IncorrectInstanceState): the world's
+    # start of one still stopping changes nothing; once stopped, it starts on a new boot
+    from bot.sim.explore.catalogue import apply
+
+    with Sandbox("node-partitioned", workdir=tmp_path, account="210987654321") as sb:  # beside `staged`
+        node, iid = sb.facts["node"], sb.facts["instance_id"]
+        sb.ec2_client(as_bot=True).stop_instances(InstanceIds=[iid], Force=True)
+        sb.advance(1)
+        assert sb.ec2.instance_state(iid) == "stopping"
+        boot = sb.ec2.boot_id(iid)
+        apply(sb, Event(round=0, kind="instance-started", target=node))
+        assert (sb.ec2.instance_state(iid), sb.ec2.boot_id(iid)) == ("stopping", boot)
+        sb.advance(120)
+        assert sb.ec2.instance_state(iid) == "stopped"
+        apply(sb, Event(round=0, kind="instance-started", target=node))
+        assert sb.ec2.instance_state(iid) == "running" and sb.ec2.boot_id(iid) != boot

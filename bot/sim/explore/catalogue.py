@@ -88,6 +88,13 @@ def _on_instance(do: Callable[[Sandbox, str], None]) -> Apply:
     return run
 
 
+def _start(sb: Sandbox, iid: str) -> None:
+    """A start (a reboot of one running): EC2 refuses StartInstances on an instance still
+    stopping, shutting down or starting (IncorrectInstanceState), so those are left as they are."""
+    if sb.ec2.instance_state(iid) in ("stopped", "running"):
+        sb.ec2.repair(iid)
+
+
 def _kubelet_recovers(sb: Sandbox, node: str, _arg: str) -> None:
     iid = _iid(sb, node)
     if not iid:
@@ -194,7 +201,7 @@ KINDS: dict[str, Kind] = {
                           "terminated and its Node deleted", _nodes, apply=_replace_node),
     # instance
     "instance-started": Kind("instance", 2, "someone starts the instance of {target} (a new "
-                             "boot)", _nodes, apply=_on_instance(lambda sb, i: sb.ec2.repair(i))),
+                             "boot)", _nodes, apply=_on_instance(_start)),
     # timed on the bot: handled by the driver, which sees the stop
     "start-after-stop": Kind("instance", 1, "someone starts the next machine the bot stops, once "
                              "it has stopped (a person working on it)"),
