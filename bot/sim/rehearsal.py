@@ -212,11 +212,15 @@ class Rehearsal:
                 return Approve(run_id=state.run_id, actor=who, step=s.key, plan_hash=s.plan_hash)
         return None
 
-    def play(self, run_id: str, *, decide: Decide | None = None, max_rounds: int = 500) -> RunState:
-        """Drive the run to its end (or until ``decide`` leaves it waiting for people)."""
+    def play(self, run_id: str, *, decide: Decide | None = None, max_rounds: int = 500,
+             each_round: Callable[[RunState], None] | None = None) -> RunState:
+        """Drive the run to its end (or until ``decide`` leaves it waiting for people);
+        ``each_round(state)`` sees the run after each drive, its end included."""
         decide = decide or self.approve_all
         state = self.runner.drive(run_id)
         for _ in range(max_rounds):
+            if each_round is not None:
+                each_round(state)
             if state.status in RUN_TERMINAL:
                 return state
             if state.status == "awaiting_approval":

@@ -10,13 +10,11 @@ pod runs elsewhere. zone-outage-ngns's placement check counted such a claim in u
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 import pytest
 
-from bot.engine.state import RUN_TERMINAL
 from bot.present.words import words_for
 from bot.sim.rehearsal import Rehearsal
 from tests.rehearsals.conftest import assert_clean
@@ -57,25 +55,6 @@ def _sicken_where_a_pod_moves(r: Rehearsal, away: set[str], since: datetime | No
     return sick
 
 
-def _drive(r: Rehearsal, run_id: str, each_round: Callable[[Any], None]) -> Any:
-    """Approve every step, calling ``each_round(state)`` before each round; the run's end."""
-    state = r.runner.drive(run_id)
-    for _ in range(400):
-        each_round(state)
-        if state.status in RUN_TERMINAL:
-            return state
-        if state.status == "awaiting_approval":
-            s = next(x for x in state.steps.values() if x.status == "awaiting_approval")
-            cmd = r.approve_all(state, s)
-            assert cmd is not None
-            r.submit(cmd)
-        elif state.next_check_at:
-            due = datetime.fromisoformat(state.next_check_at)
-            r.sandbox.advance(max(0.0, (due - r.clock.now()).total_seconds()))
-        state = r.runner.drive(run_id)
-    raise AssertionError(f"run {run_id} did not end ({state.status})")
-
-
 def _node_dead(r: Rehearsal, *, heal_after: float | None) -> tuple[Any, str, list[str]]:
     """node-dead-ngns on node-hung: the node its pod moves to sickens as the pod starts there
     (and, ``heal_after`` seconds later, is well again). The run's end, that node, and what the
@@ -95,7 +74,7 @@ def _node_dead(r: Rehearsal, *, heal_after: float | None) -> tuple[Any, str, lis
         if heal_after is not None and sick and (r.clock.now() - sick[0][1]).total_seconds() >= heal_after:
             r.sandbox.sicken_kubelet(sick[0][0], None)
             heal_after = None
-    st = _drive(r, run_id, each_round)
+    st = r.play(run_id, each_round=each_round)
     assert sick, "the pod never ran on another node"
     return st, sick[0][0], said
 
@@ -147,7 +126,7 @@ def test_the_zone_runbook_does_not_count_a_claim_in_use_on_a_node_that_went_not_
         placed = state.steps.get("placement")
         if placed is not None and placed.result:
             seen.extend(placed.result["items"])
-    _drive(r, run_id, each_round)
+    r.play(run_id, each_round=each_round)
     assert sick, "no pod moved to a live node"
     # while the pods ran on the sick node, their claims waited, saying why
     held = [i for i in seen if i["node"] == sick[0][0]]

@@ -46,6 +46,7 @@ from bot.sim.controllers.context import (
     OOS_TAINT,
     Context,
     attacher_finalizer,
+    boot_id_of,
     condition,
     ebs_source,
     has_taint,
@@ -181,8 +182,8 @@ def _mounted_on_this_boot(ctx: Context, node: dict[str, Any], handle: str, iid: 
     if not any(u.endswith(f"^{handle}") for u in st.get("volumesInUse") or []):
         return False
     reported = (st.get("nodeInfo") or {}).get("bootID")
-    lookup = getattr(ctx.ec2, "boot_id", None)
-    return not reported or not callable(lookup) or reported == lookup(iid)
+    current = boot_id_of(ctx, iid)
+    return not reported or current is None or reported == current
 
 
 def _remember_deleted(ctx: Context, nodes: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -120,6 +120,14 @@ def instance_id(node: dict[str, Any] | None) -> str | None:
     return tail if tail.startswith("i-") else None
 
 
+def boot_id_of(ctx: Context, iid: str | None) -> str | None:
+    """The instance's current boot id, when the EC2 model tracks one (it changes on stop/start):
+    what its kubelet reports in ``status.nodeInfo.bootID``."""
+    lookup = getattr(ctx.ec2, "boot_id", None)
+    value = lookup(iid) if callable(lookup) and iid else None
+    return str(value) if value else None
+
+
 @lru_cache(maxsize=8192)  # every pass names the attachments of every mounted volume
 def va_name(volume_handle: str, node_name: str, driver: str = DRIVER) -> str:
     return "csi-" + hashlib.sha256(f"{volume_handle}{driver}{node_name}".encode()).hexdigest()

@@ -22,6 +22,7 @@ from typing import Any
 from bot.sim.controllers import daemonsets, jobs, leases
 from bot.sim.controllers.context import (
     Context,
+    boot_id_of,
     condition,
     ebs_source,
     in_use_name,
@@ -133,7 +134,7 @@ def _post_status(ctx: Context, node: dict[str, Any], cause: str | None, in_use: 
     name = node["metadata"]["name"]
     st = node.get("status", {})
     wanted = kubelet_conditions(cause)
-    boot = _boot_id(ctx, node)
+    boot = boot_id_of(ctx, instance_id(node))
     changed = differs(st.get("conditions") or [], wanted) or st.get("volumesInUse") != in_use or \
         bool(boot and st.get("nodeInfo", {}).get("bootID") != boot)
     last = (condition(node, "Ready") or {}).get("lastHeartbeatTime")
@@ -187,15 +188,6 @@ def _post_agent(ctx: Context, node: dict[str, Any], cause: str | None) -> None:
         s = n.setdefault("status", {})
         s["conditions"] = merge(s.get("conditions") or [], wanted, now, kubelet=False)
     ctx.store.mutate("Node", None, node["metadata"]["name"], post)
-
-
-def _boot_id(ctx: Context, node: dict[str, Any]) -> str | None:
-    """The instance's current boot id, when the EC2 model tracks one (it changes on stop/start):
-    the kubelet reports it in ``status.nodeInfo.bootID``."""
-    lookup = getattr(ctx.ec2, "boot_id", None)
-    iid = instance_id(node)
-    value = lookup(iid) if callable(lookup) and iid else None
-    return str(value) if value else None
 
 
 def _set_pod(ctx: Context, pod: dict[str, Any], *, running: bool, host_ip: str | None = None) -> None:
