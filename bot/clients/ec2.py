@@ -26,9 +26,11 @@ the actions:
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -142,11 +144,23 @@ def _take_attempts() -> list[tuple[str, str]]:
     return log
 
 
+_watched: weakref.WeakSet[Any] = weakref.WeakSet()  # the botocore clients already watched
+
+
 def _watch_attempts(raw: Any) -> None:
-    """Record each attempt botocore's retries make on this client (``_on_attempt``)."""
+    """Record each attempt botocore's retries make on this client (``_on_attempt``), once per
+    client: every bound view shares its client, and botocore inspects a handler's signature on
+    each registration, even one its unique_id then makes a no-op."""
+    try:
+        if raw in _watched:
+            return
+    except TypeError:  # not weakly referenceable: registered again, which is a no-op
+        pass
     events = getattr(getattr(raw, "meta", None), "events", None)
     if events is not None:  # unique_id: registering again for another view is a no-op
         events.register_first("needs-retry.ec2", _on_attempt, unique_id=ATTEMPTS_HANDLER)
+        with contextlib.suppress(TypeError):
+            _watched.add(raw)
 
 
 @dataclass

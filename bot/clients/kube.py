@@ -41,65 +41,16 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
+from bot.clients.kube_errors import SERVICE, translate
 from bot.clients.kube_watch import follow
 from bot.clients.redact import redact
 from bot.engine.plan import ApiCall
 from bot.engine.ports import SharedReads
 from bot.errors import ConfigError, PermanentError, PolicyError, RetryableError
 
-SERVICE = "kubernetes"
 NODE_LEASES = "kube-node-lease"  # the namespace of the kubelets' heartbeat Leases
 Obj = dict[str, Any]
 Mutation = Callable[[Obj], Obj | None]  # returns the new object, or None when nothing to change
-
-
-def _status_reason(e: ApiException) -> tuple[str, str]:
-    """The API server's Status ``reason`` and ``message`` when the body carries one."""
-    try:
-        body = json.loads(e.body or b"{}")
-    except (ValueError, TypeError):
-        return e.reason or "", redact(str(e.body or "")[:300])
-    if not isinstance(body, dict):
-        return e.reason or "", redact(str(body)[:300])
-    return str(body.get("reason") or e.reason or ""), redact(str(body.get("message") or ""))
-
-
-def _retry_after(e: ApiException) -> float | None:
-    headers = e.headers or {}
-    raw = headers.get("Retry-After") if hasattr(headers, "get") else None
-    try:
-        return float(raw) if raw is not None else None
-    except ValueError:
-        return None
-
-
-def translate(e: Exception, *, operation: str) -> Exception:
-    """The ``bot.errors`` exception for an SDK or transport failure (raise it ``from e``)."""
-    if isinstance(e, ApiException):
-        status = int(e.status or 0)
-        reason, message = _status_reason(e)
-        text = f"{operation}: HTTP {status} {reason}: {message}".strip()
-        if status == 0:  # no HTTP response at all (TLS failure, refused request)
-            return RetryableError(text, service=SERVICE, operation=operation, code="NoResponse")
-        if status == 409:
-            return RetryableError(text, service=SERVICE, operation=operation, code="Conflict")
-        if status == 410:  # a list's continue token expired: listing again from the start works
-            return RetryableError(text, service=SERVICE, operation=operation, code="Expired")
-        if status == 429:
-            return RetryableError(text, service=SERVICE, operation=operation, code="TooManyRequests",
-                                  retry_after=_retry_after(e))
-        if status >= 500:
-            return RetryableError(text, service=SERVICE, operation=operation,
-                                  code=reason or "ServerError", retry_after=_retry_after(e))
-        if status == 404:
-            return PermanentError(text, service=SERVICE, operation=operation, code="NotFound")
-        return PermanentError(text, service=SERVICE, operation=operation, code=reason or str(status))
-    if isinstance(e, urllib3.exceptions.HTTPError | OSError):
-        cause = e.reason if isinstance(e, urllib3.exceptions.MaxRetryError) else e
-        timeout = isinstance(cause, urllib3.exceptions.TimeoutError | TimeoutError)
-        return RetryableError(redact(f"{operation}: cannot reach the API server: {e}"), service=SERVICE,
-                              operation=operation, code="Timeout" if timeout else "ConnectionError")
-    return e
 
 
 def _named(obj: Obj, name: str) -> bool:
@@ -220,7 +171,7 @@ class KubeClient:
         if self.reads is None:
             return None
         hit = self.reads.get(self._key(operation, args, ()))
-        return None if hit is None else (json.loads(hit[0]), hit[1])
+        return None if hit is None else (_items(hit[0]), hit[1])
 
     def _clear_reads(self) -> None:
         if self.reads is not None:
@@ -248,9 +199,12 @@ class KubeClient:
                                          code="NotFound")
                 return found
         headers: list[Any] = []
-        obj = self._request(group, operation, targets, *args, headers_out=headers)
-        if self.reads is not None:
-            self.reads.put(self._key(operation, args), (json.dumps(obj), self._audit_id(headers)))
+        bodies: list[bytes] = []
+        obj = self._request(group, operation, targets, *args, headers_out=headers,
+                            body_out=bodies)
+        if self.reads is not None:  # the answer as it came: the caller may change ``obj``
+            self.reads.put(self._key(operation, args),
+                           (bodies[0] if bodies else json.dumps(obj), self._audit_id(headers)))
         return obj
 
     @staticmethod
@@ -259,7 +213,8 @@ class KubeClient:
         return str((h.get("Audit-Id") if h is not None and hasattr(h, "get") else None) or "")
 
     def _request(self, group: str, operation: str, targets: tuple[str, ...], *args: Any,
-                 read: bool = True, headers_out: list[Any] | None = None, **kwargs: Any) -> Obj:
+                 read: bool = True, headers_out: list[Any] | None = None,
+                 body_out: list[bytes] | None = None, **kwargs: Any) -> Obj:
         if not read and self.read_only:
             raise PolicyError(f"{operation} {', '.join(targets)}: refused, this is a read-only "
                               "(dry-run) client")
@@ -271,10 +226,11 @@ class KubeClient:
             finally:
                 self._clear_reads()
         return self._send(group, operation, targets, *args, read=True, headers_out=headers_out,
-                          **kwargs)
+                          body_out=body_out, **kwargs)
 
     def _send(self, group: str, operation: str, targets: tuple[str, ...], *args: Any,
-              read: bool, headers_out: list[Any] | None = None, **kwargs: Any) -> Obj:
+              read: bool, headers_out: list[Any] | None = None,
+              body_out: list[bytes] | None = None, **kwargs: Any) -> Obj:
         fn = getattr(self._group(group), operation)
         attempts = 1 + (self.read_retries if read else 0)
         for attempt in range(attempts):
@@ -285,6 +241,8 @@ class KubeClient:
                 self._record(operation, targets, "ok", getattr(resp, "headers", None))
                 if headers_out is not None:
                     headers_out.append(getattr(resp, "headers", None))
+                if body_out is not None and body:
+                    body_out.append(body)
                 return json.loads(body) if body else {}
             except (ApiException, urllib3.exceptions.HTTPError, OSError) as e:
                 err = translate(e, operation=operation)
@@ -316,25 +274,30 @@ class KubeClient:
             hit = self.reads.get(key)
             wider = self._listed(within[0]) if within and hit is None else None
             if hit is not None or wider is not None:
-                items, request_id = (json.loads(hit[0]), hit[1]) if hit is not None else (
+                items, request_id = (_items(hit[0]), hit[1]) if hit is not None else (
                     [o for o in wider[0] if within[1](o)] if within and wider else [],
                     wider[1] if wider else "")
                 self._served(operation, self._list_targets(args, kwargs), request_id)
                 return list(items)
         ids: list[str] = []
+        bodies: list[bytes] = []
         try:
-            items = list(self._pages(group, operation, *args, request_ids=ids, **kwargs))
+            items = list(self._pages(group, operation, *args, request_ids=ids, bodies=bodies,
+                                     **kwargs))
         except RetryableError as e:
             if e.code != "Expired":
                 raise
             ids.clear()
-            items = list(self._pages(group, operation, *args, request_ids=ids, **kwargs))
-        if self.reads is not None:
-            self.reads.put(key, (json.dumps(items), ids[0] if ids else ""))
+            bodies.clear()
+            items = list(self._pages(group, operation, *args, request_ids=ids, bodies=bodies,
+                                     **kwargs))
+        if self.reads is not None:  # one page: kept as it came (the caller may change ``items``)
+            self.reads.put(key, (bodies[0] if len(bodies) == 1 else json.dumps(items),
+                                 ids[0] if ids else ""))
         return items
 
     def _pages(self, group: str, operation: str, *args: Any, request_ids: list[str],
-               **kwargs: Any) -> Iterator[Obj]:
+               bodies: list[bytes] | None = None, **kwargs: Any) -> Iterator[Obj]:
         targets = self._list_targets(args, kwargs)
         token: str | None = None
         while True:
@@ -342,7 +305,8 @@ class KubeClient:
             if token:
                 page_args["_continue"] = token
             headers: list[Any] = []
-            page = self._request(group, operation, targets, *args, headers_out=headers, **page_args)
+            page = self._request(group, operation, targets, *args, headers_out=headers,
+                                 body_out=bodies, **page_args)
             request_ids.append(self._audit_id(headers))
             yield from page.get("items") or ()
             token = (page.get("metadata") or {}).get("continue") or None
@@ -574,6 +538,13 @@ class KubeClient:
             f"{replace_op} {target}: still conflicting after {1 + self.conflict_retries} attempts; "
             "another controller keeps writing this object", service=SERVICE, operation=replace_op,
             code="Conflict") from last
+
+
+def _items(kept: str | bytes) -> list[Obj]:
+    """A list's items, from what the pass's shared reads kept of it: the items (a list read in
+    several pages) or the one page's body."""
+    value = json.loads(kept)
+    return list(value.get("items") or ()) if isinstance(value, dict) else list(value)
 
 
 def bearer_token(*, kubeconfig: str | None = None, context: str | None = None) -> str:

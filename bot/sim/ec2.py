@@ -50,12 +50,8 @@ import random
 import threading
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler
 from typing import Any
-from urllib.parse import parse_qs
-from xml.sax.saxutils import escape
 
 from moto.core.models import DEFAULT_ACCOUNT_ID
 from moto.ec2.models import ec2_backends
@@ -63,18 +59,18 @@ from moto.moto_api._internal import mock_random
 
 from bot.sim import moto_speed
 from bot.sim.consistency import StaleReads
-from bot.sim.ec2_instances import Ec2Refusal, InstanceLifecycle, Timing, refuse_dry_run
+from bot.sim.ec2_instances import InstanceLifecycle, Timing, refuse_dry_run
 from bot.sim.ec2_managed import ManagedInstances
 from bot.sim.ec2_moto import MotoApp, MotoQuery, MotoServer
 from bot.sim.ec2_multiattach import MultiAttach
+from bot.sim.ec2_proxy import Ec2Error, ProxyHandler, WireCall
 from bot.sim.ec2_snapshots import PendingSnapshots
 from bot.sim.ec2_status import StatusChecks
 from bot.sim.ec2_zone import ZoneFailure, ZoneFailures
-from bot.sim.iam import ADMIN_KEY, Policy, access_key, implicit_checks, resources_of
+from bot.sim.iam import ADMIN_KEY, Policy, implicit_checks, resources_of
 from bot.sim.inprocess import send, wsgi
-from bot.sim.net import POLL, Server, no_delay
-from bot.sim.sts import StsLog, assume_role_actions, is_sts, trust_context
-from bot.sim.sts import error_xml as sts_error_xml
+from bot.sim.net import POLL, Server
+from bot.sim.sts import StsLog, assume_role_actions, trust_context
 from bot.sim.trust import TrustPolicy
 
 log = logging.getLogger(__name__)
@@ -83,23 +79,6 @@ IN_PROCESS_ENDPOINT = "http://ec2.sandbox.invalid"  # what an in-process proxy i
 AMI = "ami-12c6146b"
 
 
-def error_xml(code: str, message: str) -> bytes:
-    rid = str(uuid.uuid4())
-    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error><Code>{escape(code)}'
-            f"</Code><Message>{escape(message)}</Message></Error></Errors>"
-            f"<RequestID>{rid}</RequestID></Response>").encode()
-
-
-Ec2Error = Ec2Refusal
-
-
-@dataclass(frozen=True)
-class WireCall:
-    """One EC2 request as it crossed the endpoint: the action and the access key that signed it."""
-
-    action: str
-    access_key: str
-    dry_run: bool = False
 
 
 class Ec2Sim(InstanceLifecycle, ZoneFailures):
@@ -155,7 +134,7 @@ class Ec2Sim(InstanceLifecycle, ZoneFailures):
         self._httpd: Server | None = None
         self._serving: threading.Thread | None = None
         self._app: Any = None  # moto's WSGI application, called in-process
-        self._handler: type[_ProxyHandler] | None = None
+        self._handler: type[ProxyHandler] | None = None
         self._backend: Any = None
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -194,19 +173,34 @@ class Ec2Sim(InstanceLifecycle, ZoneFailures):
         # depend on the seed alone, not on what this process did before.
         MotoQuery(self).call("DescribeVpcs", {})
         mock_random.seed(f"ec2-{self.seed}")  # moto draws ids from this: same seed, same ids
-        if self.in_process:
+        if not self.in_process:
+            self._serve_proxy()
+
+    def serve_over_http(self) -> None:
+        """From now on, serve as a proxy started over HTTP does: moto as shipped, on its own
+        server, behind the proxy's socket server; the state (moto's backend, the proxy's memory)
+        stays as it is. For a fork of an in-process sandbox, which has no thread or socket yet."""
+        if not self.in_process:
             return
+        self.in_process = False
+        self._app = None
+        moto_speed.uninstall()
+        self._moto = MotoServer()
+        self._moto_addr = self._moto.start()
+        self._serve_proxy()
+
+    def _serve_proxy(self) -> None:
         self._httpd = Server(("127.0.0.1", 0), self.handler_class())
         self._serving = threading.Thread(target=self._httpd.serve_forever, args=(POLL,), name="sim-ec2",
                                          daemon=True)
         self._serving.start()
 
-    def handler_class(self) -> type[_ProxyHandler]:
+    def handler_class(self) -> type[ProxyHandler]:
         """The proxy's request handler, for its socket server or the in-process transport."""
         if self._handler is None:
             sim = self
 
-            class Handler(_ProxyHandler):
+            class Handler(ProxyHandler):
                 ec2 = sim
 
             self._handler = Handler
@@ -514,86 +508,3 @@ class Ec2Sim(InstanceLifecycle, ZoneFailures):
         if b"Action=RunInstances" in body and answer[0] < 300:
             self._launched()
         return answer
-
-
-WRITES = {"DetachVolume", "AttachVolume", "StartInstances", "StopInstances", "TerminateInstances",
-          "RebootInstances", "DeleteVolume", "CreateVolume"}
-
-
-class _ProxyHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    ec2: Ec2Sim
-
-    def setup(self) -> None:
-        super().setup()
-        no_delay(self.connection)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("ec2: " + format, *args)
-
-    def _reply(self, status: int, body: bytes, ctype: str = "text/xml") -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def _serve(self, method: str) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        query = self.path.split("?", 1)[1] if "?" in self.path else ""
-        params = {k: v[-1] for k, v in parse_qs(raw.decode() or query).items()}
-        action = params.get("Action", "")
-        auth = self.headers.get("Authorization") or ""
-        key = access_key(auth) or params.get("X-Amz-Credential", "").split("/", 1)[0]  # presigned
-        scope = auth.split("Credential=", 1)[-1].split(",", 1)[0].split("/")
-        if is_sts(params, scope[3] if len(scope) > 3 else ""):
-            denied = self.ec2.authorize_sts(params, key)
-            if denied:
-                self.ec2.sts.record(params, access_key=key)
-                self._reply(403, sts_error_xml("AccessDenied", denied))
-                return
-            self._forward(method, raw, action, before_reply=lambda data: self.ec2.sts.record(
-                params, access_key=key, answer=data))
-            return
-        call = WireCall(action=action, access_key=key,
-                        dry_run=params.get("DryRun", "").lower() == "true")
-        self.ec2.wire.append(call)
-        try:
-            answer = self.ec2.handle(params, key=key)
-        except Ec2Error as e:
-            self.ec2.answered_error.append(call)
-            self._reply(e.status, error_xml(e.code, e.message))
-            return
-        if answer is not None:
-            self._reply(200, answer)
-            return
-        if params.get("Action") == "DetachVolume" and "InstanceId=" not in raw.decode():
-            raw = (raw.decode() + "&InstanceId=" + params["InstanceId"]).encode()
-        self._forward(method, raw, action)
-
-    def _forward(self, method: str, raw: bytes, action: str,
-                 before_reply: Callable[[bytes], object] | None = None) -> bytes:
-        """Moto's answer, rewritten; ``before_reply`` sees it before the caller does, so what it
-        records is there once the caller has its answer."""
-        headers = {k: v for k, v in self.headers.items() if k.lower() not in ("content-length", "host")}
-        headers["Host"] = f"{self.ec2._moto_addr[0]}:{self.ec2._moto_addr[1]}"
-        if "Authorization" not in headers and "X-Amz-Credential=" in self.path:  # presigned: moto
-            query = parse_qs(self.path.split("?", 1)[-1])  # reads the key from the header only
-            headers["Authorization"] = f"AWS4-HMAC-SHA256 Credential={query['X-Amz-Credential'][0]}"
-        status, resp_headers, data = self.ec2.forward(method, self.path, headers, raw)
-        data = self.ec2.rewrite(action, data)
-        # the controllers react before the caller hears back, as with the fake API server: once a
-        # write returns, the cluster has followed and any invariant it broke is on record
-        if action in WRITES and status < 300:
-            self.ec2.on_change()
-        if before_reply is not None:
-            before_reply(data)
-        self._reply(status, data, resp_headers.get("Content-Type", "text/xml"))
-        return data
-
-    def do_POST(self) -> None:
-        self._serve("POST")
-
-    def do_GET(self) -> None:
-        self._serve("GET")

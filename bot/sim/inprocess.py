@@ -3,7 +3,7 @@ and moto without a socket, a TLS handshake or a server thread (``Sandbox(transpo
 
 The wire is kept, only the network goes: a request is written out as HTTP/1.1 bytes, the very
 request handler the server would run on a connection (``apiserver._Handler``,
-``ec2._ProxyHandler``) reads it from a buffer and writes its answer into another, and the client
+``ec2_proxy.ProxyHandler``) reads it from a buffer and writes its answer into another, and the client
 gets that answer parsed as it would have arrived (a urllib3 response for the kubernetes client,
 status, headers and body for botocore's ``before-send`` hook). Authentication, RBAC, IAM,
 throttling, error bodies and headers (``Retry-After``, ``Audit-Id``) are therefore those of the

@@ -14,7 +14,8 @@ it depends on nothing a request changes. Installed by the in-process transport (
 - The walk over a structure's members (``_structure``): for each member, the names its value may
   have and the transformer of its key path are those of the structure's shape, the object's type
   and the path, worked out once (through the memos above) rather than through a picker context
-  built per member; each object is still asked for each name, in the same order. A serializer
+  built per member; each object is still asked for each name, in the same order (with
+  ``getattr`` itself where moto's ``get_value`` would come to it). A serializer
   whose member or value hooks differ from the base class's, or a picker moto does not ship, takes
   the shipped walk.
 - The EC2 serializer's XML (``_xml_body``): the document xmltodict's generic walk would write
@@ -160,11 +161,16 @@ def _structure(serialize: Any, shipped: Any, plan: Any) -> Any:
                 or "Meta" in getattr(value, "__dict__", ())):
             return shipped(self, serialized, value, shape, key)
         wrapper = self.MAP_TYPE() if key else serialized
+        # what ``get_value`` does for a name without a dot on an object that is not a mapping
+        plain = not hasattr(value, "__getitem__")
         for member_key, member_shape, keys, transform in members(self, value, shape,
                                                                  ".".join(self.path)):
             member_shape.parent = shape
             for possible_key in keys:
-                member_value = get_value(value, possible_key, missing)
+                if plain and type(possible_key) is str and "." not in possible_key:
+                    member_value = getattr(value, possible_key, missing)
+                else:
+                    member_value = get_value(value, possible_key, missing)
                 if member_value is not missing:
                     break
             else:

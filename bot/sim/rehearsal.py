@@ -129,9 +129,9 @@ class Rehearsal:
                 self.settings, policy=dataclasses.replace(self.settings.policy, **self.policy))
         self._wire_runner(url)
 
-    def _wire_runner(self, url: str) -> None:
+    def _wire_runner(self, url: str, *, engine: Any = None) -> None:
         clients = self.clients()
-        self.store = Database(url, audit_key=self.audit_key)
+        self.store = Database(url, audit_key=self.audit_key, engine=engine)
         catalog = build_catalog(self.settings, clients_factory=lambda _cfg: clients,
                                 actions=self.actions)
         parsed = shipped_parse_cache() if self.actions is None else None
@@ -174,7 +174,18 @@ class Rehearsal:
 
     def resume(self) -> None:
         """A new worker in place of one that died: fresh clients, database connection and runner
-        over the same database; the dead worker's lease is left to expire."""
+        over the same database; the dead worker's lease is left to expire. Its connections are
+        closed; its engine's compiled statements serve the new worker (what a new process would
+        compile again, to the same SQL)."""
+        self.store.close()
+        self._wire_runner(self.store.url, engine=self.store.engine)
+
+    def serve_over_http(self) -> None:
+        """The sandbox served over sockets from now on (``Sandbox.serve_over_http``), and the
+        runner wired again with clients that reach it so, over the same database (closed first).
+        Before a run starts: what a rehearsal staged in-process is then played over HTTP."""
+        self.sandbox.serve_over_http()
+        self.transport = "http"
         self.store.close()
         self._wire_runner(self.store.url)
 

@@ -155,8 +155,7 @@ class Sandbox:
         # No botocore retries: a retry would sleep inside a controller pass. A refused call is
         # reported (attachError, an Event) and the next pass tries again, as the CSI sidecars do.
         # In-process, the same requests are written without botocore (``ProxyClient``).
-        client: Any = ProxyClient(self.ec2) if self.ec2.in_process else _Lazy(
-            lambda: self.ec2_client(max_attempts=0, timeout=10))
+        client: Any = ProxyClient(self.ec2) if self.ec2.in_process else self._controllers_ec2()
         self.ctx = Context(store=self.store, ec2=self.ec2, ec2_client=SeedClient(self.ec2),
                            options=self.options)
         with self._lock:
@@ -165,6 +164,28 @@ class Sandbox:
             self.facts = self.scenario.build(self)
             self.ctx.ec2_client = client  # from here on the controllers' EC2 calls cross the endpoint
         self._write_files()
+
+    def _controllers_ec2(self) -> Any:
+        return _Lazy(lambda: self.ec2_client(max_attempts=0, timeout=10))
+
+    def serve_over_http(self) -> None:
+        """Serve this in-process sandbox over sockets from now on, as one started with
+        ``transport="http"`` serves (the API server and the EC2 proxy on their ports, moto as
+        shipped on its own server, the controllers' EC2 calls through botocore), the world as it
+        is. For a fork of a staged world (the explorer's cross-check over HTTP): the process must
+        have no request in flight. Clients made before (``ec2_client``, ``kube_transport``) keep
+        the in-process way; make them again."""
+        if self.transport == "http":
+            return
+        assert self.ctx is not None, "start() first"
+        with self._lock:
+            self.transport = "http"
+            self.api.in_process = False
+            self.api.start()
+            self.ec2.serve_over_http()
+            self._clients = {}
+            self.ctx.ec2_client = self._controllers_ec2()
+            self._write_files()
 
     def rebase(self, now: datetime) -> None:
         """Shift every timestamp so the sandbox clock reads ``now``; ages and durations are kept.

@@ -231,3 +231,29 @@ def test_an_object_deleted_by_the_write_that_removed_its_last_finalizer_is_read_
         ("read_persistent_volume", "ok"), ("read_persistent_volume", "ok"),  # update reads live
         ("replace_persistent_volume", "ok"), ("read_persistent_volume", "NotFound"),
         ("read_node", "ok"), ("replace_node", "ok"), ("read_node", "cached")]
+
+
+@pytest.mark.parametrize("page_size", [500, 7])
+def test_what_a_reader_does_to_a_shared_read_is_not_served_to_the_next(outage, page_size):
+    # the pass keeps a read as it came off the wire (one page's body, or the items of several
+    # pages): a step that changes what it was given cannot change what the next step is served
+    shared = SharedReads()
+    catalog = outage.catalog(page_size)
+    calls: list[ApiCall] = []
+    kube = catalog.clients_for(catalog.settings.clusters["sandbox"]).kube.bound(calls,
+                                                                                reads=shared)
+    first = kube.list_nodes()
+    names = sorted(n["metadata"]["name"] for n in first)
+    node = outage.facts["dead_nodes"][0]
+    first[0]["metadata"]["name"] = "changed-by-a-reader"
+    first.clear()
+    got = kube.get_node(node)
+    got["metadata"]["labels"] = {"changed": "by a reader"}
+    assert sorted(n["metadata"]["name"] for n in kube.list_nodes()) == names
+    assert "changed" not in (kube.get_node(node)["metadata"].get("labels") or {})
+    lease = kube.get_node_lease(node)
+    if lease is not None:
+        lease["spec"] = {}
+        assert (kube.get_node_lease(node) or {}).get("spec")
+    pages = math.ceil(len(names) / page_size)
+    assert _ops(calls).count("list_node") == pages  # read once, then served

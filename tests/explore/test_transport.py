@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -33,10 +34,58 @@ def test_timelines_played_in_forks_in_process_end_as_staged_afresh_over_http() -
         for seed in (3, 5):
             tl = replace(BASE, seed=seed)
             fast = stage.play(tl, draw_events=True)
-            http = stage.play(tl, draw_events=True, transport="http")
+            http = stage.play(tl, draw_events=True, transport="http", afresh=True)
             assert fast.timeline.events, "the timeline drew no event"
             assert fast.differences(http) == [], "\n".join([tl.words(), *fast.trace])
         assert stage.forks == 4
+
+
+@needs_fork
+@pytest.mark.slow
+def test_a_staged_world_served_over_http_in_a_fork_plays_as_in_process() -> None:
+    # the explorer's sampled cross-check: the fork serves the staged world on sockets (moto as
+    # shipped on its own server) and the run is played over HTTP from its start
+    from moto.ec2.models.instance_types import INSTANCE_TYPE_OFFERINGS
+
+    regions = {k: set(v) for k, v in INSTANCE_TYPE_OFFERINGS.items()}
+    assert all(len(v) > 1 for v in regions.values())
+    with fork.Stage(BASE, warm=False) as stage:
+        # while it lives, the stage keeps moto's offerings of its own region only
+        assert {k: set(v) for k, v in INSTANCE_TYPE_OFFERINGS.items()} == {
+            k: {stage.r.sandbox.region} for k in regions}
+        tl = replace(BASE, seed=3)
+        fast = stage.play(tl, draw_events=True)
+        served = stage.play(tl, draw_events=True, transport="http")
+        assert fast.differences(served) == [], "\n".join([tl.words(), *fast.trace])
+        assert stage.r.sandbox.transport == "inprocess"  # the stage itself never served
+        assert stage.r.sandbox.api._httpd is None and stage.r.sandbox.ec2._httpd is None
+    # and gives the others back: a sandbox of another region may follow in this process
+    assert {k: set(v) for k, v in INSTANCE_TYPE_OFFERINGS.items()} == regions
+
+
+def test_an_in_process_sandbox_served_over_http_answers_on_sockets(tmp_path: Any) -> None:
+    from bot.sim import moto_speed
+
+    with Rehearsal("node-hung", transport="inprocess", workdir=tmp_path) as r:
+        assert moto_speed._installed
+        before = {n["metadata"]["name"] for n in r.clients().kube.list_nodes()}
+        r.serve_over_http()
+        try:
+            sb = r.sandbox
+            assert sb.api._httpd is not None and sb.ec2._httpd is not None
+            assert not moto_speed._installed  # moto as shipped, as over HTTP
+            assert sb.k8s_url.startswith("https://127.0.0.1:")
+            assert sb.ec2.endpoint.startswith("http://127.0.0.1:")
+            # the kubeconfig the runner's clients read names the socket, and they answer as before
+            assert sb.k8s_url in sb.kubeconfig_path.read_text()
+            clients = r.clients()
+            assert {n["metadata"]["name"] for n in clients.kube.list_nodes()} == before
+            wired = len(sb.ec2.wire)
+            ids = [i.id for res in sb.ec2.backend.reservations.values() for i in res.instances]
+            assert set(clients.ec2.describe_instances(ids)) == set(ids)
+            assert len(sb.ec2.wire) == wired + 1  # through the proxy's socket
+        finally:
+            moto_speed.install()  # as the other in-process sandboxes of this process expect
 
 
 def test_the_in_process_transport_answers_the_product_as_http_does() -> None:

@@ -127,6 +127,7 @@ class _Player:
         self.world_deleted: set[str] = set()  # Nodes a world event deleted
         self.world_started: list[tuple[str, datetime]] = []  # (instance, when) someone started it
         self.other: Any = None  # a second worker's runner, once one started
+        self.actions: dict[str, str] = {}  # each step's action, read when the run begins
         self.audit_problem = ""
         self.run_id = ""
         self.began = r.clock.now()
@@ -327,6 +328,8 @@ class _Player:
         its world events and decisions come from round 0 on."""
         self._trap()
         params: dict[str, Any] = dict(self.tl.params)
+        runbook, _text, _file = self.r.runbooks.get(self.tl.runbook)
+        self.actions = {s.id: str(s.action) for s in runbook.spec.steps if s.action}
         self.run_id = self.r.start_run(self.tl.runbook, **params)
         self.began = self.r.clock.now()
         return self.drive()
@@ -444,12 +447,10 @@ def finish(p: _Player, state: RunState, tl: Timeline) -> Played:
             p.other.store.close()
     p.verify()
     events = r.events(p.run_id)
-    runbook, _text, _file = r.runbooks.get(tl.runbook)
-    actions = {s.id: str(s.action) for s in runbook.spec.steps if s.action}
     ev = Evidence(sandbox=r.sandbox, status=str(state.status), events=events,
                   requester=REQUESTER, group=frozenset(r.settings.policy.groups[GROUP]),
                   hung=hung, audit_ok=not p.audit_problem, audit_problem=p.audit_problem,
-                  actions=actions, world_caused=p.world_caused,
+                  actions=p.actions, world_caused=p.world_caused,
                   world_deleted=frozenset(p.world_deleted), world_started=p.world_started)
     found = check_all(ev)
     return Played(tl, str(state.status), found, _coverage(events, str(state.status)),

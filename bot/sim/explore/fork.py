@@ -23,6 +23,8 @@ exist, ``explore`` stages per timeline instead.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
 import functools
 import gc
 import os
@@ -42,7 +44,7 @@ from bot.engine.runstate import RunState
 from bot.runbook.templating import precompile
 from bot.sim.explore.driver import ROUNDS, Played, begin, finish, play, play_staged
 from bot.sim.explore.timeline import Timeline, draw
-from bot.sim.rehearsal import Rehearsal
+from bot.sim.rehearsal import CLUSTER, Rehearsal
 from bot.sim.sandbox import Sandbox
 
 CAN_FORK = hasattr(os, "fork")
@@ -101,6 +103,46 @@ def _in_child(work: Callable[[], Played]) -> tuple[bytes, int, float]:
     return data, status, usage.ru_utime + usage.ru_stime
 
 
+def _warm_error_codes(r: Rehearsal) -> None:
+    """botocore maps an error code to its shape on the first error a client parses, once per
+    service model: done here, or every child whose run meets an EC2 error would do it."""
+    ec2 = r.catalog.clients_for(r.settings.cluster(CLUSTER)).ec2
+    model = getattr(getattr(getattr(ec2, "client", None), "meta", None), "service_model", None)
+    if model is not None:
+        model.shape_for_error_code("IncorrectInstanceState")
+
+
+def _only_region(region: str) -> dict[str, dict[str, Any]]:
+    """moto loads the instance type offerings of every region when it is imported (75 MB): the
+    stage keeps its own region's while it lives (``_all_regions`` puts the others back). A fork
+    and a child's exit cost time in proportion to the memory the process has mapped, and each
+    timeline is one of each. What was set aside, by location type and region."""
+    from moto.ec2.models import instance_types  # deferred: moto is loaded only with a sandbox
+
+    aside: dict[str, dict[str, Any]] = {}
+    for location, by_region in instance_types.INSTANCE_TYPE_OFFERINGS.items():
+        for other in [name for name in by_region if name != region]:
+            aside.setdefault(location, {})[other] = by_region.pop(other)
+    return aside
+
+
+def _all_regions(aside: dict[str, dict[str, Any]]) -> None:
+    from moto.ec2.models import instance_types  # deferred: moto is loaded only with a sandbox
+
+    for location, regions in aside.items():
+        instance_types.INSTANCE_TYPE_OFFERINGS.setdefault(location, {}).update(regions)
+
+
+def _trim() -> None:
+    """Give the C heap's free memory back to the system (glibc's ``malloc_trim``), where there
+    is one: the memory a process has mapped, not what it uses, sets what a fork costs."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        getattr(libc, "malloc_trim")(0)  # noqa: B009
+    except (OSError, AttributeError):
+        pass
+
+
 def _wal(db: Path) -> Path:
     return db.with_name(db.name + "-wal")
 
@@ -137,6 +179,7 @@ class Stage:
         self.child_seconds = 0.0  # CPU time (user and system) of the children that played
         self.last_child_seconds = 0.0
         self._begun: _Begun | None = None
+        self._aside: dict[str, dict[str, Any]] = {}  # moto's offerings of the other regions
         if warm:
             play(replace(tl, events=()), runbooks_dir=runbooks_dir, transport="inprocess")
         self.r = Rehearsal(tl.scenario, options=dict(tl.options), workdir=self.dir / "stage",
@@ -145,6 +188,7 @@ class Stage:
         # every template and expression of the runbook compiled here, once, not in each child
         runbook, _text, _file = self.r.runbooks.get(tl.runbook)
         precompile(runbook.model_dump(mode="json", by_alias=True))
+        precompile([self.r.catalog.spec(name).summary for name in self.r.catalog.names()])
         # The staged runner and store serve every child: the store's database, empty at the
         # newest schema, is closed here and kept as the template each child puts in its place.
         # The controllers' EC2 client, built on first use, is built here once, not per child.
@@ -153,29 +197,46 @@ class Stage:
         self._snapshot(self.template)
         assert self.r.sandbox.ctx is not None
         getattr(self.r.sandbox.ctx.ec2_client, "meta", None)
+        _warm_error_codes(self.r)
+        self._aside = _only_region(self.r.sandbox.region)
         # the staged objects stay out of the collector's way: a child's collections would
         # otherwise write to (and so copy) every page of the parent's heap
         gc.collect()
+        _trim()
         gc.freeze()
 
     def fits(self, tl: Timeline) -> bool:
         return (tl.scenario, dict(tl.options)) == (self.scenario, self.options)
 
     def play(self, tl: Timeline, *, draw_events: bool = False, rounds: int = ROUNDS,
-             transport: str = "inprocess") -> Played:
+             transport: str = "inprocess", afresh: bool = False) -> Played:
         """``tl`` played in a fork of the staged world, as ``driver.play_staged`` plays it; with
-        ``transport="http"``, staged again in the fork and played over HTTP (``driver.play``),
-        as a process of its own would: the staged world is the parent's, never changed."""
+        ``transport="http"``, the fork serves the staged world over sockets first (the API
+        server, the EC2 proxy, moto as shipped on its own server: ``Rehearsal.serve_over_http``)
+        and the run is played over HTTP from its start; with ``afresh`` too, the fork stages the
+        world again over HTTP (``driver.play``), as a process of its own would. The staged world
+        is the parent's, never changed."""
         if not self.fits(tl):
             raise ValueError(f"staged {self.scenario} {self.options}, asked for "
                              f"{tl.scenario} {tl.options}")
+        if transport not in ("inprocess", "http"):
+            raise ValueError(f"unknown transport {transport!r}: inprocess or http")
         self.forks += 1
-        if transport != "inprocess":
-            def afresh() -> Played:
+        if transport == "http" and afresh:
+            def again() -> Played:
                 Sandbox._running = {}  # this process's moto is a copy: the stage steps aside
                 return play(tl, runbooks_dir=self.runbooks_dir, draw_events=draw_events,
                             rounds=rounds, transport=transport)
-            data, status, cpu = _in_child(afresh)
+            data, status, cpu = _in_child(again)
+        elif transport == "http":
+            def served() -> Played:
+                self._put_back(self.template)
+                try:
+                    self.r.serve_over_http()
+                    return play_staged(self.r, tl, draw_events=draw_events, rounds=rounds)
+                finally:
+                    self.r.store.close()
+            data, status, cpu = _in_child(served)
         elif tl.params and self.share_beginning:
             if draw_events:  # from the staged world, which drawing only reads
                 tl = replace(tl, events=draw(self.r.sandbox, seed=tl.seed, rounds=rounds))
@@ -228,6 +289,8 @@ class Stage:
             self._begun.close()
             self._begun = None
         gc.unfreeze()
+        _all_regions(self._aside)
+        self._aside = {}
         self.r.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
 

@@ -6,10 +6,11 @@ each candidate from scratch; a candidate counts only if it breaks the *same* inv
 shrink never trades the bug it was given for another.
 
 Where the platform forks, the scenario is staged once and each timeline is played in a fork of it
-over the in-process transport (``fork``, ``bot.sim.inprocess``). One timeline in ``check_every``,
-and every counterexample before it is reported, is played again as a process of its own would, on
-a world staged afresh and over HTTP; a different result is an explorer error (``Report.errors``),
-a fault of the sandbox's fast path that no runbook is blamed for.
+over the in-process transport (``fork``, ``bot.sim.inprocess``). One timeline in ``check_every``
+is played again over HTTP, in a fork that serves the staged world on sockets (moto as shipped, on
+its own server); the first timeline, and every counterexample before it is reported, as a process
+of its own would, on a world staged afresh over HTTP. A different result is an explorer error
+(``Report.errors``), a fault of the sandbox's fast path that no runbook is blamed for.
 """
 
 from __future__ import annotations
@@ -110,8 +111,8 @@ class Report:
         diff = fast.differences(http)
         if diff:
             self.errors.append(f"seed {fast.timeline.seed}: in a fork over the in-process "
-                               "transport the timeline ended otherwise than staged afresh over "
-                               "HTTP: " + "; ".join(diff))
+                               "transport the timeline ended otherwise than over HTTP: "
+                               + "; ".join(diff))
 
     def words(self, steps: list[str] | None = None) -> str:
         rate = self.played / self.seconds if self.seconds else 0.0
@@ -141,8 +142,9 @@ def explore(base: Timeline, *, count: int, seed: int = 0, budget: float | None =
     """Play up to ``count`` timelines (or until ``budget`` seconds), shrinking each failure.
 
     ``fork`` (the default where the platform has it): in forks of one staged world over the
-    in-process transport, one timeline in ``check_every`` (0: none) and every counterexample
-    checked against a play staged afresh over HTTP. Otherwise each is staged afresh over HTTP."""
+    in-process transport, one timeline in ``check_every`` (0: none) checked against a play over
+    HTTP of the same staged world, and the first and every counterexample against a play staged
+    afresh over HTTP. Otherwise each is staged afresh over HTTP."""
     report = Report(base.runbook, base.scenario)
     start = time.monotonic()
     seen: set[str] = set()
@@ -185,7 +187,7 @@ def explore(base: Timeline, *, count: int, seed: int = 0, budget: float | None =
                                player=None if stage is None else stage.play)
                 if stage is not None:  # what is reported is what a replay over HTTP shows
                     report.compare(stage.play(small.timeline),
-                                   stage.play(small.timeline, transport="http"))
+                                   stage.play(small.timeline, transport="http", afresh=True))
                 report.failures.append(small)
     finally:
         if stage is not None:
