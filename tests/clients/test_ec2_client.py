@@ -107,3 +107,28 @@ def test_an_instance_type_is_asked_for_once_in_the_clients_life(ec2):
     assert [(c.operation, c.outcome) for c in third] == [("DescribeInstanceTypes", "ok")]
     assert Ec2Client(client=ec2).bound(fourth := []).describe_instance_types(["m5d.large"])
     assert [c.outcome for c in fourth] == ["ok"]  # another client asks for itself
+
+
+@pytest.mark.parametrize("stamp", ["2026-01-01T00:00:00.000Z", "2026-01-01T00:00:00Z",
+                                   "2025-12-31T23:59:59.123456Z", "2026-01-01T08:00:00+08:00",
+                                   "1700000000", "Tue, 15 Nov 1994 08:12:31 GMT"])
+def test_the_clients_read_a_timestamp_as_botocore_does(stamp):
+    import botocore.utils
+
+    from bot.clients.aws import parse_timestamp
+
+    mine, botocores = parse_timestamp(stamp), botocore.utils.parse_timestamp(stamp)
+    assert (mine, repr(mine)) == (botocores, repr(botocores))
+    assert parse_timestamp(stamp) is mine  # parsed once
+
+
+def test_a_volumes_create_time_is_parsed_once_however_often_it_is_described(ec2):
+    from bot.clients.aws import _parsed
+
+    vid = ec2.create_volume(Size=1, AvailabilityZone="us-east-1a")["VolumeId"]
+    first = ec2.describe_volumes(VolumeIds=[vid])["Volumes"][0]["CreateTime"]
+    before = _parsed.cache_info()
+    again = ec2.describe_volumes(VolumeIds=[vid])["Volumes"][0]["CreateTime"]
+    after = _parsed.cache_info()
+    assert again is first and first.tzinfo is not None
+    assert after.hits > before.hits and after.misses == before.misses
