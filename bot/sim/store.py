@@ -114,7 +114,9 @@ class Store:
 
     def peek(self, res: Resource, namespace: str | None, name: str) -> dict[str, Any] | None:
         """The stored snapshot itself: read it, never change it."""
-        return self._table(res).get(self._key(res, namespace, name))
+        table = self._objects.get(res.plural)  # every controller pass asks thousands of times
+        return None if table is None else table.get(
+            ((namespace or "") if res.namespaced else "", name))
 
     def scan(self, res: Resource, namespace: str | None = None) -> list[dict[str, Any]]:
         """Stored snapshots in name order (namespace, name): read them, never change them."""

@@ -115,8 +115,12 @@ def has_taint(node: dict[str, Any], key: str) -> bool:
 def instance_id(node: dict[str, Any] | None) -> str | None:
     if node is None:
         return None
-    pid = node.get("spec", {}).get("providerID", "")
-    tail = pid.rsplit("/", 1)[-1]
+    return _instance_of(node.get("spec", {}).get("providerID", ""))
+
+
+@lru_cache(maxsize=8192)  # every pass asks it of every node, many times
+def _instance_of(provider_id: str) -> str | None:
+    tail = provider_id.rsplit("/", 1)[-1]
     return tail if tail.startswith("i-") else None
 
 
