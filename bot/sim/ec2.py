@@ -176,10 +176,19 @@ class Ec2Sim(InstanceLifecycle, ZoneFailures):
         if not self.in_process:
             self._serve_proxy()
 
+    def bind(self) -> str:
+        """The proxy's socket bound, and not served yet: the endpoint it will answer at once
+        served (``serve_over_http``), so clients for it can be built before."""
+        if self._httpd is None:
+            self._httpd = Server(("127.0.0.1", 0), self.handler_class())
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host!s}:{port}"
+
     def serve_over_http(self) -> None:
         """From now on, serve as a proxy started over HTTP does: moto as shipped, on its own
-        server, behind the proxy's socket server; the state (moto's backend, the proxy's memory)
-        stays as it is. For a fork of an in-process sandbox, which has no thread or socket yet."""
+        server, behind the proxy's socket server (bound before, or now); the state (moto's
+        backend, the proxy's memory) stays as it is. For a fork of an in-process sandbox, which
+        serves nothing yet."""
         if not self.in_process:
             return
         self.in_process = False
@@ -190,7 +199,8 @@ class Ec2Sim(InstanceLifecycle, ZoneFailures):
         self._serve_proxy()
 
     def _serve_proxy(self) -> None:
-        self._httpd = Server(("127.0.0.1", 0), self.handler_class())
+        self.bind()
+        assert self._httpd is not None
         self._serving = threading.Thread(target=self._httpd.serve_forever, args=(POLL,), name="sim-ec2",
                                          daemon=True)
         self._serving.start()
@@ -213,7 +223,8 @@ class Ec2Sim(InstanceLifecycle, ZoneFailures):
 
     def stop(self) -> None:
         if self._httpd is not None:
-            self._httpd.shutdown()
+            if self._serving is not None:  # a socket bound and never served has no loop to end
+                self._httpd.shutdown()
             self._httpd.server_close()
             self._httpd.close_connections()
             self._httpd = None

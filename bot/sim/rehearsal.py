@@ -180,6 +180,12 @@ class Rehearsal:
         self.store.close()
         self._wire_runner(self.store.url, engine=self.store.engine)
 
+    def ready_for_http(self) -> None:
+        """Before forks of this in-process rehearsal serve it over HTTP: the EC2 clients the
+        runner will reach it with are built now, once (``Sandbox.ready_for_http``)."""
+        self.sandbox.ready_for_http({"as_bot": True, "max_attempts": self.ec2_attempts},
+                                    {"as_bot": True, "service": "sts"})
+
     def serve_over_http(self) -> None:
         """The sandbox served over sockets from now on (``Sandbox.serve_over_http``), and the
         runner wired again with clients that reach it so, over the same database (closed first).

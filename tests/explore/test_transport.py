@@ -58,7 +58,8 @@ def test_a_staged_world_served_over_http_in_a_fork_plays_as_in_process() -> None
         served = stage.play(tl, draw_events=True, transport="http")
         assert fast.differences(served) == [], "\n".join([tl.words(), *fast.trace])
         assert stage.r.sandbox.transport == "inprocess"  # the stage itself never served
-        assert stage.r.sandbox.api._httpd is None and stage.r.sandbox.ec2._httpd is None
+        # no server runs in it: the EC2 proxy's socket is bound for the forks, never served
+        assert stage.r.sandbox.api._httpd is None and stage.r.sandbox.ec2._serving is None
     # and gives the others back: a sandbox of another region may follow in this process
     assert {k: set(v) for k, v in INSTANCE_TYPE_OFFERINGS.items()} == regions
 
@@ -138,3 +139,34 @@ def test_a_timeline_that_ends_otherwise_in_process_is_an_explorer_error(monkeypa
 def test_without_fork_each_timeline_is_staged_afresh_over_http() -> None:
     report = explore(BASE, count=1, seed=4, fork=False)
     assert report.played == 1 and report.checked == 0 and not report.errors
+
+
+def test_clients_for_http_are_built_before_the_fork_that_serves(tmp_path: Any) -> None:
+    from bot.sim import moto_speed
+
+    with Rehearsal("node-hung", transport="inprocess", workdir=tmp_path) as r:
+        r.ready_for_http()
+        sb = r.sandbox
+        assert sb.ec2._httpd is not None and sb.ec2._serving is None  # bound, not served
+        assert sb.ec2.endpoint.endswith(".invalid")  # and still in-process until served
+        built = dict(sb._over_http)
+        assert len(built) == 3  # the controllers', and the bot's EC2 and STS clients
+        r.serve_over_http()
+        try:
+            # the runner and the controllers reach the socket with the clients built before
+            assert r.clients().ec2.client in built.values()
+            assert sb.ctx is not None and sb.ctx.ec2_client.meta.endpoint_url == sb.ec2.endpoint
+            wired = len(sb.ec2.wire)
+            ids = [i.id for res in sb.ec2.backend.reservations.values() for i in res.instances]
+            assert set(r.clients().ec2.describe_instances(ids)) == set(ids)
+            assert len(sb.ec2.wire) == wired + 1
+        finally:
+            moto_speed.install()
+
+
+def test_a_sandbox_bound_for_http_and_never_served_stops(tmp_path: Any) -> None:
+    r = Rehearsal("node-hung", transport="inprocess", workdir=tmp_path)
+    r.start()
+    r.ready_for_http()
+    r.stop()  # a bound socket with no serving loop is closed, not waited on
+    assert r.sandbox.ec2._httpd is None

@@ -198,6 +198,7 @@ class Stage:
         assert self.r.sandbox.ctx is not None
         getattr(self.r.sandbox.ctx.ec2_client, "meta", None)
         _warm_error_codes(self.r)
+        self.r.ready_for_http()  # what the cross-checks over HTTP play with, built once
         self._aside = _only_region(self.r.sandbox.region)
         # the staged objects stay out of the collector's way: a child's collections would
         # otherwise write to (and so copy) every page of the parent's heap
