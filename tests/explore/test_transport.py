@@ -170,3 +170,15 @@ def test_a_sandbox_bound_for_http_and_never_served_stops(tmp_path: Any) -> None:
     r.ready_for_http()
     r.stop()  # a bound socket with no serving loop is closed, not waited on
     assert r.sandbox.ec2._httpd is None
+
+
+@needs_fork
+def test_a_stage_that_cannot_be_staged_leaves_no_sandbox_running() -> None:
+    from bot.errors import NotFound
+    from bot.sim.sandbox import Sandbox
+
+    with pytest.raises(NotFound):
+        fork.Stage(replace(BASE, runbook="no-such-runbook"), warm=False)
+    assert not Sandbox._running  # another sandbox may start in this process
+    with fork.Stage(BASE, warm=False) as stage:
+        assert stage.r.sandbox.ctx is not None

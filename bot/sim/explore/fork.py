@@ -185,26 +185,30 @@ class Stage:
         self.r = Rehearsal(tl.scenario, options=dict(tl.options), workdir=self.dir / "stage",
                            audit_key="explore", runbooks_dir=runbooks_dir, transport="inprocess")
         self.r.start()
-        # every template and expression of the runbook compiled here, once, not in each child
-        runbook, _text, _file = self.r.runbooks.get(tl.runbook)
-        precompile(runbook.model_dump(mode="json", by_alias=True))
-        precompile([self.r.catalog.spec(name).summary for name in self.r.catalog.names()])
-        # The staged runner and store serve every child: the store's database, empty at the
-        # newest schema, is closed here and kept as the template each child puts in its place.
-        # The controllers' EC2 client, built on first use, is built here once, not per child.
-        self.db = Path(self.r.store.engine.url.database or "")
-        self.template = self.dir / "template.db"
-        self._snapshot(self.template)
-        assert self.r.sandbox.ctx is not None
-        getattr(self.r.sandbox.ctx.ec2_client, "meta", None)
-        _warm_error_codes(self.r)
-        self.r.ready_for_http()  # what the cross-checks over HTTP play with, built once
-        self._aside = _only_region(self.r.sandbox.region)
-        # the staged objects stay out of the collector's way: a child's collections would
-        # otherwise write to (and so copy) every page of the parent's heap
-        gc.collect()
-        _trim()
-        gc.freeze()
+        try:
+            # every template and expression of the runbook compiled here, once, not in each child
+            runbook, _text, _file = self.r.runbooks.get(tl.runbook)
+            precompile(runbook.model_dump(mode="json", by_alias=True))
+            precompile([self.r.catalog.spec(name).summary for name in self.r.catalog.names()])
+            # The staged runner and store serve every child: the store's database, empty at the
+            # newest schema, is closed here and kept as the template each child puts in its place.
+            # The controllers' EC2 client, built on first use, is built here once, not per child.
+            self.db = Path(self.r.store.engine.url.database or "")
+            self.template = self.dir / "template.db"
+            self._snapshot(self.template)
+            assert self.r.sandbox.ctx is not None
+            getattr(self.r.sandbox.ctx.ec2_client, "meta", None)
+            _warm_error_codes(self.r)
+            self.r.ready_for_http()  # what the cross-checks over HTTP play with, built once
+            self._aside = _only_region(self.r.sandbox.region)
+            # the staged objects stay out of the collector's way: a child's collections would
+            # otherwise write to (and so copy) every page of the parent's heap
+            gc.collect()
+            _trim()
+            gc.freeze()
+        except BaseException:  # nothing staged is left behind: the sandbox, moto's regions
+            self.close()
+            raise
 
     def fits(self, tl: Timeline) -> bool:
         return (tl.scenario, dict(tl.options)) == (self.scenario, self.options)
