@@ -151,11 +151,8 @@ def _watch_attempts(raw: Any) -> None:
     """Record each attempt botocore's retries make on this client (``_on_attempt``), once per
     client: every bound view shares its client, and botocore inspects a handler's signature on
     each registration, even one its unique_id then makes a no-op."""
-    try:
-        if raw in _watched:
-            return
-    except TypeError:  # not weakly referenceable: registered again, which is a no-op
-        pass
+    if raw in _watched:  # False for a client that cannot be weakly referenced
+        return
     events = getattr(getattr(raw, "meta", None), "events", None)
     if events is not None:  # unique_id: registering again for another view is a no-op
         events.register_first("needs-retry.ec2", _on_attempt, unique_id=ATTEMPTS_HANDLER)

@@ -155,8 +155,8 @@ class Rehearsal:
             ec2 = Ec2Client.from_cluster(cfg, endpoint_url=endpoint, sts_endpoint_url=endpoint,
                                          credentials=CREDENTIALS)
         elif self.ec2_endpoint is None:
-            ec2 = Ec2Client(client=sb.ec2_client(as_bot=True, max_attempts=self.ec2_attempts),
-                            sts=sb.ec2_client(as_bot=True, service="sts"))
+            ec2_kw, sts_kw = self._bot_clients()
+            ec2 = Ec2Client(client=sb.ec2_client(**ec2_kw), sts=sb.ec2_client(**sts_kw))
         else:
             ec2 = Ec2Client(client=boto3_client(region=sb.region, endpoint_url=endpoint,
                                                 credentials=CREDENTIALS,
@@ -183,8 +183,12 @@ class Rehearsal:
     def ready_for_http(self) -> None:
         """Before forks of this in-process rehearsal serve it over HTTP: the EC2 clients the
         runner will reach it with are built now, once (``Sandbox.ready_for_http``)."""
-        self.sandbox.ready_for_http({"as_bot": True, "max_attempts": self.ec2_attempts},
-                                    {"as_bot": True, "service": "sts"})
+        self.sandbox.ready_for_http(*self._bot_clients())
+
+    def _bot_clients(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The arguments of the sandbox's EC2 and STS clients the bot reaches it with."""
+        return {"as_bot": True, "max_attempts": self.ec2_attempts}, {"as_bot": True,
+                                                                     "service": "sts"}
 
     def serve_over_http(self) -> None:
         """The sandbox served over sockets from now on (``Sandbox.serve_over_http``), and the

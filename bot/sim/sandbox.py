@@ -60,6 +60,18 @@ STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{6})?Z")
 SYSTEM_NAMESPACES = ("default", "kube-node-lease", "kube-public", "kube-system")
 
 
+# No botocore retries for the controllers: a retry would sleep inside a controller pass. A refused
+# call is reported (attachError, an Event) and the next pass tries again, as the CSI sidecars do.
+CONTROLLERS_EC2: dict[str, Any] = {"max_attempts": 0, "timeout": 10}
+
+
+def _client_key(as_bot: bool, kw: dict[str, Any]) -> tuple[Any, ...]:
+    """One botocore client per identity and arguments (``max_attempts`` 1 unless given);
+    ``kw`` gets that default."""
+    kw.setdefault("max_attempts", 1)
+    return (as_bot, *sorted(kw.items()))
+
+
 class _Lazy:
     """A client built on first use: a botocore client costs ~0.3 s, and many sandboxes never call."""
 
@@ -153,9 +165,8 @@ class Sandbox:
         if not self.api.in_process:
             self.api.start()
         self.seed_ec2 = MotoQuery(self.ec2)  # arranging, straight to moto
-        # No botocore retries: a retry would sleep inside a controller pass. A refused call is
-        # reported (attachError, an Event) and the next pass tries again, as the CSI sidecars do.
-        # In-process, the same requests are written without botocore (``ProxyClient``).
+        # without retries (CONTROLLERS_EC2); in-process, the same requests are written without
+        # botocore (``ProxyClient``)
         client: Any = ProxyClient(self.ec2) if self.ec2.in_process else self._controllers_ec2()
         self.ctx = Context(store=self.store, ec2=self.ec2, ec2_client=SeedClient(self.ec2),
                            options=self.options)
@@ -167,7 +178,7 @@ class Sandbox:
         self._write_files()
 
     def _controllers_ec2(self) -> Any:
-        return _Lazy(lambda: self.ec2_client(max_attempts=0, timeout=10))
+        return _Lazy(lambda: self.ec2_client(**CONTROLLERS_EC2))
 
     def serve_over_http(self) -> None:
         """Serve this in-process sandbox over sockets from now on, as one started with
@@ -282,8 +293,7 @@ class Sandbox:
         credentials (those of ``env``), held to deploy/iam-policy.json as in production. One per
         set of arguments and sandbox: building one costs ~0.3 s, and clients are thread-safe.
         """
-        kw.setdefault("max_attempts", 1)
-        key = (as_bot, *sorted(kw.items()))
+        key = _client_key(as_bot, kw)
         if key not in self._clients:
             self._clients[key] = self._client(
                 as_bot, self.ec2.endpoint, self.ec2.send if self.ec2.in_process else None, kw)
@@ -301,11 +311,10 @@ class Sandbox:
         if self.transport == "http":
             return
         endpoint = self.ec2.bind()
-        for wanted in ({"max_attempts": 0, "timeout": 10}, *clients):
+        for wanted in (CONTROLLERS_EC2, *clients):
             kw = dict(wanted)
             as_bot = bool(kw.pop("as_bot", False))
-            kw.setdefault("max_attempts", 1)
-            self._over_http[(as_bot, *sorted(kw.items()))] = self._client(as_bot, endpoint, None, kw)
+            self._over_http[_client_key(as_bot, kw)] = self._client(as_bot, endpoint, None, kw)
 
     def kube_transport(self) -> Any:
         """What a kubernetes client's connection pool is replaced with to reach an in-process

@@ -107,9 +107,7 @@ def _warm_error_codes(r: Rehearsal) -> None:
     """botocore maps an error code to its shape on the first error a client parses, once per
     service model: done here, or every child whose run meets an EC2 error would do it."""
     ec2 = r.catalog.clients_for(r.settings.cluster(CLUSTER)).ec2
-    model = getattr(getattr(getattr(ec2, "client", None), "meta", None), "service_model", None)
-    if model is not None:
-        model.shape_for_error_code("IncorrectInstanceState")
+    ec2.client.meta.service_model.shape_for_error_code("IncorrectInstanceState")
 
 
 def _only_region(region: str) -> dict[str, dict[str, Any]]:
