@@ -27,7 +27,6 @@ the actions:
 from __future__ import annotations
 
 import contextlib
-import copy
 import json
 import threading
 import weakref
@@ -51,6 +50,7 @@ from bot.clients.redact import redact
 from bot.config import ClusterConfig
 from bot.engine.plan import ApiCall
 from bot.engine.ports import SharedReads
+from bot.engine.runstate import json_copy
 from bot.errors import PermanentError, PolicyError, RetryableError
 
 # boto3_client, bind_backoff and Send are importable from here, where they were defined before
@@ -268,7 +268,7 @@ class Ec2Client:
         out = fetch(request_ids)
         key = (SERVICE, id(self.client), operation, tuple(sorted(set(ids))),
                json.dumps(list(filters), sort_keys=True, default=str))
-        self.reads.put(key, (copy.deepcopy(out), request_ids[0] if request_ids else ""))
+        self.reads.put(key, (json_copy(out), request_ids[0] if request_ids else ""))
         return out
 
     def already_described(self, operation: str, ids: Sequence[str],
@@ -292,7 +292,7 @@ class Ec2Client:
             return None
         self.reads.served += 1
         self._record(operation, list(ids), "cached", hit[1])
-        return dict(copy.deepcopy(hit[0]))
+        return dict(json_copy(hit[0]))
 
     # -- plumbing -----------------------------------------------------------------------------
 
@@ -443,7 +443,7 @@ class Ec2Client:
         if all(t in self.known_types for t in wanted):
             # the audit keeps the request id of the answer these facts came from
             self._record("DescribeInstanceTypes", wanted, "cached", self.known_types[wanted[0]][1])
-            return {t: copy.deepcopy(self.known_types[t][0]) for t in wanted
+            return {t: json_copy(self.known_types[t][0]) for t in wanted
                     if self.known_types[t][0]}
 
         def fetch(request_ids: list[str]) -> dict[str, dict[str, Any]]:
@@ -462,7 +462,7 @@ class Ec2Client:
         out = self._described("DescribeInstanceTypes", instance_types, (), fetch_noting)
         if request_ids:  # answered by EC2 now; a name it does not know is remembered unknown
             for t in wanted:
-                self.known_types[t] = (copy.deepcopy(out.get(t) or {}), request_ids[0])
+                self.known_types[t] = (json_copy(out.get(t) or {}), request_ids[0])
         return out
 
     def describe_volumes(self, volume_ids: Sequence[str] = (), *,

@@ -30,7 +30,13 @@ def _field_names(cls: type) -> frozenset[str]:
 
 
 def json_copy(value: Any) -> Any:
-    """A deep copy of plain data, cheaper than ``copy.deepcopy`` for JSON-like values."""
+    """A deep copy of plain data, cheaper than ``copy.deepcopy`` for JSON-like values (parsed
+    API answers too: their datetimes, like every scalar, are immutable and shared)."""
+    t = type(value)
+    if t is dict:
+        return {k: json_copy(v) for k, v in value.items()}
+    if t is list:
+        return [json_copy(v) for v in value]
     if isinstance(value, dict):
         return {k: json_copy(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

@@ -22,6 +22,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from bot.sim.admission import admit_create
@@ -48,12 +49,19 @@ class Change:
 
 
 def ts(when: datetime) -> str:
-    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _stamp(when, when.tzinfo, "%Y-%m-%dT%H:%M:%SZ")
 
 
 def micro_ts(when: datetime) -> str:
     """A ``MicroTime`` (a Lease's ``renewTime``, an events.k8s.io ``eventTime``): microseconds."""
-    return when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return _stamp(when, when.tzinfo, "%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@lru_cache(maxsize=4096)
+def _stamp(when: datetime, tz: Any, fmt: str) -> str:
+    """A pass stamps many writes with the one time the clock shows: formatted once. The time
+    zone is part of the key: equal instants in two zones print differently."""
+    return when.strftime(fmt)
 
 
 def clone(obj: Any) -> Any:

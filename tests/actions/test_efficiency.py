@@ -257,3 +257,24 @@ def test_what_a_reader_does_to_a_shared_read_is_not_served_to_the_next(outage, p
         assert (kube.get_node_lease(node) or {}).get("spec")
     pages = math.ceil(len(names) / page_size)
     assert _ops(calls).count("list_node") == pages  # read once, then served
+
+
+def test_what_a_reader_does_to_a_shared_ec2_read_is_not_served_to_the_next(outage):
+    # the EC2 twin: a Describe kept for the pass is copied out to each reader, nested parts too
+    shared = SharedReads()
+    catalog = outage.catalog()
+    calls: list[ApiCall] = []
+    ec2 = catalog.clients_for(catalog.settings.clusters["sandbox"]).ec2.bound(calls, reads=shared)
+    iid = outage.instance_id
+    first = ec2.describe_instances([iid])[iid]
+    state, tags = dict(first["State"]), list(first.get("Tags") or [])
+    first["State"]["Name"] = "changed-by-a-reader"
+    first.setdefault("Tags", []).append({"Key": "changed", "Value": "by a reader"})
+    again = ec2.already_described("DescribeInstances", [iid])
+    assert again is not None and again[iid]["State"] == state
+    assert (again[iid].get("Tags") or []) == tags
+    again[iid]["State"]["Name"] = "changed-by-the-next-reader"
+    third = ec2.already_described("DescribeInstances", [iid])
+    assert third is not None and third[iid]["State"] == state
+    assert [(c.operation, c.outcome) for c in calls] == [
+        ("DescribeInstances", "ok"), ("DescribeInstances", "cached"), ("DescribeInstances", "cached")]

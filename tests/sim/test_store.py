@@ -3,10 +3,10 @@ what callers get back or hand in is theirs alone."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 
 from bot.sim.resources import BY_KIND
-from bot.sim.store import Store
+from bot.sim.store import Store, micro_ts, ts
 
 NODE = BY_KIND["Node"]
 
@@ -66,3 +66,13 @@ def test_lists_come_back_in_name_order_as_objects_come_and_go():
     assert [n["metadata"]["name"] for n in s.scan(NODE)] == ["n0", "n1", "n2", "n3"]
     s.delete(NODE, None, "n1")
     assert [n["metadata"]["name"] for n in s.scan(NODE)] == ["n0", "n2", "n3"]
+
+
+def test_a_stamp_is_of_the_time_it_is_given_even_once_an_equal_instant_was_stamped():
+    # stamps are remembered per time: an equal instant in another zone is not the same stamp
+    utc = datetime(2026, 3, 1, 12, 0, 0, 250000, tzinfo=UTC)
+    east = utc.astimezone(timezone(timedelta(hours=2)))
+    assert utc == east
+    assert (ts(utc), micro_ts(utc)) == ("2026-03-01T12:00:00Z", "2026-03-01T12:00:00.250000Z")
+    assert (ts(east), micro_ts(east)) == ("2026-03-01T14:00:00Z", "2026-03-01T14:00:00.250000Z")
+    assert ts(utc + timedelta(seconds=5)) == "2026-03-01T12:00:05Z"

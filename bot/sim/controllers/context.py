@@ -51,7 +51,7 @@ class Context:
     def seconds_since(self, stamp: str | None) -> float:
         if not stamp:
             return 0.0
-        now = self.now
+        now = self.store.now()  # every pass asks this hundreds of times: no property in between
         return (now - _parse_in(stamp, now.tzinfo)).total_seconds()
 
     def store_res(self, kind: str) -> Any:
