@@ -16,6 +16,7 @@ import secrets
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -47,8 +48,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         kit.Pool.close_all()
 
 
-@pytest.fixture
-def pg_url() -> Iterator[str]:
+@contextmanager
+def pg_schema() -> Iterator[str]:
+    """The URL of a private, empty schema of the PostgreSQL server, dropped afterwards."""
     import sqlalchemy as sa
 
     _postgres_or_skip()
@@ -56,10 +58,18 @@ def pg_url() -> Iterator[str]:
     admin = sa.create_engine(PG)
     with admin.begin() as conn:
         conn.execute(sa.text(f"CREATE SCHEMA {schema}"))
-    yield f"{PG}?options=-csearch_path%3D{schema}"
-    with admin.begin() as conn:
-        conn.execute(sa.text(f"DROP SCHEMA {schema} CASCADE"))
-    admin.dispose()
+    try:
+        yield f"{PG}?options=-csearch_path%3D{schema}"
+    finally:
+        with admin.begin() as conn:
+            conn.execute(sa.text(f"DROP SCHEMA {schema} CASCADE"))
+        admin.dispose()
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    with pg_schema() as url:
+        yield url
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

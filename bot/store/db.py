@@ -28,7 +28,9 @@ The database URL's password is never shown: ``masked`` replaces it in every mess
 A save is one transaction guarded by the lease (``UPDATE runs ... WHERE lease_owner = :me``): a
 worker that lost its lease writes nothing. Claiming is one conditional UPDATE, which is atomic on
 both databases. SQLite runs in WAL mode with ``synchronous=NORMAL``: a commit survives the process
-being killed (what crash-resume needs) without an fsync per tick.
+being killed (what crash-resume needs) without an fsync per tick. The writes a tick repeats (the
+save, the lease's renewal and release, step rows, audit events) run on the DB-API cursor inside
+the SQLAlchemy transaction, from SQL compiled once (``bot.store.prepared``).
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ from bot.engine.plan import canonical_json
 from bot.engine.runstate import AuditDraft, RunState, StepState
 from bot.engine.state import RUN_TERMINAL, RunStatus
 from bot.errors import ConfigError, LeaseHeld, NotFound, RunIdTaken
+from bot.store import prepared
 from bot.store import statements as sql
 from bot.store.audit import (
     CHAIN,
@@ -191,10 +194,10 @@ class Database:
                     next_check_at=None, audit_seq=seq, audit_hash=hash_,
                     audit_mac=self._mac(rid, seq, hash_) if hash_ is not None else None))
                 if rows:
-                    conn.execute(sql.INSERT_EVENT, rows)
+                    prepared.execute(conn, sql.INSERT_EVENT, rows)
                 if steps:
-                    conn.execute(sql.INSERT_STEP, [{"rid": rid, "k": k, "position": p, "state": j}
-                                                for k, (p, j) in steps.items()])
+                    prepared.execute(conn, sql.INSERT_STEP, [
+                        {"rid": rid, "k": k, "position": p, "state": j} for k, (p, j) in steps.items()])
         except IntegrityError as e:
             raise RunIdTaken(rid) from e
         state.version = 1
@@ -208,8 +211,8 @@ class Database:
         values = {"rid": run_id, "owner": owner, "t": t, "until": t + ttl, "replace": replace}
         with self._tx() as conn:
             if not self._returning:
-                res = conn.execute(sql.CLAIM_FREE if replace is None else sql.CLAIM_REPLACE, values)
-                return bool(res.rowcount)
+                return bool(prepared.execute(
+                    conn, sql.CLAIM_FREE if replace is None else sql.CLAIM_REPLACE, values))
             row = conn.execute(sql.CLAIM_FREE_ROW if replace is None else sql.CLAIM_REPLACE_ROW,
                                values).first()
         if row is not None:  # the load that follows at once need not read the row again
@@ -219,9 +222,8 @@ class Database:
     def renew(self, run_id: str, *, owner: str, now: datetime, ttl: float) -> bool:
         """Extend the lease to ``now + ttl`` if ``owner`` still holds it (the heartbeat)."""
         with self._tx() as conn:
-            res = conn.execute(sql.RENEW, {"rid": run_id, "owner": owner,
-                                        "until": now.timestamp() + ttl})
-            return bool(res.rowcount)
+            return bool(prepared.execute(conn, sql.RENEW, {"rid": run_id, "owner": owner,
+                                                           "until": now.timestamp() + ttl}))
 
     def lease_of(self, run_id: str) -> tuple[str | None, float | None]:
         with self.engine.connect() as conn:
@@ -234,7 +236,7 @@ class Database:
     def release(self, run_id: str, *, owner: str) -> None:
         self._known.fresh(run_id)  # forget the row its claim returned
         with self._tx() as conn:
-            conn.execute(sql.RELEASE, {"rid": run_id, "owner": owner})
+            prepared.execute(conn, sql.RELEASE, {"rid": run_id, "owner": owner})
 
     def save(self, state: RunState, *, owner: str, steps: Iterable[str],
              events: Sequence[AuditDraft], next_check_at: datetime | None,
@@ -269,7 +271,7 @@ class Database:
             rows = self._chain(rid, prev, events, self._mode(conn, rid, hash_))
             seq, hash_ = rows[-1]["seq"], rows[-1]["hash"]
             values |= {"audit_seq": seq, "audit_hash": hash_, "audit_mac": self._mac(rid, seq, hash_)}
-        if not conn.execute(sql.SAVE_KNOWN_WITH_HEAD if rows else sql.SAVE_KNOWN, values).rowcount:
+        if not prepared.execute(conn, sql.SAVE_KNOWN_WITH_HEAD if rows else sql.SAVE_KNOWN, values):
             return None
         wanted: dict[str, tuple[int, str] | None] = {}
         for key in keys:
@@ -277,13 +279,13 @@ class Database:
             wanted[key] = (s.position, _dumps(s.to_dict())) if s is not None else None
         stored, gone, changed, new = step_writes(known.steps, wanted)
         if gone:
-            conn.execute(sql.DELETE_STEP, [{"rid": rid, "k": k} for k in gone])
+            prepared.execute(conn, sql.DELETE_STEP, [{"rid": rid, "k": k} for k in gone])
         for statement, which in ((sql.UPDATE_STEP, changed), (sql.INSERT_STEP, new)):
             if which:
-                conn.execute(statement, [{"rid": rid, "k": k, "position": stored[k][0],
-                                          "state": stored[k][1]} for k in which])
+                prepared.execute(conn, statement, [{"rid": rid, "k": k, "position": stored[k][0],
+                                                    "state": stored[k][1]} for k in which])
         if rows:
-            conn.execute(sql.INSERT_EVENT, rows)
+            prepared.execute(conn, sql.INSERT_EVENT, rows)
         return Known(known.version + 1, seq, hash_, known.text, stored)
 
     def _save_read(self, conn: Connection, state: RunState, keys: set[str],
@@ -299,23 +301,23 @@ class Database:
                                self._mode(conn, rid, head[1]) if prev is not None else None)
             values["audit_seq"], values["audit_hash"] = rows[-1]["seq"], rows[-1]["hash"]
             values["audit_mac"] = self._mac(rid, rows[-1]["seq"], rows[-1]["hash"])
-            res = conn.execute(sql.SAVE_WITH_HEAD, values)
+            saved = prepared.execute(conn, sql.SAVE_WITH_HEAD, values)
         else:
-            res = conn.execute(sql.SAVE, values)
-        if not res.rowcount:
+            saved = prepared.execute(conn, sql.SAVE, values)
+        if not saved:
             raise LeaseHeld(f"run {rid}: this worker no longer holds its lease")
         for key in keys:
             self._write_step(conn, rid, state.steps.get(key), key)
         if rows:
-            conn.execute(sql.INSERT_EVENT, rows)
+            prepared.execute(conn, sql.INSERT_EVENT, rows)
 
     def _write_step(self, conn: Connection, run_id: str, s: StepState | None, key: str) -> None:
         if s is None:
-            conn.execute(sql.DELETE_STEP, {"rid": run_id, "k": key})
+            prepared.execute(conn, sql.DELETE_STEP, {"rid": run_id, "k": key})
             return
         params = {"rid": run_id, "k": key, "position": s.position, "state": _dumps(s.to_dict())}
-        if not conn.execute(sql.UPDATE_STEP, params).rowcount:
-            conn.execute(sql.INSERT_STEP, params)
+        if not prepared.execute(conn, sql.UPDATE_STEP, params):
+            prepared.execute(conn, sql.INSERT_STEP, params)
 
     def _chain(self, run_id: str, prev: Event | None, drafts: Sequence[AuditDraft],
                mode: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:

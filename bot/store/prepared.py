@@ -1,0 +1,109 @@
+"""The store's hottest writes on the DB-API cursor: a tick's save, a lease's renewal and release,
+its step rows and audit events are statements without RETURNING that a run writes dozens of
+times, and SQLAlchemy's per-call execution (compiled-cache lookup, execution context, result
+object) costs several times what SQLite takes to run them.
+
+``execute(conn, statement, params)`` runs such a statement inside the SQLAlchemy transaction that
+holds ``conn``: SQLAlchemy's compiler writes its SQL and names its binds once per dialect (SQLite's
+``?`` places or psycopg's ``%(name)s``, literal binds such as ``version + 1`` included, as
+``construct_params`` fills them), the statement goes to the cursor of the same DB-API connection,
+and SQLAlchemy's commit or rollback ends it. A DB-API error is raised as SQLAlchemy wraps it
+(``OperationalError``, ``IntegrityError``...), so callers catch what they always caught.
+
+Each bind's value goes through its type's bind processor, as SQLAlchemy's execution does. The
+full ``Connection.execute`` runs instead wherever it could behave otherwise: a statement that
+returns rows, a column default computed in Python, and any engine or connection with event
+listeners or ``echo`` on (so a statement counter, a tracer or SQL logging still sees every
+statement). The count of statements is the same either way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.sql.expression import Executable
+
+Params = Mapping[str, Any] | Sequence[Mapping[str, Any]]
+
+
+class _Prepared:
+    """One statement compiled for one dialect: its SQL, and how a call's params become binds."""
+
+    __slots__ = ("compiled", "order", "plain", "processors", "sql")
+
+    def __init__(self, statement: Executable, conn: Connection, keys: tuple[str, ...],
+                 many: bool) -> None:
+        dialect = conn.dialect
+        # compiled as Connection.execute compiles it: for these param names, for one row or many
+        self.compiled: Any = statement.compile(  # type: ignore[attr-defined]
+            dialect=dialect, column_keys=list(keys), for_executemany=many)
+        self.sql = str(self.compiled)
+        self.order: tuple[str, ...] | None = (tuple(self.compiled.positiontup)
+                                              if self.compiled.positional else None)
+        # what the dialect does to a value before it is bound (SQLite: floats made floats)
+        escaped = getattr(self.compiled, "escaped_bind_names", None) or {}
+        self.processors = tuple((escaped.get(name, name), proc)
+                                for b, name in self.compiled.bind_names.items()
+                                if (proc := b.type.bind_processor(dialect)) is not None)
+        returns = bool(getattr(self.compiled, "returning", True))  # unknown: assume it does
+        # a column default computed in Python for a column the params leave out
+        defaults = bool(getattr(self.compiled, "insert_prefetch", True)
+                        or getattr(self.compiled, "update_prefetch", True))
+        self.plain = bool(getattr(statement, "is_dml", False)) and not returns and not defaults
+
+    def binds(self, params: Mapping[str, Any]) -> Any:
+        values = self.compiled.construct_params(params)
+        for name, proc in self.processors:
+            values[name] = proc(values[name])
+        return values if self.order is None else tuple(values[k] for k in self.order)
+
+
+_prepared: dict[tuple[int, str, tuple[str, ...], bool], tuple[Executable, _Prepared]] = {}
+
+
+def _prepare(statement: Executable, conn: Connection, params: Params) -> _Prepared:
+    first = params if isinstance(params, Mapping) else (params[0] if params else {})
+    many = not isinstance(params, Mapping) and len(params) > 1
+    keys = tuple(sorted(first))
+    key = (id(statement), conn.dialect.name, keys, many)
+    held = _prepared.get(key)
+    if held is None or held[0] is not statement:  # the statement itself is kept: ids stay unique
+        held = _prepared[key] = (statement, _Prepared(statement, conn, keys, many))
+    return held[1]
+
+
+def _watched(conn: Connection) -> bool:
+    """Whether anything observes statements on ``conn``: its events or its engine's, or echo.
+    SQLAlchemy checks these same flags before dispatching; absent flags count as watched."""
+    engine = conn.engine
+    return bool(getattr(conn, "_has_events", True) or getattr(engine, "_has_events", True)
+                or engine.echo or getattr(conn, "_echo", False))
+
+
+def execute(conn: Connection, statement: Executable, params: Params) -> int:
+    """Run ``statement`` (an INSERT, UPDATE or DELETE) with ``params`` (one mapping, or a list
+    for many rows) in ``conn``'s transaction; the rows it matched."""
+    prepared = _prepare(statement, conn, params)
+    if not prepared.plain or _watched(conn) or (
+            not isinstance(params, Mapping) and not params):
+        return int(conn.execute(statement, params).rowcount)
+    raw = conn.connection.driver_connection
+    assert raw is not None
+    cursor = raw.cursor()
+    many = not isinstance(params, Mapping)
+    binds: Any = (prepared.binds(params) if isinstance(params, Mapping)
+                  else [prepared.binds(p) for p in params])
+    try:
+        if many:
+            cursor.executemany(prepared.sql, binds)
+        else:
+            cursor.execute(prepared.sql, binds)
+        return int(cursor.rowcount)
+    except conn.dialect.loaded_dbapi.Error as e:
+        raise DBAPIError.instance(prepared.sql, binds, e, conn.dialect.loaded_dbapi.Error,
+                                  dialect=conn.dialect, ismulti=many) from e
+    finally:
+        cursor.close()

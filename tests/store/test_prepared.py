@@ -1,0 +1,135 @@
+"""The store's hot writes on the DB-API cursor (``bot.store.prepared``): they store what
+SQLAlchemy's own execution stores, fail as it fails, and give way to it wherever someone watches
+the statements or a column default must be computed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import event, insert, select
+from sqlalchemy.exc import IntegrityError
+
+from bot.errors import ConfigError
+from bot.store import prepared
+from bot.store import statements as sql
+from bot.store.db import Database, runs
+from tests.conftest import pg_schema
+from tests.store.test_statements import LATER, T0, _created, _play, _rows, _state, _tick
+
+# the writes of a played run (``_play``): its ticks' saves, step rows and events, its release
+HOT = (sql.SAVE_KNOWN, sql.SAVE_KNOWN_WITH_HEAD, sql.RELEASE, sql.INSERT_EVENT, sql.INSERT_STEP,
+       sql.UPDATE_STEP, sql.DELETE_STEP)
+
+
+def _watch(db: Database) -> list[str]:
+    seen: list[str] = []
+
+    def count(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
+        seen.append(statement)
+    event.listen(db.engine, "before_cursor_execute", count)
+    return seen
+
+
+@pytest.fixture
+def other_url(db_url: str, tmp_path: Any) -> Iterator[str]:
+    """A second empty database of the same kind as ``db_url``."""
+    if db_url.startswith("sqlite"):
+        yield f"sqlite:///{tmp_path / 'other.db'}"
+        return
+    with pg_schema() as url:
+        yield url
+
+
+def test_a_run_played_on_the_cursor_path_is_stored_as_sqlalchemy_stores_it(db_url, other_url):
+    fast = Database(db_url, audit_key="k")
+    full = Database(other_url, audit_key="k")
+    try:
+        seen = _watch(full)
+        _play(fast)
+        _play(full)
+        assert seen  # the watched one ran every statement through Connection.execute
+        assert _rows(fast, "rb-stmts") == _rows(full, "rb-stmts")
+        # and the fast one did take the cursor path for each hot write of the play
+        dialect = fast.engine.dialect.name
+        taken = {id(stmt) for (_sid, name, _keys, _many), (stmt, p) in prepared._prepared.items()
+                 if name == dialect and p.plain}
+        assert {id(s) for s in HOT} <= taken
+    finally:
+        fast.close()
+        full.close()
+
+
+def test_statements_a_listener_watches_all_reach_it(db_url):
+    db = Database(db_url, audit_key="k")
+    try:
+        st = _state()
+        db.create(st, [_created()])
+        assert db.claim(st.run_id, owner="w", now=T0, ttl=60)
+        seen = _watch(db)
+        _tick(db, db.load(st.run_id), "w", 1)
+        assert db.renew(st.run_id, owner="w", now=T0, ttl=60)
+        db.release(st.run_id, owner="w")
+        said = " | ".join(seen)
+        for fragment in ("UPDATE runs SET status", "INSERT INTO steps", "INSERT INTO events",
+                         "UPDATE runs SET lease_until", "UPDATE runs SET lease_owner"):
+            assert fragment in said, (fragment, seen)
+    finally:
+        db.close()
+
+
+def test_a_write_the_database_refuses_on_the_cursor_path_is_raised_as_sqlalchemy_raises_it(db_url):
+    db = Database(db_url, audit_key="k")
+    try:
+        st = _state()
+        db.create(st, [_created()])
+        row = {"run_id": st.run_id, "seq": 1, "ts": "t", "actor": "a", "type": "x", "payload": "{}",
+               "prev_hash": "", "hash": "h"}
+        with pytest.raises(IntegrityError), db.engine.begin() as conn:  # seq 1 is the creation's
+            prepared.execute(conn, sql.INSERT_EVENT, [row])
+        with pytest.raises(IntegrityError), db.engine.begin() as conn:
+            prepared.execute(conn, sql.INSERT_EVENT, row)
+    finally:
+        db.close()
+
+
+def test_a_read_only_sqlite_database_refuses_a_tick_with_a_clear_error_and_writes_nothing(tmp_path):
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    db = Database(url, audit_key="k")
+    st = _state()
+    db.create(st, [_created()])
+    assert db.claim(st.run_id, owner="w", now=T0, ttl=60)
+    before = _rows(db, st.run_id)
+    db.engine.dispose()
+
+    @event.listens_for(db.engine, "connect")
+    def _read_only(dbapi: Any, _record: Any) -> None:
+        dbapi.execute("PRAGMA query_only=ON")
+
+    try:
+        st = db.load(st.run_id)
+        with pytest.raises(ConfigError, match=r"cannot write the state database .*state\.db"):
+            _tick(db, st, "w", 1)
+        assert _rows(db, st.run_id) == before
+    finally:
+        db.close()
+
+
+def test_an_insert_that_leaves_out_a_column_with_a_python_default_gets_the_default(db_url):
+    db = Database(db_url, audit_key="k")
+    try:
+        values = {"id": "rb-dflt", "runbook": "r", "status": "running", "requester": "alice",
+                  "created_at": T0.isoformat(), "header": "{}", "runbook_text": "steps: []"}
+        with db.engine.begin() as conn:  # dry_run, version and audit_seq are left to defaults
+            prepared.execute(conn, insert(runs), values)
+        with db.engine.connect() as conn:
+            row = conn.execute(select(runs.c.dry_run, runs.c.version, runs.c.audit_seq)
+                               .where(runs.c.id == "rb-dflt")).one()
+        assert tuple(row) == (False, 0, 0)
+        with db.engine.begin() as conn:
+            assert prepared.execute(conn, sql.RELEASE, {"rid": "rb-dflt", "owner": "nobody"}) == 0
+            assert prepared.execute(conn, sql.RENEW, {"rid": "rb-nope", "owner": "w",
+                                                      "until": LATER.timestamp()}) == 0
+    finally:
+        db.close()
