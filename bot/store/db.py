@@ -132,6 +132,9 @@ class Database:
         # requests refused before any run existed: a chain of their own (``RefusalLog``)
         self.refusals = Refusals(self.engine, keyring=self.keyring, redact=self.redact)
         self._sqlite_lock = threading.Lock() if self.engine.dialect.name == "sqlite" else None
+        # SQLite: the connection this store's writes go through, one after another under the lock,
+        # kept between them (no pool checkout and return per transaction); closed by ``close``
+        self._writer: Connection | None = None
         self._shown = masked(url)
         try:
             self._ensure_schema()
@@ -170,8 +173,21 @@ class Database:
                 with self.engine.begin() as conn:
                     yield conn
                 return
-            with self._sqlite_lock, self.engine.begin() as conn:
-                yield conn
+            with self._sqlite_lock:
+                held = self._writer
+                if held is None or held.closed or held.invalidated:
+                    held = self._writer = self.engine.connect()
+                conn = held
+                try:
+                    with conn.begin():
+                        yield conn
+                except BaseException:
+                    # whatever went wrong, the next write starts on a new connection, not this one
+                    # back from the pool
+                    self._writer = None
+                    conn.invalidate()
+                    conn.close()
+                    raise
         except (OperationalError, InternalError) as e:  # read-only, locked, disk full, gone
             raise ConfigError(f"cannot write the state database {self._shown}: "
                               f"{without_password(str(e.orig), self.url)}") from None
@@ -213,10 +229,10 @@ class Database:
             if not self._returning:
                 return bool(prepared.execute(
                     conn, sql.CLAIM_FREE if replace is None else sql.CLAIM_REPLACE, values))
-            row = conn.execute(sql.CLAIM_FREE_ROW if replace is None else sql.CLAIM_REPLACE_ROW,
-                               values).first()
+            row = prepared.first(
+                conn, sql.CLAIM_FREE_ROW if replace is None else sql.CLAIM_REPLACE_ROW, values)
         if row is not None:  # the load that follows at once need not read the row again
-            self._known.claimed(run_id, tuple(row), within=ttl / 3)
+            self._known.claimed(run_id, row, within=ttl / 3)
         return row is not None
 
     def renew(self, run_id: str, *, owner: str, now: datetime, ttl: float) -> bool:
@@ -555,4 +571,9 @@ class Database:
         return header
 
     def close(self) -> None:
+        if self._sqlite_lock is not None:
+            with self._sqlite_lock:
+                if self._writer is not None:
+                    self._writer.close()
+                    self._writer = None
         self.engine.dispose()

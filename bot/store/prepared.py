@@ -1,20 +1,21 @@
-"""The store's hottest writes on the DB-API cursor: a tick's save, a lease's renewal and release,
-its step rows and audit events are statements without RETURNING that a run writes dozens of
+"""The store's hottest writes on the DB-API cursor: a tick's save, the claim, renewal and
+release of a run's lease, its step rows and audit events are statements a run writes dozens of
 times, and SQLAlchemy's per-call execution (compiled-cache lookup, execution context, result
 object) costs several times what SQLite takes to run them.
 
-``execute(conn, statement, params)`` runs such a statement inside the SQLAlchemy transaction that
-holds ``conn``: SQLAlchemy's compiler writes its SQL and names its binds once per dialect (SQLite's
+``execute(conn, statement, params)`` (and ``first`` for one with RETURNING: the claim answers with
+the run's row) runs such a statement inside the SQLAlchemy transaction that holds ``conn``:
+SQLAlchemy's compiler writes its SQL and names its binds once per dialect and param names (SQLite's
 ``?`` places or psycopg's ``%(name)s``, literal binds such as ``version + 1`` included, as
-``construct_params`` fills them), the statement goes to the cursor of the same DB-API connection,
-and SQLAlchemy's commit or rollback ends it. A DB-API error is raised as SQLAlchemy wraps it
-(``OperationalError``, ``IntegrityError``...), so callers catch what they always caught.
+``construct_params`` fills them), each value goes through its type's bind processor, the
+statement goes to the cursor of the same DB-API connection, and SQLAlchemy's commit or rollback
+ends it. A DB-API error is raised as SQLAlchemy wraps it (``OperationalError``,
+``IntegrityError``...), so callers catch what they always caught.
 
-Each bind's value goes through its type's bind processor, as SQLAlchemy's execution does. The
-full ``Connection.execute`` runs instead wherever it could behave otherwise: a statement that
-returns rows, a column default computed in Python, and any engine or connection with event
-listeners or ``echo`` on (so a statement counter, a tracer or SQL logging still sees every
-statement). The count of statements is the same either way.
+The full ``Connection.execute`` runs instead wherever it could behave otherwise: a returned column
+the dialect would convert, a column default computed in Python, and any engine or connection
+with event listeners or ``echo`` on (so a statement counter, a tracer or SQL logging still sees
+every statement). The count of statements is the same either way.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ Params = Mapping[str, Any] | Sequence[Mapping[str, Any]]
 class _Prepared:
     """One statement compiled for one dialect: its SQL, and how a call's params become binds."""
 
-    __slots__ = ("compiled", "order", "plain", "processors", "sql")
+    __slots__ = ("compiled", "order", "plain", "processors", "returns", "sql")
 
     def __init__(self, statement: Executable, conn: Connection, keys: tuple[str, ...],
                  many: bool) -> None:
@@ -48,11 +49,16 @@ class _Prepared:
         self.processors = tuple((escaped.get(name, name), proc)
                                 for b, name in self.compiled.bind_names.items()
                                 if (proc := b.type.bind_processor(dialect)) is not None)
-        returns = bool(getattr(self.compiled, "returning", True))  # unknown: assume it does
+        returning = getattr(self.compiled, "returning", None)
+        self.returns = returning is None or bool(returning)  # unknown: assume it does
+        # columns returned as the driver gives them, with nothing for the dialect to convert
+        rows_as_given = returning is not None and all(
+            col.type.result_processor(dialect, None) is None for col in returning)
         # a column default computed in Python for a column the params leave out
         defaults = bool(getattr(self.compiled, "insert_prefetch", True)
                         or getattr(self.compiled, "update_prefetch", True))
-        self.plain = bool(getattr(statement, "is_dml", False)) and not returns and not defaults
+        self.plain = (bool(getattr(statement, "is_dml", False)) and not defaults
+                      and (not self.returns or rows_as_given))
 
     def binds(self, params: Mapping[str, Any]) -> Any:
         values = self.compiled.construct_params(params)
@@ -84,12 +90,31 @@ def _watched(conn: Connection) -> bool:
 
 
 def execute(conn: Connection, statement: Executable, params: Params) -> int:
-    """Run ``statement`` (an INSERT, UPDATE or DELETE) with ``params`` (one mapping, or a list
-    for many rows) in ``conn``'s transaction; the rows it matched."""
+    """Run ``statement`` (an INSERT, UPDATE or DELETE without RETURNING) with ``params`` (one
+    mapping, or a list for many rows) in ``conn``'s transaction; the rows it matched."""
     prepared = _prepare(statement, conn, params)
-    if not prepared.plain or _watched(conn) or (
-            not isinstance(params, Mapping) and not params):
+    if prepared.returns:
+        raise ValueError("a statement with RETURNING is run with prepared.first")
+    if not prepared.plain or _watched(conn) or (not isinstance(params, Mapping) and not params):
         return int(conn.execute(statement, params).rowcount)
+    return int(_on_cursor(conn, prepared, params, fetch=False))
+
+
+def first(conn: Connection, statement: Executable, params: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """Run ``statement`` (an INSERT, UPDATE or DELETE with RETURNING) with ``params`` in
+    ``conn``'s transaction; the first row it returned, or None."""
+    prepared = _prepare(statement, conn, params)
+    if not prepared.returns:
+        raise ValueError("a statement without RETURNING is run with prepared.execute")
+    if not prepared.plain or _watched(conn):
+        row = conn.execute(statement, params).first()
+        return None if row is None else tuple(row)
+    found = _on_cursor(conn, prepared, params, fetch=True)
+    return None if found is None else tuple(found)
+
+
+def _on_cursor(conn: Connection, prepared: _Prepared, params: Params, *, fetch: bool) -> Any:
+    """The statement on the DB-API cursor: the rows it matched, or (``fetch``) its first row."""
     raw = conn.connection.driver_connection
     assert raw is not None
     cursor = raw.cursor()
@@ -101,7 +126,7 @@ def execute(conn: Connection, statement: Executable, params: Params) -> int:
             cursor.executemany(prepared.sql, binds)
         else:
             cursor.execute(prepared.sql, binds)
-        return int(cursor.rowcount)
+        return cursor.fetchone() if fetch else cursor.rowcount
     except conn.dialect.loaded_dbapi.Error as e:
         raise DBAPIError.instance(prepared.sql, binds, e, conn.dialect.loaded_dbapi.Error,
                                   dialect=conn.dialect, ismulti=many) from e

@@ -4,6 +4,8 @@ the statements or a column default must be computed."""
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,7 +20,8 @@ from bot.store.db import Database, runs
 from tests.conftest import pg_schema
 from tests.store.test_statements import LATER, T0, _created, _play, _rows, _state, _tick
 
-# the writes of a played run (``_play``): its ticks' saves, step rows and events, its release
+# the writes of a played run (``_play``) besides its claim: its ticks' saves, step rows and
+# events, its release
 HOT = (sql.SAVE_KNOWN, sql.SAVE_KNOWN_WITH_HEAD, sql.RELEASE, sql.INSERT_EVENT, sql.INSERT_STEP,
        sql.UPDATE_STEP, sql.DELETE_STEP)
 
@@ -55,7 +58,8 @@ def test_a_run_played_on_the_cursor_path_is_stored_as_sqlalchemy_stores_it(db_ur
         dialect = fast.engine.dialect.name
         taken = {id(stmt) for (_sid, name, _keys, _many), (stmt, p) in prepared._prepared.items()
                  if name == dialect and p.plain}
-        assert {id(s) for s in HOT} <= taken
+        claims = (sql.CLAIM_FREE_ROW,) if fast._returning else (sql.CLAIM_FREE,)
+        assert {id(s) for s in (*HOT, *claims)} <= taken
     finally:
         fast.close()
         full.close()
@@ -101,7 +105,7 @@ def test_a_read_only_sqlite_database_refuses_a_tick_with_a_clear_error_and_write
     db.create(st, [_created()])
     assert db.claim(st.run_id, owner="w", now=T0, ttl=60)
     before = _rows(db, st.run_id)
-    db.engine.dispose()
+    db.close()  # its connections closed: the next ones are read-only
 
     @event.listens_for(db.engine, "connect")
     def _read_only(dbapi: Any, _record: Any) -> None:
@@ -131,5 +135,75 @@ def test_an_insert_that_leaves_out_a_column_with_a_python_default_gets_the_defau
             assert prepared.execute(conn, sql.RELEASE, {"rid": "rb-dflt", "owner": "nobody"}) == 0
             assert prepared.execute(conn, sql.RENEW, {"rid": "rb-nope", "owner": "w",
                                                       "until": LATER.timestamp()}) == 0
+    finally:
+        db.close()
+
+
+def test_a_claim_on_the_cursor_path_answers_with_the_row_sqlalchemy_returns(db_url):
+    db = Database(db_url, audit_key="k")
+    try:
+        if not db._returning:
+            pytest.skip("this SQLite has no UPDATE ... RETURNING")
+        st = _state()
+        db.create(st, [_created()])
+        t = T0.timestamp()
+        values = {"rid": st.run_id, "owner": "w", "t": t, "until": t + 60, "replace": None}
+        with db.engine.begin() as conn:
+            got = prepared.first(conn, sql.CLAIM_FREE_ROW, values)
+        with db.engine.connect() as conn:
+            row = conn.execute(select(runs.c.header, runs.c.version, runs.c.audit_seq,
+                                      runs.c.audit_hash).where(runs.c.id == st.run_id)).one()
+        assert got == tuple(row) and got[1] == 1
+        with db.engine.begin() as conn:  # held by w now: another owner gets nothing
+            assert prepared.first(conn, sql.CLAIM_FREE_ROW, {**values, "owner": "w2"}) is None
+        with pytest.raises(ValueError, match="RETURNING"), db.engine.begin() as conn:
+            prepared.execute(conn, sql.CLAIM_FREE_ROW, values)
+    finally:
+        db.close()
+
+
+def test_a_write_that_failed_leaves_no_broken_connection_behind_for_the_next(tmp_path):
+    # SQLite's writes go through one connection kept between them: one a write failed on is
+    # dropped, and the next write opens another
+    db = Database(f"sqlite:///{tmp_path / 'state.db'}", audit_key="k")
+    try:
+        st = _state()
+        db.create(st, [_created()])
+        assert db.claim(st.run_id, owner="w", now=T0, ttl=60)
+        with db.engine.connect() as probe:
+            assert probe.exec_driver_sql("PRAGMA query_only").scalar() == 0
+        writer = db._writer
+        assert writer is not None
+        writer.exec_driver_sql("PRAGMA query_only=ON")  # this one connection refuses writes now
+        writer.commit()
+        st = db.load(st.run_id)
+        with pytest.raises(ConfigError, match="cannot write the state database"):
+            _tick(db, st, "w", 1)
+        st = db.load(st.run_id)
+        _tick(db, st, "w", 2)  # on a fresh connection
+        assert "b2" in db.load(st.run_id).steps
+    finally:
+        db.close()
+
+
+def test_a_closed_store_writes_to_the_file_that_is_there_when_it_writes_again(tmp_path):
+    # what the explorer does between plays: close the store, put another database file in its
+    # place, and write on: nothing goes to the file that was replaced
+    path = tmp_path / "state.db"
+    db = Database(f"sqlite:///{path}", audit_key="k")
+    try:
+        st = _state()
+        db.create(st, [_created()])
+        assert db.claim(st.run_id, owner="w", now=T0, ttl=60)
+        db.close()
+        shutil.copyfile(path, tmp_path / "copy.db")
+        os.replace(tmp_path / "copy.db", path)
+        _tick(db, db.load(st.run_id), "w", 1)
+        db.close()
+        again = Database(f"sqlite:///{path}", audit_key="k")
+        try:
+            assert "b1" in again.load(st.run_id).steps
+        finally:
+            again.close()
     finally:
         db.close()
