@@ -169,6 +169,16 @@ def make_event(*, run_id: str, prev: Event | None, ts: str, actor: str, type_: s
                payload: Mapping[str, Any], key: bytes | None, redact: Redactor) -> Event:
     """The next event of a chain, redacted and hashed; the first one records the chain's mode, a
     key rotation the modes it ends and starts (never redacted)."""
+    return made_event(run_id=run_id, prev=prev, ts=ts, actor=actor, type_=type_, payload=payload,
+                      key=key, redact=redact)[0]
+
+
+def made_event(*, run_id: str, prev: Event | None, ts: str, actor: str, type_: str,
+               payload: Mapping[str, Any], key: bytes | None,
+               redact: Redactor) -> tuple[Event, str]:
+    """``make_event``, and the canonical JSON of its payload that its hash was taken over (what
+    the store writes). The event itself does not carry the text: a payload changed afterwards
+    must not verify."""
     clean = redact(dict(payload))
     if prev is None:
         clean[CHAIN] = chain_mode(key)
@@ -179,7 +189,8 @@ def make_event(*, run_id: str, prev: Event | None, ts: str, actor: str, type_: s
     prev_hash = prev.hash if prev else GENESIS
     h = event_hash(run_id=run_id, seq=seq, ts=ts, actor=actor, type_=type_, payload_json=text,
                    prev_hash=prev_hash, key=key)
-    return Event(seq=seq, ts=ts, actor=actor, type=type_, payload=clean, prev_hash=prev_hash, hash=h)
+    return Event(seq=seq, ts=ts, actor=actor, type=type_, payload=clean, prev_hash=prev_hash,
+                 hash=h), text
 
 
 @dataclass(frozen=True)

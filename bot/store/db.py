@@ -58,7 +58,6 @@ from sqlalchemy.exc import DatabaseError, IntegrityError, InternalError, Operati
 
 from bot.engine.approvals import SYSTEM_ACTOR
 from bot.engine.events import audit_key_rotated
-from bot.engine.plan import canonical_json
 from bot.engine.runstate import AuditDraft, RunState, StepState
 from bot.engine.state import RUN_TERMINAL, RunStatus
 from bot.errors import ConfigError, LeaseHeld, NotFound, RunIdTaken
@@ -73,7 +72,7 @@ from bot.store.audit import (
     Redactor,
     chain_mode,
     head_mac,
-    make_event,
+    made_event,
 )
 from bot.store.engines import make_engine, masked, without_password
 from bot.store.known import Known, KnownRuns, step_writes
@@ -348,10 +347,10 @@ class Database:
             signed.insert(0, (rotation, self._old_key(run_id, mode)))
         rows: list[dict[str, Any]] = []
         for d, key in signed:
-            ev = make_event(run_id=run_id, prev=prev, ts=d.ts, actor=d.actor, type_=d.type,
-                            payload=d.payload, key=key, redact=self.redact)
+            ev, text = made_event(run_id=run_id, prev=prev, ts=d.ts, actor=d.actor, type_=d.type,
+                                  payload=d.payload, key=key, redact=self.redact)
             rows.append({"run_id": run_id, "seq": ev.seq, "ts": ev.ts, "actor": ev.actor,
-                         "type": ev.type, "payload": canonical_json(ev.payload),
+                         "type": ev.type, "payload": text,
                          "prev_hash": ev.prev_hash, "hash": ev.hash})
             prev = ev
         if rows and (mode is not None or rows[0]["seq"] == 1):
