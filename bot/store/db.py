@@ -54,7 +54,8 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import DatabaseError, IntegrityError, InternalError, OperationalError
+from sqlalchemy.exc import DatabaseError, DBAPIError, IntegrityError, InternalError, OperationalError
+from sqlalchemy.pool import StaticPool
 
 from bot.engine.approvals import SYSTEM_ACTOR
 from bot.engine.events import audit_key_rotated
@@ -134,6 +135,7 @@ class Database:
         # SQLite: the connection this store's writes go through, one after another under the lock,
         # kept between them (no pool checkout and return per transaction); closed by ``close``
         self._writer: Connection | None = None
+        self._memory = isinstance(self.engine.pool, StaticPool)  # sqlite:// is one connection
         self._shown = masked(url)
         try:
             self._ensure_schema()
@@ -180,11 +182,13 @@ class Database:
                 try:
                     with conn.begin():
                         yield conn
-                except BaseException:
-                    # whatever went wrong, the next write starts on a new connection, not this one
-                    # back from the pool
+                except DBAPIError:
+                    # the database failed the write: the next one starts on a new connection, not
+                    # this one back from the pool (an in-memory database has one, kept: closing
+                    # it would lose the database); anything else was rolled back, and it is kept
                     self._writer = None
-                    conn.invalidate()
+                    if not self._memory:
+                        conn.invalidate()
                     conn.close()
                     raise
         except (OperationalError, InternalError) as e:  # read-only, locked, disk full, gone
@@ -570,9 +574,11 @@ class Database:
         return header
 
     def close(self) -> None:
-        if self._sqlite_lock is not None:
-            with self._sqlite_lock:
-                if self._writer is not None:
-                    self._writer.close()
-                    self._writer = None
-        self.engine.dispose()
+        if self._sqlite_lock is None:
+            self.engine.dispose()
+            return
+        with self._sqlite_lock:  # after a write under way; none starts until all are closed
+            if self._writer is not None:
+                self._writer.close()
+                self._writer = None
+            self.engine.dispose()

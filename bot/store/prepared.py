@@ -13,13 +13,16 @@ ends it. A DB-API error is raised as SQLAlchemy wraps it (``OperationalError``,
 ``IntegrityError``...), so callers catch what they always caught.
 
 The full ``Connection.execute`` runs instead wherever it could behave otherwise: a returned column
-the dialect would convert, a column default computed in Python, and any engine or connection
-with event listeners or ``echo`` on (so a statement counter, a tracer or SQL logging still sees
-every statement). The count of statements is the same either way.
+the dialect would convert, a column default computed in Python, any connection, engine or
+dialect with event listeners (so a statement counter, a tracer, a ``handle_error`` hook still
+sees every statement), ``echo`` on, or execution options set (a schema translation, a logging
+token). The count of statements is the same either way. A lost connection is invalidated as
+SQLAlchemy invalidates it.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -48,12 +51,14 @@ class _Prepared:
         escaped = getattr(self.compiled, "escaped_bind_names", None) or {}
         self.processors = tuple((escaped.get(name, name), proc)
                                 for b, name in self.compiled.bind_names.items()
-                                if (proc := b.type.bind_processor(dialect)) is not None)
+                                if (proc := b.type.dialect_impl(dialect).bind_processor(dialect))
+                                is not None)
         returning = getattr(self.compiled, "returning", None)
         self.returns = returning is None or bool(returning)  # unknown: assume it does
         # columns returned as the driver gives them, with nothing for the dialect to convert
         rows_as_given = returning is not None and all(
-            col.type.result_processor(dialect, None) is None for col in returning)
+            col.type.dialect_impl(dialect).result_processor(dialect, None) is None
+            for col in returning)
         # a column default computed in Python for a column the params leave out
         defaults = bool(getattr(self.compiled, "insert_prefetch", True)
                         or getattr(self.compiled, "update_prefetch", True))
@@ -67,26 +72,31 @@ class _Prepared:
         return values if self.order is None else tuple(values[k] for k in self.order)
 
 
-_prepared: dict[tuple[int, str, tuple[str, ...], bool], tuple[Executable, _Prepared]] = {}
+_prepared: dict[tuple[int, int, tuple[str, ...], bool], tuple[Any, Any, _Prepared]] = {}
 
 
 def _prepare(statement: Executable, conn: Connection, params: Params) -> _Prepared:
     first = params if isinstance(params, Mapping) else (params[0] if params else {})
     many = not isinstance(params, Mapping) and len(params) > 1
     keys = tuple(sorted(first))
-    key = (id(statement), conn.dialect.name, keys, many)
+    dialect = conn.dialect  # its driver and paramstyle too: one engine's SQL is not another's
+    key = (id(statement), id(dialect), keys, many)
     held = _prepared.get(key)
-    if held is None or held[0] is not statement:  # the statement itself is kept: ids stay unique
-        held = _prepared[key] = (statement, _Prepared(statement, conn, keys, many))
-    return held[1]
+    if held is None or held[0] is not statement or held[1] is not dialect:
+        # the statement and dialect themselves are kept, so their ids are not reused meanwhile
+        held = _prepared[key] = (statement, dialect, _Prepared(statement, conn, keys, many))
+    return held[2]
 
 
 def _watched(conn: Connection) -> bool:
-    """Whether anything observes statements on ``conn``: its events or its engine's, or echo.
-    SQLAlchemy checks these same flags before dispatching; absent flags count as watched."""
+    """Whether anything observes or reshapes statements on ``conn``: its events, its engine's or
+    its dialect's (``handle_error``, ``do_execute``), echo, or execution options (a schema
+    translation, a logging token). SQLAlchemy checks these same flags before dispatching; a flag
+    it does not have counts as watched."""
     engine = conn.engine
     return bool(getattr(conn, "_has_events", True) or getattr(engine, "_has_events", True)
-                or engine.echo or getattr(conn, "_echo", False))
+                or getattr(conn.dialect, "_has_events", True) or engine.echo
+                or getattr(conn, "_echo", False) or conn.get_execution_options())
 
 
 def execute(conn: Connection, statement: Executable, params: Params) -> int:
@@ -128,7 +138,15 @@ def _on_cursor(conn: Connection, prepared: _Prepared, params: Params, *, fetch: 
             cursor.execute(prepared.sql, binds)
         return cursor.fetchone() if fetch else cursor.rowcount
     except conn.dialect.loaded_dbapi.Error as e:
-        raise DBAPIError.instance(prepared.sql, binds, e, conn.dialect.loaded_dbapi.Error,
-                                  dialect=conn.dialect, ismulti=many) from e
+        # as SQLAlchemy raises it: wrapped, and a lost connection invalidated (never reused)
+        gone = bool(conn.dialect.is_disconnect(e, raw, cursor))
+        wrapped = DBAPIError.instance(prepared.sql, binds, e, conn.dialect.loaded_dbapi.Error,
+                                      hide_parameters=conn.engine.hide_parameters,
+                                      connection_invalidated=gone, dialect=conn.dialect,
+                                      ismulti=many)
+        if gone:
+            conn.invalidate(wrapped)
+        raise wrapped from e
     finally:
-        cursor.close()
+        with contextlib.suppress(Exception):  # a cursor of a lost connection may not close
+            cursor.close()

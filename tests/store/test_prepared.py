@@ -11,12 +11,13 @@ from typing import Any
 
 import pytest
 from sqlalchemy import event, insert, select
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
-from bot.errors import ConfigError
+from bot.errors import ConfigError, LeaseHeld, RunIdTaken
 from bot.store import prepared
 from bot.store import statements as sql
 from bot.store.db import Database, runs
+from tests.conftest import PG as PG_ADMIN
 from tests.conftest import pg_schema
 from tests.store.test_statements import LATER, T0, _created, _play, _rows, _state, _tick
 
@@ -55,9 +56,9 @@ def test_a_run_played_on_the_cursor_path_is_stored_as_sqlalchemy_stores_it(db_ur
         assert seen  # the watched one ran every statement through Connection.execute
         assert _rows(fast, "rb-stmts") == _rows(full, "rb-stmts")
         # and the fast one did take the cursor path for each hot write of the play
-        dialect = fast.engine.dialect.name
-        taken = {id(stmt) for (_sid, name, _keys, _many), (stmt, p) in prepared._prepared.items()
-                 if name == dialect and p.plain}
+        dialect = fast.engine.dialect
+        taken = {id(stmt) for stmt, d, p in prepared._prepared.values()
+                 if d is dialect and p.plain}
         claims = (sql.CLAIM_FREE_ROW,) if fast._returning else (sql.CLAIM_FREE,)
         assert {id(s) for s in (*HOT, *claims)} <= taken
     finally:
@@ -206,4 +207,67 @@ def test_a_closed_store_writes_to_the_file_that_is_there_when_it_writes_again(tm
         finally:
             again.close()
     finally:
+        db.close()
+
+
+@pytest.mark.parametrize("url", ["sqlite://", "sqlite:///:memory:"])
+def test_an_in_memory_store_keeps_its_runs_after_a_write_it_refused(url):
+    # its one connection is its database: a refused write must not close it
+    db = Database(url, audit_key="k")
+    try:
+        st = _state()
+        db.create(st, [_created()])
+        with pytest.raises(RunIdTaken):
+            db.create(_state(), [_created()])
+        other = _state("rb-other")
+        db.create(other, [_created()])
+        assert db.claim(other.run_id, owner="w", now=T0, ttl=60)
+        with pytest.raises(LeaseHeld):  # w2 does not hold the lease: it writes nothing
+            db.save(db.load(other.run_id), owner="w2", steps=[], events=[_created()],
+                    next_check_at=None, lease_until=LATER)
+        assert db.load(st.run_id).run_id == st.run_id
+        assert db.load(other.run_id).run_id == other.run_id
+    finally:
+        db.close()
+
+
+def test_a_listener_on_the_dialect_sees_the_hot_writes(db_url):
+    db = Database(db_url, audit_key="k")
+    try:
+        st = _state()
+        db.create(st, [_created()])
+        seen: list[str] = []
+
+        def do_execute(_cursor: object, statement: str, *_args: object) -> bool:
+            seen.append(statement)
+            return False  # SQLAlchemy executes it as usual
+        event.listen(db.engine, "do_execute", do_execute)
+        assert db.claim(st.run_id, owner="w", now=T0, ttl=60)
+        assert db.renew(st.run_id, owner="w", now=T0, ttl=60)
+        db.release(st.run_id, owner="w")
+        assert len(seen) == 3, seen
+    finally:
+        db.close()
+
+
+@pytest.mark.postgres
+def test_a_connection_lost_in_a_hot_write_is_invalidated_and_the_next_write_succeeds(pg_url):
+    import sqlalchemy as sa
+
+    db = Database(pg_url, audit_key="k")
+    admin = sa.create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
+    try:
+        st = _state()
+        db.create(st, [_created()])
+        assert db.claim(st.run_id, owner="w", now=T0, ttl=60)
+        with pytest.raises(DBAPIError) as lost, db.engine.begin() as conn:
+            pid = conn.exec_driver_sql("select pg_backend_pid()").scalar()
+            with admin.connect() as a:
+                a.execute(sa.text(f"select pg_terminate_backend({pid}, 10000)"))  # and gone
+            prepared.execute(conn, sql.RENEW, {"rid": st.run_id, "owner": "w",
+                                               "until": LATER.timestamp()})
+        assert lost.value.connection_invalidated and "terminating connection" in str(lost.value)
+        assert db.renew(st.run_id, owner="w", now=T0, ttl=60)
+    finally:
+        admin.dispose()
         db.close()
