@@ -12,12 +12,14 @@ import pytest
 from bot.sim import moto_speed
 from bot.sim.ec2_moto import MotoQuery
 from bot.sim.rehearsal import Rehearsal
+from tests.sim.kit import Pool
 
 REQUEST_ID = re.compile(rb"<(requestId|RequestID)>[^<]*</(requestId|RequestID)>")
 
 
 @pytest.fixture(scope="module")
 def staged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rehearsal]:
+    Pool.close_all()  # the process's one sandbox is this module's: the pool's is stopped first
     r = Rehearsal("node-hung", workdir=Path(tmp_path_factory.mktemp("moto-speed")),
                   audit_key="k", transport="inprocess")
     r.start()

@@ -94,8 +94,6 @@ def _run_pods(ctx: Context, node: dict[str, Any], pods: list[dict[str, Any]],
     """Confirm deletions, start and keep running what can run; the volumes mounted for them."""
     in_use: list[str] = []
     name = node["metadata"]["name"]
-    host_ip = next((a.get("address") for a in node.get("status", {}).get("addresses") or []
-                    if a.get("type") == "InternalIP"), None)  # a hostNetwork pod's IP
     for pod in pods:
         pname, ns = pod["metadata"]["name"], pod["metadata"]["namespace"]
         if pod["metadata"].get("deletionTimestamp"):
@@ -125,7 +123,7 @@ def _run_pods(ctx: Context, node: dict[str, Any], pods: list[dict[str, Any]],
         if running and daemonsets.failing_cni(ctx, pod):
             daemonsets.crash_loop(ctx, pod)  # runs, never ready: ipamd cannot start
             continue
-        _set_pod(ctx, pod, running=True, host_ip=host_ip)
+        _set_pod(ctx, pod, running=True, node=node)
     return in_use
 
 
@@ -190,7 +188,14 @@ def _post_agent(ctx: Context, node: dict[str, Any], cause: str | None) -> None:
     ctx.store.mutate("Node", None, node["metadata"]["name"], post)
 
 
-def _set_pod(ctx: Context, pod: dict[str, Any], *, running: bool, host_ip: str | None = None) -> None:
+def _host_ip(node: dict[str, Any] | None) -> str | None:
+    """The node's InternalIP: a hostNetwork pod's IP."""
+    return next((a.get("address") for a in (node or {}).get("status", {}).get("addresses") or []
+                 if a.get("type") == "InternalIP"), None)
+
+
+def _set_pod(ctx: Context, pod: dict[str, Any], *, running: bool,
+             node: dict[str, Any] | None = None) -> None:
     st = pod.get("status", {})
     statuses = st.get("containerStatuses") or []
     ready = next((c.get("status") for c in st.get("conditions") or () if c.get("type") == "Ready"),
@@ -217,8 +222,8 @@ def _set_pod(ctx: Context, pod: dict[str, Any], *, running: bool, host_ip: str |
                                         "state": {"running": {"startedAt": started.get(c, ts(ctx.now))}}}
                                        for c in containers]
             uid = p["metadata"]["uid"]
-            st["podIP"] = host_ip if host_ip and p["spec"].get("hostNetwork") else \
-                f"10.1.{int(uid[:2], 16)}.{int(uid[2:4], 16)}"
+            host_ip = _host_ip(node) if p["spec"].get("hostNetwork") else None
+            st["podIP"] = host_ip if host_ip else f"10.1.{int(uid[:2], 16)}.{int(uid[2:4], 16)}"
             st["conditions"] = [{"type": "Ready", "status": "True"},
                                 {"type": "PodScheduled", "status": "True"}]
         else:
