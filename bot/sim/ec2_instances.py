@@ -83,7 +83,6 @@ class Transition:
 
 
 @functools.lru_cache(maxsize=4096)  # every kubelet asks on every pass
-@functools.lru_cache(maxsize=4096)  # every kubelet pass asks it of every node
 def boot_id(instance_id: str, boot: int) -> str:
     """The guest's bootID for its n-th boot (0: the boot the scenario found it in)."""
     seed = instance_id if boot == 0 else f"{instance_id}/boot/{boot}"

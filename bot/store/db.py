@@ -175,10 +175,9 @@ class Database:
                     yield conn
                 return
             with self._sqlite_lock:
-                held = self._writer
-                if held is None or held.closed or held.invalidated:
-                    held = self._writer = self.engine.connect()
-                conn = held
+                if self._writer is None or self._writer.closed or self._writer.invalidated:
+                    self._writer = self.engine.connect()
+                conn = self._writer
                 try:
                     with conn.begin():
                         yield conn

@@ -76,7 +76,7 @@ _prepared: dict[tuple[int, int, tuple[str, ...], bool], tuple[Any, Any, _Prepare
 
 
 def _prepare(statement: Executable, conn: Connection, params: Params) -> _Prepared:
-    first = params if isinstance(params, Mapping) else (params[0] if params else {})
+    first = params if isinstance(params, Mapping) else params[0]
     many = not isinstance(params, Mapping) and len(params) > 1
     keys = tuple(sorted(first))
     dialect = conn.dialect  # its driver and paramstyle too: one engine's SQL is not another's
@@ -102,10 +102,12 @@ def _watched(conn: Connection) -> bool:
 def execute(conn: Connection, statement: Executable, params: Params) -> int:
     """Run ``statement`` (an INSERT, UPDATE or DELETE without RETURNING) with ``params`` (one
     mapping, or a list for many rows) in ``conn``'s transaction; the rows it matched."""
+    if not isinstance(params, Mapping) and not params:  # no rows: as SQLAlchemy does it
+        return int(conn.execute(statement, params).rowcount)
     prepared = _prepare(statement, conn, params)
     if prepared.returns:
         raise ValueError("a statement with RETURNING is run with prepared.first")
-    if not prepared.plain or _watched(conn) or (not isinstance(params, Mapping) and not params):
+    if not prepared.plain or _watched(conn):
         return int(conn.execute(statement, params).rowcount)
     return int(_on_cursor(conn, prepared, params, fetch=False))
 

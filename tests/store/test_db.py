@@ -29,13 +29,6 @@ def _draft(type_: str, **payload) -> AuditDraft:
     return AuditDraft(type=type_, actor="alice", ts=T0.isoformat(), payload=payload)
 
 
-@pytest.fixture
-def db(db_url):
-    d = Database(db_url, audit_key="k")
-    yield d
-    d.close()
-
-
 def test_a_run_round_trips_with_its_steps_and_first_event(db):
     db.create(_state(), [_draft("run.created", runbook="r")])
     back = db.load("rb-abcde")

@@ -61,42 +61,36 @@ def test_a_run_played_on_the_cursor_path_is_stored_as_sqlalchemy_stores_it(db_ur
                  if d is dialect and p.plain}
         claims = (sql.CLAIM_FREE_ROW,) if fast._returning else (sql.CLAIM_FREE,)
         assert {id(s) for s in (*HOT, *claims)} <= taken
+        with fast.engine.connect() as conn:  # and nothing on it sends them the full way
+            assert not prepared._watched(conn)
     finally:
         fast.close()
         full.close()
 
 
-def test_statements_a_listener_watches_all_reach_it(db_url):
-    db = Database(db_url, audit_key="k")
-    try:
-        st = _state()
-        db.create(st, [_created()])
-        assert db.claim(st.run_id, owner="w", now=T0, ttl=60)
-        seen = _watch(db)
-        _tick(db, db.load(st.run_id), "w", 1)
-        assert db.renew(st.run_id, owner="w", now=T0, ttl=60)
-        db.release(st.run_id, owner="w")
-        said = " | ".join(seen)
-        for fragment in ("UPDATE runs SET status", "INSERT INTO steps", "INSERT INTO events",
-                         "UPDATE runs SET lease_until", "UPDATE runs SET lease_owner"):
-            assert fragment in said, (fragment, seen)
-    finally:
-        db.close()
+def test_statements_a_listener_watches_all_reach_it(db):
+    st = _state()
+    db.create(st, [_created()])
+    assert db.claim(st.run_id, owner="w", now=T0, ttl=60)
+    seen = _watch(db)
+    _tick(db, db.load(st.run_id), "w", 1)
+    assert db.renew(st.run_id, owner="w", now=T0, ttl=60)
+    db.release(st.run_id, owner="w")
+    said = " | ".join(seen)
+    for fragment in ("UPDATE runs SET status", "INSERT INTO steps", "INSERT INTO events",
+                     "UPDATE runs SET lease_until", "UPDATE runs SET lease_owner"):
+        assert fragment in said, (fragment, seen)
 
 
-def test_a_write_the_database_refuses_on_the_cursor_path_is_raised_as_sqlalchemy_raises_it(db_url):
-    db = Database(db_url, audit_key="k")
-    try:
-        st = _state()
-        db.create(st, [_created()])
-        row = {"run_id": st.run_id, "seq": 1, "ts": "t", "actor": "a", "type": "x", "payload": "{}",
-               "prev_hash": "", "hash": "h"}
-        with pytest.raises(IntegrityError), db.engine.begin() as conn:  # seq 1 is the creation's
-            prepared.execute(conn, sql.INSERT_EVENT, [row])
-        with pytest.raises(IntegrityError), db.engine.begin() as conn:
-            prepared.execute(conn, sql.INSERT_EVENT, row)
-    finally:
-        db.close()
+def test_a_write_the_database_refuses_on_the_cursor_path_is_raised_as_sqlalchemy_raises_it(db):
+    st = _state()
+    db.create(st, [_created()])
+    row = {"run_id": st.run_id, "seq": 1, "ts": "t", "actor": "a", "type": "x", "payload": "{}",
+           "prev_hash": "", "hash": "h"}
+    with pytest.raises(IntegrityError), db.engine.begin() as conn:  # seq 1 is the creation's
+        prepared.execute(conn, sql.INSERT_EVENT, [row])
+    with pytest.raises(IntegrityError), db.engine.begin() as conn:
+        prepared.execute(conn, sql.INSERT_EVENT, row)
 
 
 def test_a_read_only_sqlite_database_refuses_a_tick_with_a_clear_error_and_writes_nothing(tmp_path):
@@ -121,46 +115,38 @@ def test_a_read_only_sqlite_database_refuses_a_tick_with_a_clear_error_and_write
         db.close()
 
 
-def test_an_insert_that_leaves_out_a_column_with_a_python_default_gets_the_default(db_url):
-    db = Database(db_url, audit_key="k")
-    try:
-        values = {"id": "rb-dflt", "runbook": "r", "status": "running", "requester": "alice",
-                  "created_at": T0.isoformat(), "header": "{}", "runbook_text": "steps: []"}
-        with db.engine.begin() as conn:  # dry_run, version and audit_seq are left to defaults
-            prepared.execute(conn, insert(runs), values)
-        with db.engine.connect() as conn:
-            row = conn.execute(select(runs.c.dry_run, runs.c.version, runs.c.audit_seq)
-                               .where(runs.c.id == "rb-dflt")).one()
-        assert tuple(row) == (False, 0, 0)
-        with db.engine.begin() as conn:
-            assert prepared.execute(conn, sql.RELEASE, {"rid": "rb-dflt", "owner": "nobody"}) == 0
-            assert prepared.execute(conn, sql.RENEW, {"rid": "rb-nope", "owner": "w",
-                                                      "until": LATER.timestamp()}) == 0
-    finally:
-        db.close()
+def test_an_insert_that_leaves_out_a_column_with_a_python_default_gets_the_default(db):
+    values = {"id": "rb-dflt", "runbook": "r", "status": "running", "requester": "alice",
+              "created_at": T0.isoformat(), "header": "{}", "runbook_text": "steps: []"}
+    with db.engine.begin() as conn:  # dry_run, version and audit_seq are left to defaults
+        prepared.execute(conn, insert(runs), values)
+    with db.engine.connect() as conn:
+        row = conn.execute(select(runs.c.dry_run, runs.c.version, runs.c.audit_seq)
+                           .where(runs.c.id == "rb-dflt")).one()
+    assert tuple(row) == (False, 0, 0)
+    with db.engine.begin() as conn:
+        assert prepared.execute(conn, sql.RELEASE, {"rid": "rb-dflt", "owner": "nobody"}) == 0
+        assert prepared.execute(conn, sql.RENEW, {"rid": "rb-nope", "owner": "w",
+                                                  "until": LATER.timestamp()}) == 0
 
 
-def test_a_claim_on_the_cursor_path_answers_with_the_row_sqlalchemy_returns(db_url):
-    db = Database(db_url, audit_key="k")
-    try:
-        if not db._returning:
-            pytest.skip("this SQLite has no UPDATE ... RETURNING")
-        st = _state()
-        db.create(st, [_created()])
-        t = T0.timestamp()
-        values = {"rid": st.run_id, "owner": "w", "t": t, "until": t + 60, "replace": None}
-        with db.engine.begin() as conn:
-            got = prepared.first(conn, sql.CLAIM_FREE_ROW, values)
-        with db.engine.connect() as conn:
-            row = conn.execute(select(runs.c.header, runs.c.version, runs.c.audit_seq,
-                                      runs.c.audit_hash).where(runs.c.id == st.run_id)).one()
-        assert got == tuple(row) and got[1] == 1
-        with db.engine.begin() as conn:  # held by w now: another owner gets nothing
-            assert prepared.first(conn, sql.CLAIM_FREE_ROW, {**values, "owner": "w2"}) is None
-        with pytest.raises(ValueError, match="RETURNING"), db.engine.begin() as conn:
-            prepared.execute(conn, sql.CLAIM_FREE_ROW, values)
-    finally:
-        db.close()
+def test_a_claim_on_the_cursor_path_answers_with_the_row_sqlalchemy_returns(db):
+    if not db._returning:
+        pytest.skip("this SQLite has no UPDATE ... RETURNING")
+    st = _state()
+    db.create(st, [_created()])
+    t = T0.timestamp()
+    values = {"rid": st.run_id, "owner": "w", "t": t, "until": t + 60, "replace": None}
+    with db.engine.begin() as conn:
+        got = prepared.first(conn, sql.CLAIM_FREE_ROW, values)
+    with db.engine.connect() as conn:
+        row = conn.execute(select(runs.c.header, runs.c.version, runs.c.audit_seq,
+                                  runs.c.audit_hash).where(runs.c.id == st.run_id)).one()
+    assert got == tuple(row) and got[1] == 1
+    with db.engine.begin() as conn:  # held by w now: another owner gets nothing
+        assert prepared.first(conn, sql.CLAIM_FREE_ROW, {**values, "owner": "w2"}) is None
+    with pytest.raises(ValueError, match="RETURNING"), db.engine.begin() as conn:
+        prepared.execute(conn, sql.CLAIM_FREE_ROW, values)
 
 
 def test_a_write_that_failed_leaves_no_broken_connection_behind_for_the_next(tmp_path):
@@ -231,23 +217,19 @@ def test_an_in_memory_store_keeps_its_runs_after_a_write_it_refused(url):
         db.close()
 
 
-def test_a_listener_on_the_dialect_sees_the_hot_writes(db_url):
-    db = Database(db_url, audit_key="k")
-    try:
-        st = _state()
-        db.create(st, [_created()])
-        seen: list[str] = []
+def test_a_listener_on_the_dialect_sees_the_hot_writes(db):
+    st = _state()
+    db.create(st, [_created()])
+    seen: list[str] = []
 
-        def do_execute(_cursor: object, statement: str, *_args: object) -> bool:
-            seen.append(statement)
-            return False  # SQLAlchemy executes it as usual
-        event.listen(db.engine, "do_execute", do_execute)
-        assert db.claim(st.run_id, owner="w", now=T0, ttl=60)
-        assert db.renew(st.run_id, owner="w", now=T0, ttl=60)
-        db.release(st.run_id, owner="w")
-        assert len(seen) == 3, seen
-    finally:
-        db.close()
+    def do_execute(_cursor: object, statement: str, *_args: object) -> bool:
+        seen.append(statement)
+        return False  # SQLAlchemy executes it as usual
+    event.listen(db.engine, "do_execute", do_execute)
+    assert db.claim(st.run_id, owner="w", now=T0, ttl=60)
+    assert db.renew(st.run_id, owner="w", now=T0, ttl=60)
+    db.release(st.run_id, owner="w")
+    assert len(seen) == 3, seen
 
 
 @pytest.mark.postgres

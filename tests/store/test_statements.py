@@ -70,13 +70,6 @@ def _tick(db: Database, st: RunState, owner: str, n: int, *, until: datetime = L
             next_check_at=LATER, lease_until=until)
 
 
-@pytest.fixture
-def db(db_url: str) -> Iterator[Database]:
-    d = Database(db_url, audit_key="k")
-    yield d
-    d.close()
-
-
 def test_a_tick_and_a_load_take_few_statements(db: Database, db_url: str) -> None:
     st = _state()
     db.create(st, [_created()])

@@ -156,7 +156,6 @@ def attacher_finalizer(driver: str) -> str:
     return "external-attacher/" + driver.replace(".", "-")
 
 
-@lru_cache(maxsize=8192)  # every kubelet pass names every mounted volume
 def in_use_name(driver: str, handle: str) -> str:
     """How a kubelet reports a mounted CSI volume in ``status.volumesInUse``."""
     return f"kubernetes.io/csi/{driver}^{handle}"
