@@ -291,3 +291,25 @@ def test_the_pods_of_a_node_the_controller_stops_hearing_from_are_not_ready_unti
         sb.partition(node, cut=False)
         sb.advance(30)
         assert ready(sb, node) == "True" and readies() == {"True"}
+
+
+def test_pods_stay_ready_when_a_node_the_controller_last_saw_not_ready_goes_silent(pool):
+    """EKS's node lifecycle controller marks a node's pods not ready only when it sees Ready go
+    from True to not True (``monitorNodeHealth``: the Ready it observed was True). A kubelet that
+    posted Ready=False and then fell silent (its machine stopped) leaves its pods Ready=True,
+    stale, as they were: nothing but the taint eviction moves them. A runbook reading pod
+    readiness as "serving" is wrong there, and the sandbox must show it."""
+    sb = pool.fresh("node-not-ready")
+    f = sb.facts
+    node = f["node"]
+    pod_ready = lambda: next(c["status"] for c in sb.get("Pod", NS, f["pod"])["status"]["conditions"]  # noqa: E731
+                             if c["type"] == "Ready")
+    assert ready(sb, node) == "False" and pod_ready() == "True"
+    before = len(events(sb, reason="NodeNotReady", obj=f"Node/{node}"))
+    sb.break_node(node)
+    sb.advance(60)  # past the 50 s grace period: the controller stops hearing from it
+    assert ready(sb, node) == "Unknown"
+    assert (UNREACHABLE, "NoExecute") in taint_keys(sb, node)
+    assert pod_ready() == "True"  # stale: not marked by the controller, as in EKS
+    assert len(events(sb, reason="NodeNotReady", obj=f"Node/{node}")) == before
+    assert sb.violations == []

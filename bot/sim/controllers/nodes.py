@@ -5,7 +5,9 @@ machine: a node is stale once both its Lease's ``renewTime`` and its Ready ``las
 are older than ``node-monitor-grace-period`` (50 s since Kubernetes 1.32, option
 ``node_monitor_grace_period``). A stale node gets Ready and the pressure conditions ``Unknown``
 (``NodeStatusUnknown``, "Kubelet stopped posting node status."). The agent's conditions are not
-touched: they are not the kubelet's.
+touched: they are not the kubelet's. Only a node it saw go from Ready=True gets the
+``NodeNotReady`` event and its pods marked not ready; a kubelet's own Ready=False is the
+kubelet's to report, and its pods keep their Ready when it then falls silent.
 
 Taints follow the conditions (``doNoScheduleTaintingPass``/``doNoExecuteTaintingPass``): Ready
 ``Unknown`` -> ``unreachable``, Ready ``False`` (a live kubelet said so) -> ``not-ready``, both
@@ -70,16 +72,19 @@ def reconcile_node_lifecycle(ctx: Context) -> None:
             ages.append(ctx.seconds_since(lease.get("spec", {}).get("renewTime")))
         if min(ages) >= grace and ready.get("status") != "Unknown":
             ctx.store.mutate("Node", None, name, lambda n: _unknown(n, now))
-            ctx.event(node, type="Normal", reason="NodeNotReady",
-                      message=f"Node {name} status is now: NodeNotReady", source="node-controller")
+            if ready.get("status") == "True":  # only Ready it saw go from True (monitorNodeHealth)
+                ctx.event(node, type="Normal", reason="NodeNotReady",
+                          message=f"Node {name} status is now: NodeNotReady", source="node-controller")
+                _pods_not_ready(ctx, name, now)
             node = ctx.find("Node", None, name) or node
-            _pods_not_ready(ctx, name, now)
         _taint(ctx, node, now)
 
 
 def _pods_not_ready(ctx: Context, node: str, now: str) -> None:
-    """As the node lifecycle controller does once it stops hearing from a node (MarkPodsNotReady):
-    the Ready condition of every pod on it turns False, so nothing reads them as serving."""
+    """As the node lifecycle controller does once it stops hearing from a node it last saw Ready
+    (MarkPodsNotReady): the Ready condition of every pod on it turns False. A node whose kubelet
+    posted Ready=False before it fell silent is not one: its pods keep the Ready they had, stale,
+    as in Kubernetes (the taint eviction is what moves them)."""
     def mark(p: dict[str, Any]) -> None:
         for c in p.get("status", {}).get("conditions") or ():
             if c.get("type") == "Ready" and c.get("status") == "True":
@@ -105,7 +110,7 @@ def _unknown(n: dict[str, Any], now: str) -> None:
 
 
 def _taint(ctx: Context, node: dict[str, Any], now: str) -> None:
-    """Make the node's condition taints match its conditions; report a newly not-ready node."""
+    """Make the node's condition taints match its conditions."""
     statuses: dict[Any, Any] = {}  # type -> status of its first condition, as ``condition`` finds
     for c in node.get("status", {}).get("conditions") or ():
         statuses.setdefault(c.get("type"), c.get("status"))
@@ -114,10 +119,6 @@ def _taint(ctx: Context, node: dict[str, Any], now: str) -> None:
     have = [t for t in node["spec"].get("taints") or [] if t.get("key") in MANAGED]
     if sorted((t.get("key", ""), t.get("effect", "")) for t in have) == sorted(wanted):
         return
-    if (NOT_READY, "NoExecute") in wanted and not any(t.get("key") == NOT_READY for t in have):
-        name = node["metadata"]["name"]
-        ctx.event(node, type="Normal", reason="NodeNotReady",
-                  message=f"Node {name} status is now: NodeNotReady", source="node-controller")
 
     def apply(n: dict[str, Any]) -> None:
         kept = {(t.get("key"), t.get("effect")): t for t in n["spec"].get("taints") or []}
