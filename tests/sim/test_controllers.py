@@ -246,3 +246,33 @@ def test_a_throttled_create_volume_is_reported_on_the_claim_and_retried_on_the_n
 
 def _parse(stamp: str) -> datetime:
     return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+
+
+def test_the_attacher_retries_a_failing_detach_with_a_doubling_back_off_and_then_takes_its_time(
+        pool):
+    """The CSI external-attacher requeues a failed VolumeAttachment with exponential back-off
+    (``--retry-interval-start`` 1 s, doubling, ``--retry-interval-max`` 5 min), and its own error
+    writes do not requeue it: a detach that keeps failing is tried a handful of times in ten
+    minutes, not on every pass, and once EC2 lets the volume go the VolumeAttachment stays until
+    the next try, minutes later. A runbook watching it go must wait that long."""
+    sb = pool.fresh("node-hung")
+    f = sb.facts
+    sb.advance(400)  # the timeout detach began; the hung guest holds the volume ("detaching")
+
+    def error_time() -> str | None:
+        va = sb.find("VolumeAttachment", None, f["volume_attachment"])
+        return ((va or {}).get("status") or {}).get("detachError", {}).get("time")
+
+    tries = {error_time()}
+    for _ in range(120):  # ten minutes, watched every 5 s
+        sb.advance(5)
+        tries.add(error_time())
+    assert 3 <= len(tries) <= 8, sorted(t for t in tries if t)
+    sb.ec2.set_state(f["instance_id"], "stopped")  # someone stops the machine: the unplug can end
+    sb.settle()
+    sb.advance(60)
+    assert sb.find("VolumeAttachment", None, f["volume_attachment"]) is not None  # not tried yet
+    sb.advance(300)
+    assert sb.find("VolumeAttachment", None, f["volume_attachment"]) is None
+    assert f["instance_id"] not in [iid for iid, _ in ec2_attachments(sb, f["volume_id"])]
+    assert sb.violations == []

@@ -57,12 +57,17 @@ def test_a_busy_attachment_survives_a_normal_detach_and_only_force_clears_it(poo
         sb.advance(30)
         assert ec2_attachments(sb, f["volume_id"]) == [(f["instance_id"], "busy")]
     ec2.detach_volume(VolumeId=f["volume_id"], InstanceId=f["instance_id"], Force=True)
-    # Freed, the volume goes where its pod waits: the attacher's retry now succeeds.
-    new_iid = sb.get("Node", None, f["new_node"])["spec"]["providerID"].rsplit("/", 1)[-1]
     sb.advance(2)  # Describe shows a change a moment later
     vol = ec2.describe_volumes(VolumeIds=[f["volume_id"]])["Volumes"][0]
+    assert vol["State"] == "available" and vol["Attachments"] == []
+    # Kubernetes learns it at the attacher's next try, after its back-off (up to 5 min): the
+    # VolumeAttachment stays until then, and only then does the volume go where its pod waits.
+    assert sb.find("VolumeAttachment", None, f["volume_attachment"]) is not None
+    new_iid = sb.get("Node", None, f["new_node"])["spec"]["providerID"].rsplit("/", 1)[-1]
+    sb.advance(305)
+    assert sb.find("VolumeAttachment", None, f["volume_attachment"]) is None
+    vol = ec2.describe_volumes(VolumeIds=[f["volume_id"]])["Volumes"][0]
     assert [(a["InstanceId"], a["State"]) for a in vol["Attachments"]] == [(new_iid, "attached")]
-    sb.advance(5)
     assert sb.get("Pod", "search", f["pod"])["status"]["phase"] == "Running"
 
 
@@ -171,11 +176,12 @@ def test_throttling_refuses_calls_at_the_configured_rate_in_a_seeded_order(pool)
 def test_a_write_that_sets_the_controllers_calling_ec2_answers_with_their_calls_answered(pool):
     # The pass a write sets off runs before the reply, and its EC2 calls cross the same endpoint on
     # other threads: the proxy must not hold its lock while the controllers react.
-    sb = pool.fresh("node-hung")
+    sb = pool.fresh("node-hung", attacher_retry_max=1)  # the attacher tries on every pass
     ec2 = client(sb)
     iid, vid = sb.facts["instance_id"], sb.facts["volume_id"]
     sb.advance(420)  # the timeout detach: the attacher keeps retrying DetachVolume on the hung guest
     assert ec2_attachments(sb, vid) == [(iid, "detaching")]
+    sb.clock.advance(2)  # a moment later, its back-off over, the stop sets the attacher's try off
     before = sb.ec2.requests
     out = ec2.stop_instances(InstanceIds=[iid])["StoppingInstances"][0]
     assert out["CurrentState"]["Name"] == "stopping"

@@ -16,13 +16,14 @@ client, against the endpoint the product also uses, and reports errors in ``stat
 ``detachError`` as the real one does: a failed detach keeps ``attached: true`` and the finalizer.
 It puts its finalizer on the PV before attaching and lifts it from a PV being deleted once no
 VolumeAttachment names the PV. A VolumeAttachment whose PV is gone cannot be detached: the
-attacher reports ``persistentvolume "..." not found`` and keeps its finalizer, pass after pass, as
+attacher reports ``persistentvolume "..." not found`` and keeps its finalizer, try after try, as
 the real external-attacher does; one whose node is gone, and whose instance it no longer knows,
 is taken as detached. Only
 VolumeAttachments listed in their node's ``status.volumesAttached`` are managed by the AD
 controller; others (zombies) are left alone. Nothing of the attacher runs while the EBS CSI
 controller is staged as uninstalled. In a large event the attacher's calls are rate-limited
-(``attach_rate``).
+(``attach_rate``), and a failed attach or detach is tried again only after a back-off that doubles
+with each failure, up to 5 min (``attach_backoff``).
 
 A deleted Node (``kubectl delete node``, or the cloud node lifecycle controller) leaves the AD
 controller's actual state of the world as it was: the volumes it had attached there are still
@@ -40,6 +41,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bot.sim.controllers import attach_backoff
 from bot.sim.controllers.attach_rate import take
 from bot.sim.controllers.context import (
     DRIVER,
@@ -278,13 +280,16 @@ def reconcile_attacher(ctx: Context) -> None:
         src = ebs_source(pv)
         handle = src[1] if src else None
         iid = _node_instance(ctx, node_name, driver)
+        if attach_backoff.waiting(ctx, va):
+            continue  # it failed: tried again once its back-off is over
         if va["metadata"].get("deletionTimestamp"):
             if fin not in (va["metadata"].get("finalizers") or []):
                 continue
             if pv is None and pv_name:
-                # no PV, no volume handle: the real attacher cannot detach, and says so each pass
+                # no PV, no volume handle: the real attacher cannot detach, and says so each try
                 _status(ctx, name, {**va.get("status", {}), "detachError": {
                     "time": ts(ctx.now), "message": f'persistentvolume "{pv_name}" not found'}})
+                attach_backoff.failed(ctx, name)
             elif handle and iid:
                 _detach(ctx, va, handle, iid, node_name, pv_name)
             else:
@@ -309,6 +314,7 @@ def reconcile_attacher(ctx: Context) -> None:
                        f'"{iid}": {_err(e)}')
                 _status(ctx, name, {"attached": False, "attachError": {"time": ts(ctx.now),
                                                                         "message": msg}})
+                attach_backoff.failed(ctx, name)
                 pod = _consumer(ctx, pv_name, node_name)
                 if pod is not None:
                     ctx.event(pod, type="Warning", reason="FailedAttachVolume",
@@ -318,6 +324,7 @@ def reconcile_attacher(ctx: Context) -> None:
         if _in_flight(ctx, "attach", name):
             continue  # EC2's attachment is still attaching (option ebs_attach_seconds)
         _status(ctx, name, {"attached": True, "attachmentMetadata": {"devicePath": device}})
+        attach_backoff.succeeded(ctx, name)
         _set_volumes_attached(ctx, node_name, pv_name, device, add=True)
         pod = _consumer(ctx, pv_name, node_name)
         if pod is not None:
@@ -386,12 +393,14 @@ def _detach(ctx: Context, va: dict[str, Any], handle: str, iid: str, node_name: 
                    f'"{iid}": {message}')
             _status(ctx, name, {**va.get("status", {}), "detachError": {"time": ts(ctx.now),
                                                                           "message": msg}})
+            attach_backoff.failed(ctx, name)
             return
     if _in_flight(ctx, "detach", name):
         return  # EC2's attachment is still detaching (option ebs_detach_seconds)
     _set_volumes_attached(ctx, node_name, pv_name, "", add=False)
     ctx.store.mutate("VolumeAttachment", None, name,
                      _drop_finalizer(attacher_finalizer(va["spec"].get("attacher", DRIVER))))
+    attach_backoff.succeeded(ctx, name)
 
 
 def _status(ctx: Context, name: str, status: dict[str, Any]) -> None:

@@ -1,0 +1,79 @@
+"""The CSI external-attacher's back-off: a VolumeAttachment whose attach or detach failed is tried
+again only after a delay that doubles with each failure.
+
+The real attacher requeues a failed VolumeAttachment on a rate-limited work queue: the first retry
+after ``--retry-interval-start`` (1 s), each next one twice as late, up to ``--retry-interval-max``
+(5 min). A success forgets the count. Its own writes of ``attachError``/``detachError`` do not
+requeue the object (``shouldEnqueueVAChange``: they would break the back-off), but any other change
+to it does, at once: a deletion, a finalizer, a changed spec. So a detach that keeps failing is
+tried a handful of times in ten minutes, and once EC2 lets the volume go, the VolumeAttachment
+stays until the next try, up to five minutes later.
+
+Options ``attacher_retry_start`` and ``attacher_retry_max`` (seconds) set the two intervals.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from bot.sim.controllers.context import Context
+
+KEY = "attacher_backoff"  # ctx.state: VA name -> [failures, retry at, the VA as it was then]
+START = 1.0  # --retry-interval-start
+MAX = 300.0  # --retry-interval-max
+
+
+def _seconds(ctx: Context, option: str, default: float) -> float:
+    value = ctx.options.get(option, default)
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"option {option}={value!r}: expected seconds") from None
+    if seconds <= 0:
+        raise ValueError(f"option {option}={value!r}: expected seconds > 0")
+    return seconds
+
+
+def _as_queued(va: dict[str, Any]) -> str:
+    """What requeues the object when it changes: all of it but its errors and its version."""
+    meta = {k: v for k, v in va.get("metadata", {}).items()
+            if k not in ("resourceVersion", "managedFields")}
+    status = {k: v for k, v in (va.get("status") or {}).items()
+              if k not in ("attachError", "detachError")}
+    return repr((meta, va.get("spec"), status))
+
+
+def waiting(ctx: Context, va: dict[str, Any]) -> bool:
+    """True while ``va`` waits out its back-off; a change other than its errors ends the wait."""
+    held: dict[str, list[Any]] = ctx.state.get(KEY) or {}
+    entry = held.get(va["metadata"]["name"])
+    if entry is None:
+        return False
+    _failures, retry_at, seen = entry
+    if _as_queued(va) != seen:
+        entry[1] = ctx.now  # requeued by the change: tried now, the count kept
+        return False
+    now: datetime = ctx.now
+    return now < retry_at
+
+
+def failed(ctx: Context, name: str) -> None:
+    """The attach or detach of VolumeAttachment ``name`` failed (its error is written): the next
+    try waits ``start * 2**(failures - 1)`` seconds, at most ``max``."""
+    va = ctx.find("VolumeAttachment", None, name)
+    if va is None:
+        return
+    start = _seconds(ctx, "attacher_retry_start", START)
+    cap = _seconds(ctx, "attacher_retry_max", MAX)
+    held: dict[str, list[Any]] = ctx.state.setdefault(KEY, {})
+    failures = (held[name][0] if name in held else 0) + 1
+    delay = min(cap, start * 2 ** min(failures - 1, 30))
+    held[name] = [failures, ctx.now + timedelta(seconds=delay), _as_queued(va)]
+
+
+def succeeded(ctx: Context, name: str) -> None:
+    """The attacher got through ``name``: the count starts again at its next failure."""
+    held = ctx.state.get(KEY)
+    if held:
+        held.pop(name, None)
