@@ -61,7 +61,8 @@ SYSTEM_NAMESPACES = ("default", "kube-node-lease", "kube-public", "kube-system")
 
 
 # No botocore retries for the controllers: a retry would sleep inside a controller pass. A refused
-# call is reported (attachError, an Event) and the next pass tries again, as the CSI sidecars do.
+# call is reported (attachError, an Event) and tried again after the attacher's back-off
+# (controllers/attach_backoff.py), as the CSI sidecars do.
 CONTROLLERS_EC2: dict[str, Any] = {"max_attempts": 0, "timeout": 10}
 
 

@@ -276,3 +276,23 @@ def test_the_attacher_retries_a_failing_detach_with_a_doubling_back_off_and_then
     assert sb.find("VolumeAttachment", None, f["volume_attachment"]) is None
     assert f["instance_id"] not in [iid for iid, _ in ec2_attachments(sb, f["volume_id"])]
     assert sb.violations == []
+
+
+def test_a_rebased_clock_keeps_the_attacher_s_back_off(pool):
+    """``sim up`` rebases the sandbox onto the wall clock, shifting every time it holds: a
+    VolumeAttachment waiting out its back-off is not taken as changed (and tried at once)."""
+    from datetime import timedelta
+
+    sb = pool.fresh("node-hung")
+    name = sb.facts["volume_attachment"]
+    sb.advance(700)  # the detach has failed several times: the next try is minutes away
+
+    def error_time() -> str:
+        return str(sb.get("VolumeAttachment", None, name)["status"]["detachError"]["time"])
+
+    before = error_time()
+    sb.rebase(sb.clock.now() + timedelta(days=30))
+    shifted = error_time()
+    assert shifted != before  # the stamp moved with the clock
+    sb.advance(5)
+    assert error_time() == shifted  # and no try was set off by the move

@@ -5,9 +5,10 @@ The real attacher requeues a failed VolumeAttachment on a rate-limited work queu
 after ``--retry-interval-start`` (1 s), each next one twice as late, up to ``--retry-interval-max``
 (5 min). A success forgets the count. Its own writes of ``attachError``/``detachError`` do not
 requeue the object (``shouldEnqueueVAChange``: they would break the back-off), but any other change
-to it does, at once: a deletion, a finalizer, a changed spec. So a detach that keeps failing is
-tried a handful of times in ten minutes, and once EC2 lets the volume go, the VolumeAttachment
-stays until the next try, up to five minutes later.
+to it does, at once: a deletion, a finalizer, its status. So a detach that keeps failing is tried
+about ten times in its first ten minutes and then once every five, and once EC2 lets the volume
+go, the VolumeAttachment stays until the next try, up to five minutes later. The count is kept
+per name, as the work queue keeps it per key, until an attach or detach gets through.
 
 Options ``attacher_retry_start`` and ``attacher_retry_max`` (seconds) set the two intervals.
 """
@@ -18,8 +19,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot.sim.controllers.context import Context
+from bot.sim.store import clone
 
-KEY = "attacher_backoff"  # ctx.state: VA name -> [failures, retry at, the VA as it was then]
+KEY = "attacher_backoff"  # ctx.state: VA name -> {"failures", "at" (next try), "seen", "requeued"}
 START = 1.0  # --retry-interval-start
 MAX = 300.0  # --retry-interval-max
 
@@ -35,41 +37,46 @@ def _seconds(ctx: Context, option: str, default: float) -> float:
     return seconds
 
 
-def _as_queued(va: dict[str, Any]) -> str:
-    """What requeues the object when it changes: all of it but its errors and its version."""
+def _as_queued(va: dict[str, Any]) -> dict[str, Any]:
+    """What requeues the object when it changes: all of it but its errors and its version (a
+    copy, JSON-shaped, so that a rebased clock shifts its times too)."""
     meta = {k: v for k, v in va.get("metadata", {}).items()
             if k not in ("resourceVersion", "managedFields")}
     status = {k: v for k, v in (va.get("status") or {}).items()
               if k not in ("attachError", "detachError")}
-    return repr((meta, va.get("spec"), status))
+    return {"metadata": clone(meta), "spec": clone(va.get("spec")), "status": clone(status)}
 
 
 def waiting(ctx: Context, va: dict[str, Any]) -> bool:
     """True while ``va`` waits out its back-off; a change other than its errors ends the wait."""
-    held: dict[str, list[Any]] = ctx.state.get(KEY) or {}
+    held: dict[str, dict[str, Any]] = ctx.state.get(KEY) or {}
     entry = held.get(va["metadata"]["name"])
     if entry is None:
         return False
-    _failures, retry_at, seen = entry
-    if _as_queued(va) != seen:
-        entry[1] = ctx.now  # requeued by the change: tried now, the count kept
+    seen = _as_queued(va)
+    if seen != entry["seen"]:
+        entry["seen"], entry["requeued"] = seen, True  # requeued by the change: tried now
         return False
     now: datetime = ctx.now
-    return now < retry_at
+    return bool(now < entry["at"])
 
 
 def failed(ctx: Context, name: str) -> None:
     """The attach or detach of VolumeAttachment ``name`` failed (its error is written): the next
-    try waits ``start * 2**(failures - 1)`` seconds, at most ``max``."""
+    try waits ``start * 2**(failures - 1)`` seconds, at most ``max``. A try a change set off
+    keeps the earlier retry time when that is sooner, as the work queue keeps the sooner one."""
     va = ctx.find("VolumeAttachment", None, name)
     if va is None:
         return
     start = _seconds(ctx, "attacher_retry_start", START)
     cap = _seconds(ctx, "attacher_retry_max", MAX)
-    held: dict[str, list[Any]] = ctx.state.setdefault(KEY, {})
-    failures = (held[name][0] if name in held else 0) + 1
-    delay = min(cap, start * 2 ** min(failures - 1, 30))
-    held[name] = [failures, ctx.now + timedelta(seconds=delay), _as_queued(va)]
+    held: dict[str, dict[str, Any]] = ctx.state.setdefault(KEY, {})
+    before = held.get(name)
+    failures = (before["failures"] if before else 0) + 1
+    at = ctx.now + timedelta(seconds=min(cap, start * 2 ** min(failures - 1, 30)))
+    if before and before["requeued"] and ctx.now < before["at"] < at:
+        at = before["at"]
+    held[name] = {"failures": failures, "at": at, "seen": _as_queued(va), "requeued": False}
 
 
 def succeeded(ctx: Context, name: str) -> None:

@@ -2,12 +2,13 @@
 
 In a large event thousands of VolumeAttachments change at once, and the external-attacher and the
 EBS driver behind it get through them slowly: the attacher's work queue and client rate limits,
-the driver's EC2 request throttling (EC2 throttles mutating calls per account), retries with
-back-off. The sandbox models the sum of that as one token bucket: with ``attacher_rate=N`` (set by
-``az-outage`` when its zone fails, so building the cluster is not slowed) the attacher makes at
-most N AttachVolume/DetachVolume calls per simulated second, with at most ten seconds' worth
-saved up; the bucket starts empty when the zone fails. A VolumeAttachment the attacher has not
-got to yet simply waits, without an error: "still detaching" is what a runbook sees for a while.
+the driver's EC2 request throttling (EC2 throttles mutating calls per account). The sandbox
+models the sum of that as one token bucket (a failed call's back-off is ``attach_backoff``'s):
+with ``attacher_rate=N`` (set by ``az-outage`` when its zone fails, so building the cluster is
+not slowed) the attacher makes at most N AttachVolume/DetachVolume calls per simulated second,
+with at most ten seconds' worth saved up; the bucket starts empty when the zone fails. A
+VolumeAttachment the attacher has not got to yet simply waits, without an error: "still
+detaching" is what a runbook sees for a while.
 """
 
 from __future__ import annotations

@@ -294,6 +294,7 @@ def reconcile_attacher(ctx: Context) -> None:
                 _detach(ctx, va, handle, iid, node_name, pv_name)
             else:
                 ctx.store.mutate("VolumeAttachment", None, name, _drop_finalizer(fin))
+                attach_backoff.succeeded(ctx, name)
             continue
         if va.get("status", {}).get("attached") or not handle or not iid or pv is None:
             continue
