@@ -296,3 +296,26 @@ def test_a_rebased_clock_keeps_the_attacher_s_back_off(pool):
     assert shifted != before  # the stamp moved with the clock
     sb.advance(5)
     assert error_time() == shifted  # and no try was set off by the move
+
+
+def test_the_attacher_refuses_to_attach_a_persistent_volume_marked_for_deletion(pool):
+    """The external-attacher refuses to attach a PV being deleted ("PersistentVolume ... is marked
+    for deletion", as an attachError, retried after its back-off): a pod whose volume was
+    deleted under it while it moved stays pending, its volume attached nowhere."""
+    sb = pool.fresh("node-dead")
+    f = sb.facts
+    http = api_for(sb)
+    try:
+        code, out = http("DELETE", f"/api/v1/persistentvolumes/{f['pv']}")
+        assert code == 200, out
+    finally:
+        http.close()
+    assert sb.get("PersistentVolume", None, f["pv"])["metadata"]["deletionTimestamp"]  # protected
+    taint(sb, f["dead_node"], OOS)
+    sb.advance(60)
+    [va] = vas_on(sb, f["new_node"])
+    assert va["status"].get("attached") is not True
+    assert va["status"]["attachError"]["message"] == f'PersistentVolume "{f["pv"]}" is marked for deletion'
+    assert ec2_attachments(sb, f["volume_id"]) == []
+    assert sb.get("Pod", NS, f["pod"])["status"]["phase"] == "Pending"
+    assert sb.violations == []

@@ -14,8 +14,9 @@ The timeout detach is on by default, as on EKS, which does not expose
 The attacher turns VolumeAttachments into EC2 AttachVolume/DetachVolume calls through the boto3
 client, against the endpoint the product also uses, and reports errors in ``status.attachError`` /
 ``detachError`` as the real one does: a failed detach keeps ``attached: true`` and the finalizer.
-It puts its finalizer on the PV before attaching and lifts it from a PV being deleted once no
-VolumeAttachment names the PV. A VolumeAttachment whose PV is gone cannot be detached: the
+It puts its finalizer on the PV before attaching, refuses to attach a PV being deleted
+(``PersistentVolume "..." is marked for deletion``), and lifts its finalizer from a PV being
+deleted once no VolumeAttachment names the PV. A VolumeAttachment whose PV is gone cannot be detached: the
 attacher reports ``persistentvolume "..." not found`` and keeps its finalizer, try after try, as
 the real external-attacher does; one whose node is gone, and whose instance it no longer knows,
 is taken as detached. Only
@@ -298,9 +299,12 @@ def reconcile_attacher(ctx: Context) -> None:
             continue
         if va.get("status", {}).get("attached") or not handle or not iid or pv is None:
             continue
+        if pv["metadata"].get("deletionTimestamp"):  # refused before anything is written
+            _attach_failed(ctx, va, pv_name, node_name,
+                           f'PersistentVolume "{pv_name}" is marked for deletion')
+            continue
         ctx.store.mutate("VolumeAttachment", None, name, _add_finalizer(fin))
-        if not pv["metadata"].get("deletionTimestamp"):
-            ctx.store.mutate("PersistentVolume", None, pv_name, _add_finalizer(fin))
+        ctx.store.mutate("PersistentVolume", None, pv_name, _add_finalizer(fin))
         device = _free_device(ctx, iid, preferred=int(name[4:6], 16))
         vol = ctx.ec2.volume(handle)
         if vol is not None and vol.attachment is not None and vol.attachment.instance.id == iid:
@@ -311,16 +315,9 @@ def reconcile_attacher(ctx: Context) -> None:
             try:
                 ctx.ec2_client.attach_volume(VolumeId=handle, InstanceId=iid, Device=device)
             except Exception as e:  # every EC2 refusal becomes attachError, as the attacher reports
-                msg = (f'rpc error: code = Internal desc = Could not attach volume "{handle}" to node '
-                       f'"{iid}": {_err(e)}')
-                _status(ctx, name, {"attached": False, "attachError": {"time": ts(ctx.now),
-                                                                        "message": msg}})
-                attach_backoff.failed(ctx, name)
-                pod = _consumer(ctx, pv_name, node_name)
-                if pod is not None:
-                    ctx.event(pod, type="Warning", reason="FailedAttachVolume",
-                              message=f'AttachVolume.Attach failed for volume "{pv_name}" : {msg}',
-                              source="attachdetach-controller")
+                _attach_failed(ctx, va, pv_name, node_name,
+                               f'rpc error: code = Internal desc = Could not attach volume '
+                               f'"{handle}" to node "{iid}": {_err(e)}')
                 continue
         if _in_flight(ctx, "attach", name):
             continue  # EC2's attachment is still attaching (option ebs_attach_seconds)
@@ -333,6 +330,20 @@ def reconcile_attacher(ctx: Context) -> None:
                       message=f'AttachVolume.Attach succeeded for volume "{pv_name}" ',
                       source="attachdetach-controller")
     _release_pvs(ctx)
+
+
+def _attach_failed(ctx: Context, va: dict[str, Any], pv_name: str, node_name: str,
+                   msg: str) -> None:
+    """An attach refused: ``attachError`` on the VolumeAttachment, the attach/detach
+    controller's event on the pod waiting for it, and the attacher's back-off."""
+    name = va["metadata"]["name"]
+    _status(ctx, name, {"attached": False, "attachError": {"time": ts(ctx.now), "message": msg}})
+    attach_backoff.failed(ctx, name)
+    pod = _consumer(ctx, pv_name, node_name)
+    if pod is not None:
+        ctx.event(pod, type="Warning", reason="FailedAttachVolume",
+                  message=f'AttachVolume.Attach failed for volume "{pv_name}" : {msg}',
+                  source="attachdetach-controller")
 
 
 def _in_flight(ctx: Context, kind: str, name: str) -> bool:
