@@ -18,23 +18,12 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from bot.sim.controllers.context import Context
+from bot.sim.controllers.context import Context, seconds_option
 from bot.sim.store import clone
 
 KEY = "attacher_backoff"  # ctx.state: VA name -> {"failures", "at" (next try), "seen", "requeued"}
 START = 1.0  # --retry-interval-start
 MAX = 300.0  # --retry-interval-max
-
-
-def _seconds(ctx: Context, option: str, default: float) -> float:
-    value = ctx.options.get(option, default)
-    try:
-        seconds = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"option {option}={value!r}: expected seconds") from None
-    if seconds <= 0:
-        raise ValueError(f"option {option}={value!r}: expected seconds > 0")
-    return seconds
 
 
 def _as_queued(va: dict[str, Any]) -> dict[str, Any]:
@@ -68,8 +57,8 @@ def failed(ctx: Context, name: str) -> None:
     va = ctx.find("VolumeAttachment", None, name)
     if va is None:
         return
-    start = _seconds(ctx, "attacher_retry_start", START)
-    cap = _seconds(ctx, "attacher_retry_max", MAX)
+    start = seconds_option(ctx, "attacher_retry_start", START, positive=True)
+    cap = seconds_option(ctx, "attacher_retry_max", MAX, positive=True)
     held: dict[str, dict[str, Any]] = ctx.state.setdefault(KEY, {})
     before = held.get(name)
     failures = (before["failures"] if before else 0) + 1

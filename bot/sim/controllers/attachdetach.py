@@ -16,8 +16,8 @@ client, against the endpoint the product also uses, and reports errors in ``stat
 ``detachError`` as the real one does: a failed detach keeps ``attached: true`` and the finalizer.
 It puts its finalizer on the PV before attaching, refuses to attach a PV being deleted
 (``PersistentVolume "..." is marked for deletion``), and lifts its finalizer from a PV being
-deleted once no VolumeAttachment names the PV. A VolumeAttachment whose PV is gone cannot be detached: the
-attacher reports ``persistentvolume "..." not found`` and keeps its finalizer, try after try, as
+deleted once no VolumeAttachment names the PV. A VolumeAttachment whose PV is gone cannot be
+detached: the attacher reports ``persistentvolume "..." not found`` and keeps its finalizer, try after try, as
 the real external-attacher does; one whose node is gone, and whose instance it no longer knows,
 is taken as detached. Only
 VolumeAttachments listed in their node's ``status.volumesAttached`` are managed by the AD
@@ -273,6 +273,8 @@ def reconcile_attacher(ctx: Context) -> None:
     if not csi_controller_up(ctx):
         return
     for va in ctx.items("VolumeAttachment"):
+        if attach_backoff.waiting(ctx, va):
+            continue  # it failed: tried again once its back-off is over
         name, node_name = va["metadata"]["name"], va["spec"]["nodeName"]
         driver = va["spec"].get("attacher", DRIVER)
         fin = attacher_finalizer(driver)
@@ -281,8 +283,6 @@ def reconcile_attacher(ctx: Context) -> None:
         src = ebs_source(pv)
         handle = src[1] if src else None
         iid = _node_instance(ctx, node_name, driver)
-        if attach_backoff.waiting(ctx, va):
-            continue  # it failed: tried again once its back-off is over
         if va["metadata"].get("deletionTimestamp"):
             if fin not in (va["metadata"].get("finalizers") or []):
                 continue

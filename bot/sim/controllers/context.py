@@ -96,6 +96,19 @@ def _ref(obj: dict[str, Any]) -> str:
     return f"{obj['kind']}/{meta['name']}"
 
 
+def seconds_option(ctx: Context, option: str, default: float, *, positive: bool = False) -> float:
+    """Scenario option ``option`` in seconds, ``default`` when unset; a value that is not a
+    number (or, with ``positive``, not above 0) is refused with the option's name."""
+    value = ctx.options.get(option, default)
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"option {option}={value!r}: expected seconds") from None
+    if positive and seconds <= 0:
+        raise ValueError(f"option {option}={value!r}: expected seconds > 0")
+    return seconds
+
+
 def condition(obj: dict[str, Any], ctype: str) -> dict[str, Any] | None:
     for c in obj.get("status", {}).get("conditions") or ():
         if c.get("type") == ctype:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from bot.sim.controllers.context import Context
+from bot.sim.controllers.context import Context, seconds_option
 from bot.sim.controllers.deployments import _owned, _suffix
 from bot.sim.controllers.workloads import DEFAULT_TOLERATIONS
 from bot.sim.store import ts
@@ -38,11 +38,7 @@ BACKOFF = ("BackoffLimitExceeded", "Job has reached the specified backoff limit"
 
 
 def run_seconds(ctx: Context) -> float:
-    value = ctx.options.get("job_run_seconds", RUN_SECONDS)
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"option job_run_seconds={value!r}: expected seconds") from None
+    return seconds_option(ctx, "job_run_seconds", RUN_SECONDS)
 
 
 def finished(ctx: Context, pod: dict[str, Any]) -> bool:

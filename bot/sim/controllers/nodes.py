@@ -25,7 +25,14 @@ from __future__ import annotations
 from typing import Any
 
 from bot.sim.controllers import leases
-from bot.sim.controllers.context import NOT_READY, UNREACHABLE, Context, condition, instance_id
+from bot.sim.controllers.context import (
+    NOT_READY,
+    UNREACHABLE,
+    Context,
+    condition,
+    instance_id,
+    seconds_option,
+)
 from bot.sim.controllers.node_status import PRESSURE
 from bot.sim.store import ts
 
@@ -51,11 +58,7 @@ def machine_up(ctx: Context, node: dict[str, Any]) -> bool:
 
 
 def grace_period(ctx: Context) -> float:
-    value = ctx.options.get("node_monitor_grace_period", GRACE_PERIOD)
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"option node_monitor_grace_period={value!r}: expected seconds") from None
+    return seconds_option(ctx, "node_monitor_grace_period", GRACE_PERIOD)
 
 
 def reconcile_node_lifecycle(ctx: Context) -> None:
