@@ -171,3 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # `runbook-bot show X | head`: the reader left; say nothing more.
         sys.stderr.close()
         return 0
+    finally:
+        from bot.cli.wiring import close_stores
+
+        close_stores()

@@ -28,12 +28,25 @@ if TYPE_CHECKING:  # the parts are imported when built, so a command loads only 
     from bot.store.db import Database
 
 
+_opened: list[Database] = []  # the stores this command opened, closed when it ends
+
+
 def open_store(settings: Settings) -> Database:
+    """The state database, closed when the command ends (``close_stores``)."""
     from bot.store.db import Database
 
-    return Database(settings.database_url, audit_key=settings.audit_key,
-                    previous_keys=settings.audit_previous_keys,
-                    redact_patterns=settings.redact_patterns)
+    store = Database(settings.database_url, audit_key=settings.audit_key,
+                     previous_keys=settings.audit_previous_keys,
+                     redact_patterns=settings.redact_patterns)
+    _opened.append(store)
+    return store
+
+
+def close_stores() -> None:
+    """Close every store this command opened: its connections, not left for the process's end
+    (a command run in-process, as tests run it, would otherwise leave them open)."""
+    while _opened:
+        _opened.pop().close()
 
 
 def build_runner(settings: Settings, *, store: RunStore | None = None,
