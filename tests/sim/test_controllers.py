@@ -298,6 +298,68 @@ def test_a_rebased_clock_keeps_the_attacher_s_back_off(pool):
     assert error_time() == shifted  # and no try was set off by the move
 
 
+def _attachment(http: Any, name: str, node: str, pv: str) -> None:
+    code, out = http("POST", "/apis/storage.k8s.io/v1/volumeattachments", {
+        "apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttachment", "metadata": {"name": name},
+        "spec": {"attacher": "ebs.csi.aws.com", "nodeName": node,
+                 "source": {"persistentVolumeName": pv}}})
+    assert code == 201, out
+
+
+def test_the_attacher_says_why_it_cannot_attach_a_missing_volume_or_to_a_node_it_cannot_name(pool):
+    """The external-attacher reads the PV, then the node's id from its CSINode, and records
+    what it could not find as the attachError (retried after its back-off), as it does on EKS;
+    an attachment with neither is never left waiting without a word. A missing PV is refused
+    before anything is written; a node without a CSINode after the PV's finalizer is on."""
+    sb = pool.fresh("node-dead")
+    f = sb.facts
+    http = api_for(sb)
+    try:
+        _attachment(http, "csi-no-such-pv", f["new_node"], "pv-that-was-never-made")
+        _attachment(http, "csi-no-such-node", "ip-10-0-9-9.ap-southeast-1.compute.internal", f["pv"])
+        # named by hand, not csi-<sha256>: tried as any other (the volume is held elsewhere)
+        _attachment(http, "by-hand", f["new_node"], f["pv"])
+    finally:
+        http.close()
+    sb.advance(30)
+    by_hand = sb.get("VolumeAttachment", None, "by-hand")
+    assert "VolumeInUse" in by_hand["status"]["attachError"]["message"]
+    no_pv = sb.get("VolumeAttachment", None, "csi-no-such-pv")
+    assert no_pv["status"].get("attached") is not True
+    assert no_pv["status"]["attachError"]["message"] == 'persistentvolume "pv-that-was-never-made" not found'
+    assert not no_pv["metadata"].get("finalizers")
+    no_node = sb.get("VolumeAttachment", None, "csi-no-such-node")
+    assert no_node["status"].get("attached") is not True
+    assert no_node["status"]["attachError"]["message"] == (
+        'csinode.storage.k8s.io "ip-10-0-9-9.ap-southeast-1.compute.internal" not found')
+    assert not no_node["metadata"].get("finalizers")
+    assert "external-attacher/ebs-csi-aws-com" in sb.get("PersistentVolume", None, f["pv"])[
+        "metadata"]["finalizers"]
+    assert [a[0] for a in ec2_attachments(sb, f["volume_id"])] == [f["instance_id"]]  # where it was
+    assert sb.violations == []
+
+
+def test_the_attacher_does_not_attach_to_a_deleted_node_s_machine(pool):
+    """Once a Node is deleted (and its CSINode with it), an attach to it finds no node id: the
+    attacher records that, and never attaches the volume to the machine that node was."""
+    sb = pool.fresh("node-dead")
+    f = sb.facts
+    http = api_for(sb)
+    try:
+        code, out = http("DELETE", f"/api/v1/nodes/{f['dead_node']}")
+        assert code == 200, out
+        sb.advance(30)
+        assert sb.find("CSINode", None, f["dead_node"]) is None
+        _attachment(http, "csi-to-a-deleted-node", f["dead_node"], f["pv"])
+    finally:
+        http.close()
+    sb.advance(30)
+    va = sb.get("VolumeAttachment", None, "csi-to-a-deleted-node")
+    assert va["status"].get("attached") is not True
+    assert va["status"]["attachError"]["message"] == f'csinode.storage.k8s.io "{f["dead_node"]}" not found'
+    assert sb.violations == []
+
+
 def test_the_attacher_refuses_to_attach_a_persistent_volume_marked_for_deletion(pool):
     """The external-attacher refuses to attach a PV being deleted ("PersistentVolume ... is marked
     for deletion", as an attachError, retried after its back-off): a pod whose volume was

@@ -40,6 +40,7 @@ DetachVolume reaches EC2.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from bot.sim.controllers import attach_backoff
@@ -226,6 +227,16 @@ def _managed(node: dict[str, Any]) -> set[str]:
     return {v.get("name", "") for v in node.get("status", {}).get("volumesAttached") or []}
 
 
+def _slot(va_name: str) -> int:
+    """Where a VolumeAttachment's device name search starts: from the hash in a name the
+    attach/detach controller gave it (``csi-<sha256>``), else from a hash of the name (anyone
+    may create one, named as they like)."""
+    head = va_name[4:6]
+    if va_name.startswith("csi-") and len(head) == 2 and all(c in "0123456789abcdef" for c in head):
+        return int(head, 16)
+    return hashlib.sha256(va_name.encode()).digest()[0]
+
+
 def _free_device(ctx: Context, iid: str, *, preferred: int) -> str:
     """A device name no volume on the instance uses, starting from a stable per-attachment one
     (EC2 refuses a second attachment on a device in use, as the CSI driver's allocator knows)."""
@@ -252,7 +263,17 @@ def _set_volumes_attached(ctx: Context, node_name: str, pv_name: str, device: st
             apply(gone)
 
 
-def _node_instance(ctx: Context, node_name: str, driver: str = DRIVER) -> str | None:
+def _no_node_id(ctx: Context, node_name: str, driver: str) -> str:
+    """Why the attacher finds no node id for ``node_name`` (it reads it from the CSINode)."""
+    if ctx.find("CSINode", None, node_name) is None:
+        return f'csinode.storage.k8s.io "{node_name}" not found'
+    return f"CSINode {node_name} does not contain driver {driver}"
+
+
+def _node_instance(ctx: Context, node_name: str, driver: str = DRIVER, *,
+                   detach: bool = True) -> str | None:
+    """The instance behind ``node_name``: its Node's, else its CSINode's node id; for a detach
+    also a deleted node's (the real attacher keeps the id on the VolumeAttachment for that)."""
     iid = instance_id(ctx.find("Node", None, node_name))
     if iid:
         return iid
@@ -260,7 +281,7 @@ def _node_instance(ctx: Context, node_name: str, driver: str = DRIVER) -> str | 
     for d in (csinode or {}).get("spec", {}).get("drivers") or []:
         if d.get("name") == driver:
             return str(d.get("nodeID"))
-    return instance_id(_deleted_node(ctx, node_name))
+    return instance_id(_deleted_node(ctx, node_name)) if detach else None
 
 
 def _err(e: Exception) -> str:
@@ -282,8 +303,9 @@ def reconcile_attacher(ctx: Context) -> None:
         pv = ctx.find("PersistentVolume", None, pv_name)
         src = ebs_source(pv)
         handle = src[1] if src else None
-        iid = _node_instance(ctx, node_name, driver)
-        if va["metadata"].get("deletionTimestamp"):
+        deleting = bool(va["metadata"].get("deletionTimestamp"))
+        iid = _node_instance(ctx, node_name, driver, detach=deleting)
+        if deleting:
             if fin not in (va["metadata"].get("finalizers") or []):
                 continue
             if pv is None and pv_name:
@@ -297,15 +319,24 @@ def reconcile_attacher(ctx: Context) -> None:
                 ctx.store.mutate("VolumeAttachment", None, name, _drop_finalizer(fin))
                 attach_backoff.succeeded(ctx, name)
             continue
-        if va.get("status", {}).get("attached") or not handle or not iid or pv is None:
+        if va.get("status", {}).get("attached"):
+            continue
+        if pv is None:
+            if pv_name:  # the attacher reads the PV first: refused before anything is written
+                _attach_failed(ctx, va, pv_name, node_name, f'persistentvolume "{pv_name}" not found')
+            continue
+        if not handle:
             continue
         if pv["metadata"].get("deletionTimestamp"):  # refused before anything is written
             _attach_failed(ctx, va, pv_name, node_name,
                            f'PersistentVolume "{pv_name}" is marked for deletion')
             continue
-        ctx.store.mutate("VolumeAttachment", None, name, _add_finalizer(fin))
         ctx.store.mutate("PersistentVolume", None, pv_name, _add_finalizer(fin))
-        device = _free_device(ctx, iid, preferred=int(name[4:6], 16))
+        if not iid:  # the PV's finalizer is on; the node's id is looked up next, in its CSINode
+            _attach_failed(ctx, va, pv_name, node_name, _no_node_id(ctx, node_name, driver))
+            continue
+        ctx.store.mutate("VolumeAttachment", None, name, _add_finalizer(fin))
+        device = _free_device(ctx, iid, preferred=_slot(name))
         vol = ctx.ec2.volume(handle)
         if vol is not None and vol.attachment is not None and vol.attachment.instance.id == iid:
             device = vol.attachment.device
