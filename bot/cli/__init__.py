@@ -150,11 +150,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help()
         return EXIT_USAGE
+    from bot.cli.wiring import stores_closed
     from bot.config import find_config, use_config
 
     try:
         logs.configure_from(args)
-        with use_config(args.config):
+        with use_config(args.config), stores_closed():
             if args.verbose:
                 path, how = find_config()
                 print(f"runbook-bot: config: {path} ({how})" if path else f"runbook-bot: config: "
@@ -171,7 +172,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         # `runbook-bot show X | head`: the reader left; say nothing more.
         sys.stderr.close()
         return 0
-    finally:
-        from bot.cli.wiring import close_stores
 
-        close_stores()

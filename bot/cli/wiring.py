@@ -7,7 +7,8 @@ clock or clients.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from bot.config import Settings
@@ -42,11 +43,17 @@ def open_store(settings: Settings) -> Database:
     return store
 
 
-def close_stores() -> None:
-    """Close every store this command opened: its connections, not left for the process's end
-    (a command run in-process, as tests run it, would otherwise leave them open)."""
-    while _opened:
-        _opened.pop().close()
+@contextmanager
+def stores_closed() -> Iterator[None]:
+    """Close the stores opened inside the block when it ends: a command's connections are not
+    left for the process's end (a command run in-process, as tests run it, would leave them open).
+    Stores opened before the block are not its to close."""
+    start = len(_opened)
+    try:
+        yield
+    finally:
+        while len(_opened) > start:
+            _opened.pop().close()
 
 
 def build_runner(settings: Settings, *, store: RunStore | None = None,

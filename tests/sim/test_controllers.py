@@ -306,6 +306,13 @@ def _attachment(http: Any, name: str, node: str, pv: str) -> None:
     assert code == 201, out
 
 
+def _attach_error(sb: Any, name: str) -> str:
+    """The attachError of VolumeAttachment ``name``, which must not be attached."""
+    va = sb.get("VolumeAttachment", None, name)
+    assert va["status"].get("attached") is not True
+    return str(va["status"]["attachError"]["message"])
+
+
 def test_the_attacher_says_why_it_cannot_attach_a_missing_volume_or_to_a_node_it_cannot_name(pool):
     """The external-attacher reads the PV, then the node's id from its CSINode, and records
     what it could not find as the attachError (retried after its back-off), as it does on EKS;
@@ -322,17 +329,12 @@ def test_the_attacher_says_why_it_cannot_attach_a_missing_volume_or_to_a_node_it
     finally:
         http.close()
     sb.advance(30)
-    by_hand = sb.get("VolumeAttachment", None, "by-hand")
-    assert "VolumeInUse" in by_hand["status"]["attachError"]["message"]
-    no_pv = sb.get("VolumeAttachment", None, "csi-no-such-pv")
-    assert no_pv["status"].get("attached") is not True
-    assert no_pv["status"]["attachError"]["message"] == 'persistentvolume "pv-that-was-never-made" not found'
-    assert not no_pv["metadata"].get("finalizers")
-    no_node = sb.get("VolumeAttachment", None, "csi-no-such-node")
-    assert no_node["status"].get("attached") is not True
-    assert no_node["status"]["attachError"]["message"] == (
+    assert "VolumeInUse" in _attach_error(sb, "by-hand")
+    assert _attach_error(sb, "csi-no-such-pv") == 'persistentvolume "pv-that-was-never-made" not found'
+    assert _attach_error(sb, "csi-no-such-node") == (
         'csinode.storage.k8s.io "ip-10-0-9-9.ap-southeast-1.compute.internal" not found')
-    assert not no_node["metadata"].get("finalizers")
+    for name in ("csi-no-such-pv", "csi-no-such-node"):
+        assert not sb.get("VolumeAttachment", None, name)["metadata"].get("finalizers")
     assert "external-attacher/ebs-csi-aws-com" in sb.get("PersistentVolume", None, f["pv"])[
         "metadata"]["finalizers"]
     assert [a[0] for a in ec2_attachments(sb, f["volume_id"])] == [f["instance_id"]]  # where it was
@@ -354,9 +356,8 @@ def test_the_attacher_does_not_attach_to_a_deleted_node_s_machine(pool):
     finally:
         http.close()
     sb.advance(30)
-    va = sb.get("VolumeAttachment", None, "csi-to-a-deleted-node")
-    assert va["status"].get("attached") is not True
-    assert va["status"]["attachError"]["message"] == f'csinode.storage.k8s.io "{f["dead_node"]}" not found'
+    assert _attach_error(sb, "csi-to-a-deleted-node") == (
+        f'csinode.storage.k8s.io "{f["dead_node"]}" not found')
     assert sb.violations == []
 
 

@@ -270,8 +270,7 @@ def _no_node_id(ctx: Context, node_name: str, driver: str) -> str:
     return f"CSINode {node_name} does not contain driver {driver}"
 
 
-def _node_instance(ctx: Context, node_name: str, driver: str = DRIVER, *,
-                   detach: bool = True) -> str | None:
+def _node_instance(ctx: Context, node_name: str, driver: str, *, detach: bool) -> str | None:
     """The instance behind ``node_name``: its Node's, else its CSINode's node id; for a detach
     also a deleted node's (the real attacher keeps the id on the VolumeAttachment for that)."""
     iid = instance_id(ctx.find("Node", None, node_name))
@@ -310,9 +309,7 @@ def reconcile_attacher(ctx: Context) -> None:
                 continue
             if pv is None and pv_name:
                 # no PV, no volume handle: the real attacher cannot detach, and says so each try
-                _status(ctx, name, {**va.get("status", {}), "detachError": {
-                    "time": ts(ctx.now), "message": f'persistentvolume "{pv_name}" not found'}})
-                attach_backoff.failed(ctx, name)
+                _detach_failed(ctx, va, f'persistentvolume "{pv_name}" not found')
             elif handle and iid:
                 _detach(ctx, va, handle, iid, node_name, pv_name)
             else:
@@ -377,6 +374,14 @@ def _attach_failed(ctx: Context, va: dict[str, Any], pv_name: str, node_name: st
                   source="attachdetach-controller")
 
 
+def _detach_failed(ctx: Context, va: dict[str, Any], msg: str) -> None:
+    """A detach refused: ``detachError`` on the VolumeAttachment, which stays attached (its
+    status is otherwise kept), and the attacher's back-off."""
+    name = va["metadata"]["name"]
+    _status(ctx, name, {**va.get("status", {}), "detachError": {"time": ts(ctx.now), "message": msg}})
+    attach_backoff.failed(ctx, name)
+
+
 def _in_flight(ctx: Context, kind: str, name: str) -> bool:
     """Options ``ebs_attach_seconds`` and ``ebs_detach_seconds`` (default 0: at once, as moto
     does): how long the EBS CSI driver waits, after its call, for EC2 to report the attachment
@@ -432,11 +437,8 @@ def _detach(ctx: Context, va: dict[str, Any], handle: str, iid: str, node_name: 
             message = f"volume {handle} is still {state}"
         vol = ctx.ec2.volume(handle)
         if vol is not None and vol.attachment is not None and vol.attachment.instance.id == iid:
-            msg = (f'rpc error: code = Internal desc = Could not detach volume "{handle}" from node '
-                   f'"{iid}": {message}')
-            _status(ctx, name, {**va.get("status", {}), "detachError": {"time": ts(ctx.now),
-                                                                          "message": msg}})
-            attach_backoff.failed(ctx, name)
+            _detach_failed(ctx, va, f'rpc error: code = Internal desc = Could not detach volume '
+                                    f'"{handle}" from node "{iid}": {message}')
             return
     if _in_flight(ctx, "detach", name):
         return  # EC2's attachment is still detaching (option ebs_detach_seconds)
